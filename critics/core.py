@@ -1,0 +1,30 @@
+"""Domain-agnostic critics."""
+
+from __future__ import annotations
+
+from modulo.benchmark import Benchmark
+from modulo.critic import FORMAT_GROUP, critic
+from modulo.errors import PlanFormatError
+from modulo.types import PlanJSON, Problem, Verdict
+
+
+@critic(
+    "format",
+    group=FORMAT_GROUP,
+    priority=0,
+    description="the reply became a plan that fits the benchmark's schema and structure",
+)
+def format_critic(problem: Problem, plan: PlanJSON, *, benchmark: Benchmark) -> Verdict:
+    """The plan validates against the benchmark's schema and passes its structural checks."""
+    if plan is None:
+        return Verdict.fail("No plan could be read from your answer.")
+    try:
+        benchmark.validate_plan(plan)
+    except PlanFormatError as exc:
+        return Verdict.fail(f"The plan does not follow the required format: {exc}.", error_text=str(exc))
+    problems = benchmark.check_format(problem, plan)
+    if problems:
+        return Verdict.fail(
+            "The plan does not follow the required format: " + "; ".join(problems) + ".", issues=problems
+        )
+    return Verdict.ok()

@@ -1,0 +1,31 @@
+"""modulo: LLM-Modulo planning.
+
+An LLM (or search) *generator* proposes a plan, a *reformulator* turns it into the benchmark's JSON,
+*binary critics* test it and write backprompts, and the *metacontroller* iterates until every
+critic accepts or a budget is spent. See the README for the command line; in Python::
+
+    from modulo import run_problems, LoopConfig
+"""
+
+from .benchmark import Benchmark, EvalResult, MetricSpec
+from .critic import Critic, critic
+from .errors import ModuloError
+from .types import Message, Outcome, PlanJSON, Problem, ProblemResult, Usage, Verdict
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Benchmark",
+    "Critic",
+    "EvalResult",
+    "Message",
+    "MetricSpec",
+    "ModuloError",
+    "Outcome",
+    "PlanJSON",
+    "Problem",
+    "ProblemResult",
+    "Usage",
+    "Verdict",
+    "critic",
+]

@@ -1,0 +1,178 @@
+"""Benchmarks (domains): problems, plan schema, prompts, parser, evaluator.
+
+A benchmark is a :class:`Benchmark` subclass registered under the ``modulo.benchmarks`` entry-point
+group. The core never imports a benchmark; it looks one up by name. A benchmark declares:
+
+* ``name``, its ``splits()`` and ``load(split)`` returning :class:`~modulo.types.Problem` objects;
+* ``plan_model``: the pydantic model of a plan (its JSON Schema is exported for structured output
+  and used with ``jsonschema`` to validate anything that came from outside);
+* ``check_format(problem, plan)``: structural errors beyond the schema (day count, keys, ...);
+* ``parse(text, problem)``: an optional deterministic text -> plan parser (``reformulator=parser``);
+* ``prompts``: template names for the roles ``direct``, ``cot``, ``json`` (generator asked for JSON),
+  ``reformulate`` and optionally backprompt overrides; and ``prompt_variables(problem)``;
+* ``critic_names()``: its default critics (the ``all`` preset), and ``metrics``/``evaluate``: the
+  official numbers, computed from the same checks the critics use;
+* optionally ``prove_unsolvable(problem)``: an explanation when no plan can pass.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import jsonschema
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from .errors import PlanFormatError
+from .types import PlanJSON, Problem
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """One headline metric a benchmark reports (a rate over problems unless ``kind`` says otherwise)."""
+
+    key: str
+    label: str
+    kind: str = "rate"  # "rate" (a fraction in [0, 1]) or "count" or "value"
+    description: str = ""
+
+
+@dataclass
+class EvalResult:
+    """What :meth:`Benchmark.evaluate` returns.
+
+    ``metrics`` maps the benchmark's metric keys to values (rates as fractions). ``per_problem`` has
+    one dict per evaluated plan (same order as the input), holding at least ``problem_id`` and a
+    ``passed`` bool, plus per-constraint results keyed by constraint name (True/False/None) used by
+    per-constraint tables and paired statistics. ``tables`` holds extra named breakdowns as lists of
+    row dicts (per level, per constraint, ...).
+    """
+
+    metrics: dict[str, float]
+    per_problem: list[dict[str, Any]] = field(default_factory=list)
+    tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+
+class Benchmark(ABC):
+    """Base class of every benchmark. Subclasses set the class attributes and implement ``load``."""
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    #: the pydantic model of one plan, or of the root value (use a RootModel for lists)
+    plan_model: ClassVar[type[BaseModel] | None] = None
+    #: role -> template name under prompts/ (for example "travelplanner/direct")
+    prompts: ClassVar[dict[str, str]] = {}
+    metrics: ClassVar[tuple[MetricSpec, ...]] = ()
+    #: the metric that means "solved" for this benchmark (used by budget curves and paired tests)
+    primary_metric: ClassVar[str] = ""
+    #: splits whose labels must not leak into prompts (oracle critics on them need an override)
+    test_splits: ClassVar[tuple[str, ...]] = ("test",)
+    #: where the critics' knowledge comes from, recorded with every run
+    critic_source: ClassVar[str] = "reimplemented"
+
+    def __init__(self, data_dir: Path | None = None) -> None:
+        self.data_dir = data_dir
+
+    # -- problems ------------------------------------------------------------------------------
+    @abstractmethod
+    def splits(self) -> list[str]:
+        """Names of the splits this benchmark can load."""
+
+    @abstractmethod
+    def load(self, split: str) -> list[Problem]:
+        """All problems of ``split``. Raise :class:`~modulo.errors.DataError` with a clear message on bad data."""
+
+    def select(self, split: str, *, limit: int | None = None, ids: Sequence[str] | None = None) -> list[Problem]:
+        """``load`` then keep the given ids (in the order given) or the first ``limit`` problems."""
+        from .errors import ConfigError
+
+        problems = self.load(split)
+        if ids:
+            by_id = {p.id: p for p in problems}
+            missing = [i for i in ids if str(i) not in by_id]
+            if missing:
+                raise ConfigError(
+                    f"benchmark.ids: {missing} not in {self.name}/{split} (ids look like {list(by_id)[:3]})"
+                )
+            problems = [by_id[str(i)] for i in ids]
+        if limit is not None:
+            problems = problems[:limit]
+        return problems
+
+    # -- plans ---------------------------------------------------------------------------------
+    def plan_json_schema(self) -> dict[str, Any] | None:
+        """The JSON Schema of a plan (from ``plan_model``), for structured output and validation."""
+        if self.plan_model is None:
+            return None
+        return TypeAdapter(self.plan_model).json_schema()
+
+    def validate_plan(self, value: Any) -> PlanJSON:
+        """Validate a plan that came from outside; return its normalised JSON or raise PlanFormatError."""
+        schema = self.plan_json_schema()
+        if schema is not None:
+            try:
+                jsonschema.validate(value, schema)
+            except jsonschema.ValidationError as exc:
+                where = "/".join(str(p) for p in exc.absolute_path) or "the top level"
+                raise PlanFormatError(f"at {where}: {exc.message}") from None
+        if self.plan_model is not None:
+            try:
+                model = TypeAdapter(self.plan_model).validate_python(value)
+            except ValidationError as exc:
+                raise PlanFormatError(_short_validation_error(exc)) from None
+            return json.loads(TypeAdapter(self.plan_model).dump_json(model))
+        return value
+
+    def check_format(self, problem: Problem, plan: PlanJSON) -> list[str]:
+        """Structural problems beyond the schema (day count, missing keys, ...). Empty when fine."""
+        return []
+
+    def parse(self, text: str, problem: Problem) -> PlanJSON:
+        """Deterministic text -> plan parser. Raise PlanFormatError when the text has no plan.
+
+        Benchmarks without a parser leave this as is; ``reformulator=parser`` then fails at bind time.
+        """
+        raise NotImplementedError
+
+    @property
+    def has_parser(self) -> bool:
+        return type(self).parse is not Benchmark.parse
+
+    def render_plan(self, plan: PlanJSON) -> str:
+        """Plan as text for a backprompt ("your previous plan was ...")."""
+        return json.dumps(plan, indent=1, ensure_ascii=False)
+
+    # -- prompts -------------------------------------------------------------------------------
+    def prompt_variables(self, problem: Problem) -> dict[str, Any]:
+        """Variables available to this benchmark's templates (``problem`` is always available too)."""
+        return {"query": problem.query, "context": problem.context}
+
+    # -- critics and evaluation ----------------------------------------------------------------
+    def critic_names(self) -> list[str]:
+        """The benchmark's own critics, format first: what the ``all`` preset selects."""
+        return ["format"]
+
+    def evaluate(self, problems: Sequence[Problem], plans: Sequence[PlanJSON | None]) -> EvalResult:
+        """Score final plans (``None`` = nothing delivered) the way the benchmark's official script does."""
+        raise NotImplementedError(f"benchmark {self.name!r} has no evaluator")
+
+    def prove_unsolvable(self, problem: Problem) -> str | None:
+        """An explanation when ``problem`` provably has no valid plan, else None (the default: unknown)."""
+        return None
+
+    @property
+    def can_prove_unsolvable(self) -> bool:
+        return type(self).prove_unsolvable is not Benchmark.prove_unsolvable
+
+
+def _short_validation_error(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:5]:
+        loc = "/".join(str(x) for x in err["loc"]) or "the top level"
+        parts.append(f"at {loc}: {err['msg']}")
+    more = len(exc.errors()) - 5
+    return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")

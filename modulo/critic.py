@@ -1,0 +1,167 @@
+"""Critics: pure checks ``(problem, plan) -> Verdict``.
+
+Write a critic as a decorated function::
+
+    from modulo import Verdict, critic
+
+    @critic("budget", group="hard", benchmarks=("travelplanner",), description="total cost within budget")
+    def budget(problem, plan, *, benchmark, mode: str = "strict", hints: bool = False) -> Verdict:
+        ...
+        return Verdict.fail("Day 2 ...") if over else Verdict.ok()
+
+or as a :class:`Critic` subclass. Either way the registered object is a *factory*: the loop calls it
+with the user's arguments (checked against its signature) and, when the signature asks for them,
+the framework's own values (``benchmark``: the bound benchmark instance). Register it under the
+``modulo.critics`` entry-point group. A critic that rejects a plan returns a failing Verdict; a
+critic that raises is an error (:class:`~modulo.errors.CriticError`), handled per run settings.
+
+Groups: ``format`` critics gate the others (when one fails, the rest are not run); ``commonsense``
+and ``hard`` follow the LLM-Modulo paper; any other group name is allowed.
+"""
+
+from __future__ import annotations
+
+import functools
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import Any, ClassVar, Literal
+
+from .errors import CriticError
+from .types import PlanJSON, Problem, Verdict
+
+#: where a critic's knowledge comes from; printed next to results (see the reports)
+CriticSource = Literal["oracle", "reimplemented", "llm-extracted", "derived"]
+
+FORMAT_GROUP = "format"
+
+
+class Critic(ABC):
+    """A bound critic, ready to check plans. Subclass it, or use :func:`critic` on a function."""
+
+    name: ClassVar[str] = ""
+    group: ClassVar[str] = "hard"
+    description: ClassVar[str] = ""
+    #: benchmarks this critic applies to; empty means any
+    benchmarks: ClassVar[tuple[str, ...]] = ()
+    #: lower runs (and is reported) first; used by the ``first`` backprompt strategy
+    priority: ClassVar[int] = 100
+    source: ClassVar[CriticSource] = "reimplemented"
+
+    @abstractmethod
+    def check(self, problem: Problem, plan: PlanJSON) -> Verdict:
+        """Judge ``plan``. Return a Verdict; raise only on a genuine bug or broken input data."""
+
+    def __call__(self, problem: Problem, plan: PlanJSON) -> Verdict:
+        """Run :meth:`check`, label the verdict, and wrap a crash in :class:`CriticError`."""
+        try:
+            verdict = self.check(problem, plan)
+        except CriticError:
+            raise
+        except Exception as exc:
+            raise CriticError(self.name, exc) from exc
+        if not isinstance(verdict, Verdict):
+            raise CriticError(self.name, TypeError(f"returned {type(verdict).__name__}, not a Verdict"))
+        return verdict.model_copy(update={"critic": self.name, "group": self.group})
+
+    def __repr__(self) -> str:
+        return f"<critic {self.name} ({self.group})>"
+
+
+CheckFn = Callable[..., Verdict]
+
+
+class FunctionCritic(Critic):
+    """A critic made from a function by :func:`critic`; holds the bound keyword arguments."""
+
+    def __init__(self, fn: CheckFn, kwargs: dict[str, Any]) -> None:
+        self._fn = fn
+        self._kwargs = kwargs
+
+    def check(self, problem: Problem, plan: PlanJSON) -> Verdict:
+        return self._fn(problem, plan, **self._kwargs)
+
+
+class CriticFactory:
+    """What :func:`critic` returns: call it with arguments to get a bound :class:`Critic`."""
+
+    def __init__(
+        self,
+        fn: CheckFn,
+        *,
+        name: str,
+        group: str,
+        description: str,
+        benchmarks: tuple[str, ...],
+        priority: int,
+        source: CriticSource,
+    ) -> None:
+        self.fn = fn
+        self.name = name
+        self.group = group
+        self.description = description
+        self.benchmarks = benchmarks
+        self.priority = priority
+        self.source = source
+        functools.update_wrapper(self, fn)
+        attrs = {
+            "name": name,
+            "group": group,
+            "description": description,
+            "benchmarks": benchmarks,
+            "priority": priority,
+            "source": source,
+        }
+        self._cls: type[FunctionCritic] = type(f"Critic_{name.replace('/', '_')}", (FunctionCritic,), attrs)
+
+    @property
+    def __signature__(self) -> Any:  # the arguments the factory takes: fn's, minus (problem, plan)
+        import inspect
+
+        sig = inspect.signature(self.fn)
+        params = list(sig.parameters.values())[2:]
+        return sig.replace(parameters=params)
+
+    def __call__(self, **kwargs: Any) -> Critic:
+        return self._cls(self.fn, kwargs)
+
+    def __repr__(self) -> str:
+        return f"<critic factory {self.name} ({self.group})>"
+
+
+def critic(
+    name: str,
+    *,
+    group: str = "hard",
+    description: str = "",
+    benchmarks: tuple[str, ...] = (),
+    priority: int = 100,
+    source: CriticSource = "reimplemented",
+) -> Callable[[CheckFn], CriticFactory]:
+    """Turn ``fn(problem, plan, **options) -> Verdict`` into a registrable critic factory."""
+
+    def wrap(fn: CheckFn) -> CriticFactory:
+        desc = description or (fn.__doc__ or "").strip().splitlines()[0] if (description or fn.__doc__) else ""
+        return CriticFactory(
+            fn, name=name, group=group, description=desc, benchmarks=benchmarks, priority=priority, source=source
+        )
+
+    return wrap
+
+
+def critic_meta(obj: Any) -> dict[str, Any]:
+    """Name, group, description, benchmarks, priority and source of a critic factory or class."""
+    return {
+        "name": getattr(obj, "name", ""),
+        "group": getattr(obj, "group", ""),
+        "description": getattr(obj, "description", ""),
+        "benchmarks": tuple(getattr(obj, "benchmarks", ())),
+        "priority": int(getattr(obj, "priority", 100)),
+        "source": getattr(obj, "source", "reimplemented"),
+    }
+
+
+def validate_critic_factory(name: str, obj: Any) -> None:
+    """Registry hook: a critic entry must be a CriticFactory or a Critic subclass."""
+    if isinstance(obj, CriticFactory) or (isinstance(obj, type) and issubclass(obj, Critic)):
+        return
+    raise TypeError(f"{name!r} is {type(obj).__name__}, expected a @critic function or a Critic subclass")

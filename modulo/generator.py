@@ -1,0 +1,50 @@
+"""Generators: what proposes a plan at each iteration.
+
+A generator is registered under ``modulo.generators`` as a factory taking keyword arguments (checked
+against its signature) and, when it asks for them by name, ``benchmark`` (the bound benchmark).
+It returns either text (to be reformulated into a plan) or a plan directly (search baselines).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from .types import LLMCall, Message, PlanJSON, Problem
+
+if TYPE_CHECKING:
+    from .llm.client import LLMClient
+
+
+@dataclass
+class GenerationContext:
+    """What a generator may use besides the prompt."""
+
+    iteration: int
+    llm: LLMClient | None
+    #: JSON Schema of a plan, when the generator is asked for JSON directly (reformulator=none)
+    response_schema: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Generation:
+    """A generator's answer: raw text, or a plan (then no reformulation happens), and the calls made."""
+
+    text: str | None = None
+    plan: PlanJSON = None
+    calls: list[LLMCall] = field(default_factory=list)
+
+
+class Generator(ABC):
+    """Base class of generators."""
+
+    #: False for search baselines that never call a model (no llm backend is bound then)
+    needs_llm: ClassVar[bool] = True
+    #: the prompt role used for the first prompt ("direct", "cot", "json")
+    prompt_role: str = "direct"
+
+    @abstractmethod
+    async def generate(self, problem: Problem, messages: list[Message], ctx: GenerationContext) -> Generation:
+        """Propose a plan (as text or JSON) for ``problem`` given the current ``messages``."""

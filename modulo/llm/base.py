@@ -1,0 +1,89 @@
+"""The LLM protocol: messages and decoding parameters in, text plus usage out.
+
+A backend is registered under ``modulo.llms`` as a factory ``factory(settings: LLMSettings, **args)``
+returning an object with ``async complete(request) -> LLMResponse`` and ``async aclose()``.
+Backends raise :class:`~modulo.errors.TransientLLMError` (retry) or
+:class:`~modulo.errors.PermanentLLMError` (do not) for transport failures; the retry, rate-limit,
+cache and accounting layers in :mod:`modulo.llm.client` wrap every backend the same way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..types import Message, Usage, canonical_json
+
+
+class LLMRequest(BaseModel):
+    """Everything that determines a reply. Its :meth:`key` addresses the response cache."""
+
+    model_config = ConfigDict(frozen=True)
+
+    messages: tuple[Message, ...]
+    model: str = ""
+    temperature: float = 0.0
+    max_tokens: int | None = None
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+    #: JSON Schema the reply must follow (structured output), when the caller wants one
+    response_schema: dict[str, Any] | None = None
+    #: "schema": constrain to response_schema; "json": any JSON object; "off": free text
+    structured_output: Literal["schema", "json", "off"] = "off"
+    #: draw number: a repeated identical request with another index is a deliberate fresh sample
+    sample_index: int = 0
+
+    def key(self, backend: str) -> str:
+        """Content address of (backend, request)."""
+        payload = {"backend": backend, **self.model_dump(mode="json")}
+        return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
+
+
+class LLMResponse(BaseModel):
+    text: str
+    usage: Usage = Field(default_factory=Usage)
+    model: str = ""
+    finish_reason: str | None = None
+    cached: bool = False
+
+
+class LLMSettings(BaseModel):
+    """Settings shared by every backend (the ``llm`` config group)."""
+
+    name: str = "scripted"
+    model: str = ""
+    base_url: str | None = None
+    #: name of the environment variable holding the API key (never the key itself)
+    api_key_env: str | None = None
+    temperature: float = 0.0
+    max_tokens: int | None = None
+    seed: int | None = None
+    timeout_s: float = 120.0
+    max_retries: int = 6
+    #: upper bound on backoff waits (seconds)
+    max_backoff_s: float = 60.0
+    concurrency: int = 16
+    requests_per_minute: float | None = None
+    structured_output: Literal["schema", "json", "off"] = "schema"
+    #: USD per million input / output tokens; overrides the built-in price table
+    price_input_per_mtok: float | None = None
+    price_output_per_mtok: float | None = None
+    #: scripted backend: a JSON file with a list of replies
+    script: str | None = None
+    #: replay backend: a run directory to answer from
+    recording: str | None = None
+    #: backend-specific arguments, checked against the backend's signature
+    args: dict[str, Any] = Field(default_factory=dict)
+
+
+@runtime_checkable
+class LLM(Protocol):
+    """What every backend implements."""
+
+    name: str
+
+    async def complete(self, request: LLMRequest) -> LLMResponse: ...
+
+    async def aclose(self) -> None: ...

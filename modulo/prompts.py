@@ -1,0 +1,78 @@
+"""Versioned prompt templates.
+
+Templates are Jinja2 files under ``prompts/`` named ``<namespace>/<role>.j2`` (for example
+``travelplanner/direct.j2``, ``core/backprompt_all.j2``). The first line of each file declares its
+version as a Jinja comment: ``{# version: 3 #}``. Every run records, for each template it used, the
+id, the declared version and a short hash of the text, so that a silent edit is visible.
+
+Lookup for a benchmark's role falls back from ``<benchmark>/<role>.j2`` to ``core/<role>.j2``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from .errors import PromptError
+from .resources import resource_dir
+
+_VERSION = re.compile(r"^\{#\s*version:\s*([\w.\-]+)\s*#\}\s*\n?")
+
+
+@dataclass(frozen=True)
+class Template:
+    id: str
+    version: str
+    sha: str
+    source: str
+
+    @property
+    def label(self) -> str:
+        """``id@version#sha`` as recorded in run records."""
+        return f"{self.id}@{self.version}#{self.sha}"
+
+    def render(self, **variables: Any) -> str:
+        try:
+            return _env().from_string(self.source).render(**variables).strip() + "\n"
+        except jinja2.TemplateError as exc:
+            raise PromptError(f"template {self.id} failed to render: {exc}") from exc
+
+
+@lru_cache(maxsize=1)
+def _env() -> jinja2.Environment:
+    return jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
+
+
+def prompts_root() -> Path:
+    return resource_dir("prompts")
+
+
+@lru_cache(maxsize=256)
+def load_template(template_id: str, root: Path | None = None) -> Template:
+    """Load ``<root>/<template_id>.j2``; raise PromptError when missing or without a version line."""
+    base = root or prompts_root()
+    path = base / f"{template_id}.j2"
+    if not path.is_file():
+        raise PromptError(f"prompt template {template_id!r} not found (looked for {path})")
+    text = path.read_text(encoding="utf-8")
+    m = _VERSION.match(text)
+    if not m:
+        raise PromptError(f"prompt template {path} must start with a version line like '{{# version: 1 #}}'")
+    body = text[m.end() :]
+    sha = hashlib.sha256(body.encode()).hexdigest()[:10]
+    return Template(id=template_id, version=m.group(1), sha=sha, source=body)
+
+
+def resolve(namespace: str, role: str, root: Path | None = None) -> Template:
+    """``<namespace>/<role>`` if it exists, else ``core/<role>``."""
+    base = root or prompts_root()
+    for tid in (f"{namespace}/{role}", f"core/{role}"):
+        if (base / f"{tid}.j2").is_file():
+            return load_template(tid, base)
+    raise PromptError(f"no template for role {role!r} in {namespace!r} or core (under {base})")
