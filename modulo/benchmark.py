@@ -168,6 +168,27 @@ class Benchmark(ABC):
     def can_prove_unsolvable(self) -> bool:
         return type(self).prove_unsolvable is not Benchmark.prove_unsolvable
 
+    # -- command-line hooks (``modulo data ...``, ``modulo evaluate ...``) ---------------------
+    def data_check(self) -> DataReport:
+        """What data is present, what is missing and what that rules out."""
+        return DataReport(ok=True, lines=[f"{self.name}: needs no data files"])
+
+    def data_download(self) -> DataReport:
+        """Fetch and verify the official files where a network exists; raise DataError otherwise."""
+        return self.data_check()
+
+    def evaluate_command(self, argv: list[str]) -> int:
+        """``modulo evaluate <benchmark> ARGS...``: parse ``argv`` (argparse) and print results. Exit code."""
+        raise NotImplementedError(f"benchmark {self.name!r} has no evaluate command")
+
+
+@dataclass
+class DataReport:
+    """Result of a data check or download: ``ok`` and human-readable lines."""
+
+    ok: bool
+    lines: list[str] = field(default_factory=list)
+
 
 def _short_validation_error(exc: ValidationError) -> str:
     parts = []

@@ -34,10 +34,12 @@ class LLMRequest(BaseModel):
     structured_output: Literal["schema", "json", "off"] = "off"
     #: draw number: a repeated identical request with another index is a deliberate fresh sample
     sample_index: int = 0
+    #: where the request comes from (problem_id, iteration, stage); NOT part of the cache key
+    tags: dict[str, str] = Field(default_factory=dict)
 
     def key(self, backend: str) -> str:
-        """Content address of (backend, request)."""
-        payload = {"backend": backend, **self.model_dump(mode="json")}
+        """Content address of (backend, request), tags excluded."""
+        payload = {"backend": backend, **self.model_dump(mode="json", exclude={"tags"})}
         return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
 
 
