@@ -35,6 +35,8 @@ class Generation:
     text: str | None = None
     plan: PlanJSON = None
     calls: list[LLMCall] = field(default_factory=list)
+    #: "length" when the reply was cut off at the token limit
+    finish_reason: str | None = None
 
 
 class Generator(ABC):
@@ -44,6 +46,14 @@ class Generator(ABC):
     needs_llm: ClassVar[bool] = True
     #: the prompt role used for the first prompt ("direct", "cot", "json")
     prompt_role: str = "direct"
+
+    def first_prompt(self, problem: Problem) -> list[Message]:
+        """The messages of iteration 0 (search generators may ignore prompts entirely)."""
+        return [Message(role="user", content=problem.query)]
+
+    def templates(self) -> dict[str, str]:
+        """Template labels used, for the run record."""
+        return {}
 
     @abstractmethod
     async def generate(self, problem: Problem, messages: list[Message], ctx: GenerationContext) -> Generation:

@@ -1,0 +1,252 @@
+"""Bind a :class:`~modulo.config.ModuloConfig` into ready components, before any LLM call.
+
+Every name is looked up (unknown names fail with a did-you-mean; a plugin that fails to import stops
+here with its own error), every component's arguments are checked against its signature, and the
+problems are loaded. Only then does a run start. ``modulo check`` runs just this.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import components
+from .backprompt import BackpromptStrategy
+from .benchmark import Benchmark
+from .config import CRITIC_PRESETS, ModuloConfig
+from .critic import Critic, critic_meta
+from .errors import ConfigError, UnknownComponentError
+from .generator import Generator
+from .llm.base import LLMSettings
+from .metacontroller import Loop, LoopSettings
+from .reformulate import build_reformulator
+from .registry import bind_arguments, suggest
+from .settings import data_dir as resolve_data_dir
+from .types import Problem
+
+
+@dataclass
+class Session:
+    """Everything a run needs, bound and checked."""
+
+    config: ModuloConfig
+    benchmark: Benchmark
+    split: str
+    problems: list[Problem]
+    loop: Loop
+    critics: list[Critic]
+    llm: Any = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+    async def aclose(self) -> None:
+        if self.llm is not None:
+            await self.llm.aclose()
+
+
+def expand_critics(spec: Any, benchmark: Benchmark) -> list[str]:
+    """Critic names from a list of names and presets (``all``, ``common``, ``hard``, ``json``)."""
+    if spec is None:
+        return []
+    items = [spec] if isinstance(spec, str) else list(spec)
+    own = benchmark.critic_names()
+    names: list[str] = []
+    for item in items:
+        item = str(item).strip()
+        if item in CRITIC_PRESETS:
+            groups = CRITIC_PRESETS[item]
+            for name in own:
+                if groups is None or critic_meta(components.critics.get(name))["group"] in groups:
+                    names.append(name)
+        elif item:
+            names.append(item)
+    out: list[str] = []
+    for n in names:
+        if n not in out:
+            out.append(n)
+    return out
+
+
+def build_benchmark(cfg: ModuloConfig) -> Benchmark:
+    factory = components.benchmarks.get(cfg.benchmark.name)
+    ddir = resolve_data_dir(cfg.data_dir)
+    kwargs = bind_arguments("benchmark", cfg.benchmark.name, factory, dict(cfg.benchmark.args), inject={"data_dir": ddir})
+    bench: Benchmark = factory(**kwargs)
+    return bench
+
+
+def build_critics(cfg: ModuloConfig, benchmark: Benchmark) -> list[Critic]:
+    names = expand_critics(cfg.critics, benchmark)
+    known = components.critics.names()
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        n = unknown[0]
+        raise UnknownComponentError("critic", n, known, suggest(n, known))
+    for n in cfg.critic_args:
+        if n not in names:
+            raise ConfigError(f"critic_args names {n!r}, which is not among the active critics {names}")
+    critics: list[Critic] = []
+    options = dataclasses.asdict(cfg.critic_options)
+    for name in names:
+        factory = components.critics.get(name)
+        meta = critic_meta(factory)
+        if meta["benchmarks"] and benchmark.name not in meta["benchmarks"]:
+            raise ConfigError(
+                f"critic {name!r} applies to {', '.join(meta['benchmarks'])}, not to benchmark {benchmark.name!r}"
+            )
+        args = dict(cfg.critic_args.get(name, {}))
+        import inspect
+
+        params = inspect.signature(factory).parameters
+        for key, value in options.items():
+            if key in params and key not in args:
+                args[key] = value
+        kwargs = bind_arguments("critic", name, factory, args, inject={"benchmark": benchmark})
+        critics.append(factory(**kwargs))
+    return critics
+
+
+def build_generator(cfg: ModuloConfig, benchmark: Benchmark) -> Generator:
+    factory = components.generators.get(cfg.generator.name)
+    args = dict(cfg.generator.args)
+    import inspect
+
+    if "prompt" in inspect.signature(factory).parameters and "prompt" not in args:
+        args["prompt"] = cfg.generator.prompt
+    if "sample_index" in inspect.signature(factory).parameters and "sample_index" not in args:
+        args["sample_index"] = cfg.run.sample
+    kwargs = bind_arguments("generator", cfg.generator.name, factory, args, inject={"benchmark": benchmark})
+    gen: Generator = factory(**kwargs)
+    return gen
+
+
+def llm_settings(cfg: ModuloConfig) -> LLMSettings:
+    return LLMSettings(**dataclasses.asdict(cfg.llm))
+
+
+def build_llm(cfg: ModuloConfig) -> Any:
+    from .llm.client import build_client
+
+    if cfg.cache.mode not in ("off", "read-write", "read-only"):
+        raise ConfigError(f"cache.mode must be off, read-write or read-only, not {cfg.cache.mode!r}")
+    return build_client(
+        llm_settings(cfg),
+        cache_mode=cfg.cache.mode,  # type: ignore[arg-type]
+        cache_dir=Path(cfg.cache.dir) if cfg.cache.dir else None,
+    )
+
+
+def build_strategy(cfg: ModuloConfig) -> BackpromptStrategy:
+    factory = components.backprompts.get(cfg.backprompt.name)
+    kwargs = bind_arguments("backprompt strategy", cfg.backprompt.name, factory, dict(cfg.backprompt.args))
+    try:
+        strategy: BackpromptStrategy = factory(**kwargs)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"backprompt {cfg.backprompt.name!r}: {exc}") from exc
+    return strategy
+
+
+def build_session(cfg: ModuloConfig, *, load_problems: bool = True) -> Session:
+    """Bind every component of ``cfg``; raises a ModuloError subclass on any problem, before any LLM call."""
+    benchmark = build_benchmark(cfg)
+    splits = benchmark.splits()
+    split = cfg.benchmark.split or splits[0]
+    if split not in splits:
+        raise ConfigError(
+            f"benchmark.split={split!r} is not a split of {benchmark.name!r}; "
+            f"splits: {', '.join(splits)}" + (f" (did you mean {suggest(split, splits)[0]!r}?)" if suggest(split, splits) else "")
+        )
+    critics = build_critics(cfg, benchmark)
+    sources = sorted({c.source for c in critics if c.group != "format"}) or ["none"]
+    if split in benchmark.test_splits and "oracle" in sources and not cfg.run.allow_test_oracle:
+        raise ConfigError(
+            f"split {split!r} of {benchmark.name!r} is a test split and the critics are the benchmark's own "
+            "evaluation checks (oracle); writing evaluation cues into test-time prompts is not allowed by the "
+            "benchmark's authors. Set run.allow_test_oracle=true to do it anyway (it is recorded)."
+        )
+    generator = build_generator(cfg, benchmark)
+    strategy = build_strategy(cfg)
+    needs_llm = generator.needs_llm or cfg.reformulator.mode == "llm"
+    if not generator.needs_llm and cfg.reformulator.mode == "llm":
+        needs_llm = False  # search generators produce plans; no reformulation call is ever made
+    llm = build_llm(cfg) if needs_llm else None
+    settings = llm_settings(cfg) if llm is not None else None
+    mode = cfg.reformulator.mode if generator.needs_llm else "none"
+    reformulator = build_reformulator(mode, benchmark, llm, settings)
+    mc = cfg.metacontroller
+    if mc.on_critic_error not in ("record", "stop"):
+        raise ConfigError(f"metacontroller.on_critic_error must be record or stop, not {mc.on_critic_error!r}")
+    try:
+        loop_settings = LoopSettings(
+            max_iterations=mc.max_iterations,
+            max_tokens=mc.max_tokens,
+            max_dollars=mc.max_dollars,
+            max_seconds=mc.max_seconds,
+            on_critic_error=mc.on_critic_error,  # type: ignore[arg-type]
+            check_unsolvable=mc.check_unsolvable,
+            stop_after_repeats=mc.stop_after_repeats,
+        )
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+    loop = Loop(
+        benchmark=benchmark,
+        generator=generator,
+        reformulator=reformulator,
+        critics=critics,
+        strategy=strategy,
+        llm=llm,
+        settings=loop_settings,
+    )
+    problems = (
+        benchmark.select(split, limit=cfg.benchmark.limit, ids=[str(i) for i in cfg.benchmark.ids] if cfg.benchmark.ids else None)
+        if load_problems
+        else []
+    )
+    session = Session(
+        config=cfg, benchmark=benchmark, split=split, problems=problems, loop=loop, critics=loop.critics, llm=llm
+    )
+    session.info = run_info(session, sources)
+    return session
+
+
+def run_info(session: Session, sources: list[str]) -> dict[str, Any]:
+    """The ``run.json`` content (see :mod:`modulo.runs`)."""
+    from . import __version__
+    from .runs import git_revision, now_iso
+
+    cfg = session.config
+    llm = None
+    if session.llm is not None:
+        llm = {k: v for k, v in dataclasses.asdict(cfg.llm).items() if k not in ("args",)}
+        llm["args"] = {k: v for k, v in cfg.llm.args.items() if "key" not in k.lower()}
+    return {
+        "created": now_iso(),
+        "modulo_version": __version__,
+        "git_revision": git_revision(),
+        "benchmark": {
+            "name": session.benchmark.name,
+            "split": session.split,
+            "args": dict(cfg.benchmark.args),
+            "data_dir": str(session.benchmark.data_dir) if session.benchmark.data_dir else None,
+        },
+        "generator": {"name": cfg.generator.name, "args": dict(cfg.generator.args), "prompt_role": session.loop.generator.prompt_role},
+        "reformulator": session.loop.reformulator.mode,
+        "llm": llm,
+        "critics": [c.name for c in session.critics],
+        "critic_options": dataclasses.asdict(cfg.critic_options),
+        "critic_args": {k: dict(v) for k, v in cfg.critic_args.items()},
+        "critic_source": "+".join(sources),
+        "backprompt": {"name": cfg.backprompt.name, "args": dict(cfg.backprompt.args)},
+        "budget": {
+            "max_iterations": cfg.metacontroller.max_iterations,
+            "max_tokens": cfg.metacontroller.max_tokens,
+            "max_dollars": cfg.metacontroller.max_dollars,
+            "max_seconds": cfg.metacontroller.max_seconds,
+        },
+        "sample": cfg.run.sample,
+        "labels": dict(cfg.labels),
+        "templates": session.loop.templates(),
+        "problem_ids": [p.id for p in session.problems],
+        "execution": {"concurrency": cfg.run.concurrency, "run_max_dollars": cfg.run.max_dollars},
+    }

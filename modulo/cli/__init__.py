@@ -1,0 +1,1 @@
+"""The command line. Only this package touches Hydra objects."""

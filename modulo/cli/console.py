@@ -1,0 +1,150 @@
+"""Console output for the command line: progress, the result table, errors."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ..build import Session, build_session
+from ..config import ModuloConfig
+from ..errors import ModuloError
+from ..metacontroller import best_iteration
+from ..runner import RunResult, RunState, run_session
+from ..runs import RunDir
+
+console = Console(stderr=False, highlight=False)
+err_console = Console(stderr=True, highlight=False)
+
+
+def error(exc: BaseException) -> None:
+    err_console.print(f"[bold red]error:[/] {type(exc).__name__}: {exc}", markup=True, soft_wrap=True)
+
+
+def print_check(session: Session) -> None:
+    cfg = session.config
+    t = Table(title="modulo check: every component resolved and bound", show_header=False)
+    t.add_row("benchmark", f"{session.benchmark.name} / {session.split} ({len(session.problems)} problems)")
+    t.add_row("generator", f"{cfg.generator.name} (prompt: {session.loop.generator.prompt_role})")
+    t.add_row("reformulator", session.loop.reformulator.mode)
+    t.add_row("llm", f"{cfg.llm.name} {cfg.llm.model}".strip() if session.llm is not None else "(none needed)")
+    t.add_row("critics", ", ".join(c.name for c in session.critics) or "(none)")
+    t.add_row("critic options", f"mode={cfg.critic_options.mode} hints={cfg.critic_options.hints}")
+    t.add_row("backprompt", f"{cfg.backprompt.name} {cfg.backprompt.args or ''}".strip())
+    t.add_row("budget", f"{cfg.metacontroller.max_iterations} iterations")
+    t.add_row("templates", ", ".join(session.loop.templates().values()))
+    console.print(t)
+
+
+class _Bar:
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled and sys.stdout.isatty()
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total}"),
+            TextColumn("{task.fields[status]}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=False,
+        )
+        self.task: Any = None
+
+    def __call__(self, state: RunState) -> None:
+        status = (
+            f"certified {state.certified}  failed {state.failed}  "
+            f"${state.usage.cost_usd:.4f}  calls {state.usage.calls}"
+        )
+        if not self.enabled:
+            return
+        if self.task is None:
+            self.progress.start()
+            self.task = self.progress.add_task("problems", total=state.total, status=status)
+        self.progress.update(self.task, completed=state.done, status=status)
+
+    def stop(self) -> None:
+        if self.task is not None:
+            self.progress.stop()
+
+
+def run_and_report(cfg: ModuloConfig, run_dir: Path, config_yaml: str) -> int:
+    """Bind, run into ``run_dir`` (resuming), print the result table. Returns an exit code."""
+    session = build_session(cfg)
+    bar = _Bar(cfg.run.progress)
+    try:
+        result = asyncio.run(run_session(session, RunDir(run_dir), config_yaml=config_yaml, progress=bar))
+    finally:
+        bar.stop()
+    print_result(session, result)
+    return 0 if result.aborted is None else 3
+
+
+def budget_rows(session: Session, result: RunResult) -> list[tuple[str, dict[str, float]]]:
+    """Metrics of the first iteration alone (Direct) and of the whole budget (LLM-Modulo)."""
+    rows: list[tuple[str, dict[str, float]]] = []
+    problems = session.problems
+    by_id = {r.problem_id: r for r in result.results}
+    budget = session.config.metacontroller.max_iterations
+    ks = [1, budget] if budget > 1 else [1]
+    for k in ks:
+        plans = []
+        for p in problems:
+            r = by_id.get(p.id)
+            best = best_iteration(r.iterations, k) if r is not None else None
+            plans.append(best.plan if best is not None else None)
+        try:
+            ev = session.benchmark.evaluate(problems, plans)
+        except NotImplementedError:
+            return []
+        label = "first plan (Direct)" if k == 1 else f"LLM-Modulo, budget {k}"
+        rows.append((label, ev.metrics))
+    return rows
+
+
+def print_result(session: Session, result: RunResult) -> None:
+    s = result.summary
+    counts = s["counts"]
+    n = s["n_problems"]
+    console.print(
+        f"\n[bold]run[/] {result.run_dir.path}  ({result.state.resumed} resumed, "
+        f"{sum(len(r.iterations) for r in result.results)} iterations, {s['seconds']:.1f}s)"
+    )
+    outcome = Table(title=f"{session.benchmark.name}/{session.split}: outcomes of {n} problems")
+    for key in ("certified", "exhausted", "failed", "unsolvable", "error", "skipped"):
+        outcome.add_column(key, justify="right")
+    outcome.add_row(*(str(counts.get(k, 0)) for k in ("certified", "exhausted", "failed", "unsolvable", "error", "skipped")))
+    console.print(outcome)
+    rows = budget_rows(session, result)
+    if rows:
+        specs = session.benchmark.metrics
+        keys = [m.key for m in specs] or sorted(rows[0][1])
+        labels = {m.key: m.label for m in specs}
+        table = Table(title=f"{session.benchmark.name}: evaluator metrics (%) on the same {n} problems")
+        table.add_column("method")
+        for k in keys:
+            table.add_column(labels.get(k, k), justify="right")
+        for label, metrics in rows:
+            table.add_row(label, *(_pct(metrics.get(k)) for k in keys))
+        console.print(table)
+    u = s["usage"]
+    console.print(
+        f"LLM calls {u['calls']} (cached {u['cached_calls']}, failed attempts {u['failed_calls']}), "
+        f"tokens {u['input_tokens']}+{u['output_tokens']}, cost ${u['cost_usd']:.4f}"
+        + (f" (cache saved ${u['cached_cost_usd']:.4f})" if u["cached_cost_usd"] else "")
+    )
+    if result.aborted:
+        err_console.print(f"[bold red]run stopped:[/] {result.aborted}")
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}"
+
+
+def handle(exc: ModuloError) -> int:
+    error(exc)
+    return 2

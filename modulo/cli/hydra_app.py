@@ -1,0 +1,138 @@
+"""``modulo run`` / ``modulo check``: Hydra composition, then plain dataclasses from here on.
+
+The schema (:class:`CLIConfig`) is registered in Hydra's ConfigStore, so an unknown key or a wrong
+type fails at start with the key's name. The composed config is converted to
+:class:`modulo.config.ModuloConfig` and bound by :func:`modulo.build.build_session` (every
+component resolved, every argument checked) before the first LLM call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict
+
+import hydra
+from hydra.core.config_store import ConfigStore
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from ..config import (
+    BackpromptConf,
+    BenchmarkConf,
+    CacheConf,
+    CriticOptions,
+    GeneratorConf,
+    LLMConf,
+    MetacontrollerConf,
+    ModuloConfig,
+    ReformulatorConf,
+    RunConf,
+)
+from ..errors import ConfigError, ModuloError
+from ..resources import resource_dir
+
+BENCHMARK_KEYS = {"name", "split", "limit", "ids"}
+
+
+@dataclass
+class CLIConfig(ModuloConfig):
+    """ModuloConfig as Hydra sees it: the benchmark node also holds the benchmark's own arguments."""
+
+    benchmark: Dict[str, Any] = field(default_factory=lambda: {"name": "travelplanner"})  # type: ignore[assignment]  # noqa: UP006
+
+
+def register_schema() -> None:
+    cs = ConfigStore.instance()
+    cs.store(name="modulo_schema", node=CLIConfig)
+
+
+def to_modulo_config(cfg: DictConfig) -> ModuloConfig:
+    """Plain dataclasses from a composed Hydra config (resolving interpolations)."""
+    raw: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)  # type: ignore[assignment]
+    raw.pop("hydra", None)
+    bench = dict(raw.pop("benchmark") or {})
+    if "name" not in bench:
+        raise ConfigError("benchmark.name is missing (pick one with benchmark=NAME)")
+    args = {k: v for k, v in bench.items() if k not in BENCHMARK_KEYS}
+    extra_args = args.pop("args", None) or {}
+    args.update(extra_args)
+    ids = bench.get("ids")
+    benchmark = BenchmarkConf(
+        name=str(bench["name"]),
+        split=bench.get("split"),
+        limit=bench.get("limit"),
+        ids=[str(i) for i in ids] if ids is not None else None,
+        args=args,
+    )
+
+    def sub(cls: Any, key: str) -> Any:
+        return cls(**(raw.pop(key, None) or {}))
+
+    return ModuloConfig(
+        benchmark=benchmark,
+        generator=sub(GeneratorConf, "generator"),
+        reformulator=sub(ReformulatorConf, "reformulator"),
+        critics=raw.pop("critics", "all"),
+        critic_options=sub(CriticOptions, "critic_options"),
+        critic_args=raw.pop("critic_args", None) or {},
+        backprompt=sub(BackpromptConf, "backprompt"),
+        metacontroller=sub(MetacontrollerConf, "metacontroller"),
+        llm=sub(LLMConf, "llm"),
+        cache=sub(CacheConf, "cache"),
+        run=sub(RunConf, "run"),
+        data_dir=raw.pop("data_dir", None),
+        labels={str(k): str(v) for k, v in (raw.pop("labels", None) or {}).items()},
+    )
+
+
+def config_yaml(cfg: ModuloConfig) -> str:
+    """The resolved config as YAML, with anything that looks like a secret dropped."""
+    data = dataclasses.asdict(cfg)
+    data["llm"]["args"] = {k: v for k, v in data["llm"]["args"].items() if "key" not in k.lower()}
+    return OmegaConf.to_yaml(OmegaConf.create(data))
+
+
+_MODE = {"check": False}
+
+
+def _main(cfg: DictConfig) -> Any:
+    from ..build import build_session
+    from .console import run_and_report
+
+    try:
+        mcfg = to_modulo_config(cfg)
+        if _MODE["check"]:
+            session = build_session(mcfg)
+            from .console import print_check
+
+            print_check(session)
+            asyncio.run(session.aclose())
+            return 0
+        run_dir = Path(mcfg.run.dir) if mcfg.run.dir else Path(HydraConfig.get().runtime.output_dir)
+        return run_and_report(mcfg, run_dir, config_yaml(mcfg))
+    except ModuloError as exc:
+        from .console import error
+
+        error(exc)
+        # in multirun, one failing job must not kill the sweep silently: raise so Hydra reports it
+        if HydraConfig.initialized() and HydraConfig.get().mode.name == "MULTIRUN":
+            raise
+        sys.exit(2)
+
+
+def run_hydra(argv: list[str], *, check: bool = False) -> None:
+    """Run the Hydra app on ``argv`` (overrides and Hydra flags such as ``-m``)."""
+    register_schema()
+    _MODE["check"] = check
+    conf_dir = str(resource_dir("conf"))
+    app = hydra.main(config_path=conf_dir, config_name="config", version_base="1.3")(_main)
+    old = sys.argv
+    sys.argv = ["modulo " + ("check" if check else "run"), *argv]
+    try:
+        app()
+    finally:
+        sys.argv = old

@@ -1,0 +1,315 @@
+"""``modulo``: the command-line entry point.
+
+Subcommands that take Hydra overrides (``run``, ``check``) hand their arguments to Hydra untouched;
+the others are plain click commands.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .. import components
+from ..critic import critic_meta
+from ..errors import ModuloError, PluginLoadError
+
+PASS_THROUGH = {"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []}
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="modulo")
+def cli() -> None:
+    """modulo: LLM-Modulo planning. Generate, reformulate, critique, backprompt, certify.
+
+    \b
+    Examples:
+      modulo run benchmark=travelplanner generator=greedy
+      modulo run benchmark=travelplanner llm=openai llm.model=gpt-4-turbo critics=[format,budget]
+      modulo run -m critics=all,common,hard,json generator=greedy
+      modulo check llm=openai             (bind everything, make no call)
+      modulo critics list
+    """
+
+
+def _fail(exc: BaseException) -> None:
+    from .console import error
+
+    error(exc)
+    sys.exit(2)
+
+
+def _hydra(ctx: click.Context, check: bool) -> None:
+    from .hydra_app import run_hydra
+
+    args = list(ctx.args)
+    if args and args[0] in ("-h", "--help") and len(args) == 1:
+        click.echo(ctx.get_help())
+        click.echo("\nHydra's own help (config groups and options): modulo run --hydra-help / modulo run --cfg job")
+        return
+    try:
+        run_hydra(args, check=check)
+    except ModuloError as exc:
+        _fail(exc)
+
+
+@cli.command(context_settings=PASS_THROUGH)
+@click.pass_context
+def run(ctx: click.Context) -> None:
+    """Run the loop: modulo run [-m] [KEY=VALUE ...] (Hydra overrides; -m sweeps)."""
+    _hydra(ctx, check=False)
+
+
+@cli.command(context_settings=PASS_THROUGH)
+@click.pass_context
+def check(ctx: click.Context) -> None:
+    """Resolve and bind every component, load the problems, make no LLM call."""
+    _hydra(ctx, check=True)
+
+
+@cli.command()
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("overrides", nargs=-1)
+def resume(run_dir: Path, overrides: tuple[str, ...]) -> None:
+    """Continue a stopped run in RUN_DIR with the overrides it was started with."""
+    from .hydra_app import run_hydra
+
+    saved = run_dir / ".hydra" / "overrides.yaml"
+    if not saved.exists():
+        _fail(ModuloError(f"{run_dir} has no .hydra/overrides.yaml: run again with modulo run run.dir={run_dir} ..."))
+    from omegaconf import OmegaConf
+
+    old = [str(o) for o in OmegaConf.load(saved) if not str(o).startswith(("run.dir=", "hydra."))]  # type: ignore[union-attr]
+    try:
+        run_hydra([*old, *overrides, f"run.dir={run_dir}", f"hydra.run.dir={run_dir}"])
+    except ModuloError as exc:
+        _fail(exc)
+
+
+# -- listing -------------------------------------------------------------------------------------
+KIND_ALIASES = {
+    "critic": "critics", "critics": "critics",
+    "backprompt": "backprompts", "backprompts": "backprompts", "strategies": "backprompts",
+    "generator": "generators", "generators": "generators",
+    "llm": "llms", "llms": "llms", "backends": "llms",
+    "benchmark": "benchmarks", "benchmarks": "benchmarks",
+}
+
+
+def _describe(kind: str, obj: Any) -> tuple[str, str]:
+    if kind == "critics":
+        meta = critic_meta(obj)
+        scope = ", ".join(meta["benchmarks"]) or "any"
+        return meta["group"], f"{meta['description']} [{scope}]"
+    doc = (getattr(obj, "description", "") or (obj.__doc__ or "")).strip().splitlines()
+    return "", doc[0] if doc else ""
+
+
+def list_kind(kind: str, names_only: bool, benchmark: str | None = None) -> None:
+    key = KIND_ALIASES.get(kind)
+    if key is None:
+        _fail(ModuloError(f"unknown kind {kind!r}; kinds: critics, backprompts, generators, llms, benchmarks"))
+        return
+    registry = components.REGISTRIES[key]
+    entries = registry.entries()
+    if names_only:
+        for name in sorted(entries):
+            click.echo(name)
+        return
+    from rich.table import Table
+
+    from .console import console
+
+    table = Table(title=f"modulo {key}")
+    table.add_column("name")
+    if key == "critics":
+        table.add_column("group")
+    table.add_column("description")
+    table.add_column("from")
+    for name in sorted(entries):
+        info = entries[name]
+        origin = "built-in" if info.builtin else (info.distribution or "in process")
+        try:
+            obj = registry.get(name)
+        except PluginLoadError as exc:
+            row = [name, "?", f"[red]failed to load: {exc}[/]", origin] if key == "critics" else [name, f"[red]{exc}[/]", origin]
+            table.add_row(*row)
+            continue
+        group, desc = _describe(key, obj)
+        if benchmark and key == "critics":
+            scope = critic_meta(obj)["benchmarks"]
+            if scope and benchmark not in scope:
+                continue
+        table.add_row(*([name, group, desc, origin] if key == "critics" else [name, desc, origin]))
+    console.print(table)
+
+
+@cli.command("list")
+@click.argument("kind")
+@click.option("--names", "names_only", is_flag=True, help="names only (imports no plugin code)")
+@click.option("--benchmark", default=None, help="critics: only those that apply to this benchmark")
+def list_cmd(kind: str, names_only: bool, benchmark: str | None) -> None:
+    """List registered components: critics, backprompts, generators, llms, benchmarks."""
+    list_kind(kind, names_only, benchmark)
+
+
+@cli.group()
+def critics() -> None:
+    """Critics: list them, audit them."""
+
+
+@critics.command("list")
+@click.option("--names", "names_only", is_flag=True, help="names only (imports no plugin code)")
+@click.option("--benchmark", default=None, help="only critics that apply to this benchmark")
+def critics_list(names_only: bool, benchmark: str | None) -> None:
+    """Names, groups and one-line descriptions of every registered critic."""
+    list_kind("critics", names_only, benchmark)
+
+
+def _call_hook(module: str, func: str, argv: list[str]) -> None:
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as exc:
+        _fail(ModuloError(f"{module} is not available: {exc}"))
+        return
+    try:
+        code = getattr(mod, func)(argv)
+    except ModuloError as exc:
+        _fail(exc)
+        return
+    sys.exit(code or 0)
+
+
+@critics.command("audit", context_settings=PASS_THROUGH)
+@click.pass_context
+def critics_audit(ctx: click.Context) -> None:
+    """Mutation-test the critics of a benchmark against its oracle: modulo critics audit BENCHMARK."""
+    _call_hook("critics.synth.audit", "audit_main", list(ctx.args))
+
+
+# -- benchmarks ----------------------------------------------------------------------------------
+def _benchmark(name: str, data_dir: str | None) -> Any:
+    from ..registry import bind_arguments
+    from ..settings import data_dir as resolve
+
+    factory = components.benchmarks.get(name)
+    return factory(**bind_arguments("benchmark", name, factory, {}, inject={"data_dir": resolve(data_dir)}))
+
+
+@cli.command(context_settings=PASS_THROUGH)
+@click.argument("benchmark")
+@click.option("--data-dir", default=None, help="benchmark data directory (default: $MODULO_DATA_DIR)")
+@click.pass_context
+def evaluate(ctx: click.Context, benchmark: str, data_dir: str | None) -> None:
+    """Score plans with a benchmark's evaluator: modulo evaluate BENCHMARK [ARGS...] (see BENCHMARK's --help)."""
+    try:
+        bench = _benchmark(benchmark, data_dir)
+        code = bench.evaluate_command(list(ctx.args))
+    except ModuloError as exc:
+        _fail(exc)
+        return
+    except NotImplementedError as exc:
+        _fail(ModuloError(str(exc)))
+        return
+    sys.exit(code or 0)
+
+
+@cli.group()
+def data() -> None:
+    """Benchmark data: check what is present, download what is missing."""
+
+
+@data.command("check")
+@click.argument("benchmark")
+@click.option("--data-dir", default=None)
+def data_check(benchmark: str, data_dir: str | None) -> None:
+    """What data is present, what is missing, and what that rules out."""
+    try:
+        report = _benchmark(benchmark, data_dir).data_check()
+    except ModuloError as exc:
+        _fail(exc)
+        return
+    for line in report.lines:
+        click.echo(line)
+    sys.exit(0 if report.ok else 1)
+
+
+@data.command("download")
+@click.argument("benchmark")
+@click.option("--data-dir", default=None)
+def data_download(benchmark: str, data_dir: str | None) -> None:
+    """Fetch and verify a benchmark's official files (needs a network)."""
+    try:
+        report = _benchmark(benchmark, data_dir).data_download()
+    except ModuloError as exc:
+        _fail(exc)
+        return
+    for line in report.lines:
+        click.echo(line)
+    sys.exit(0 if report.ok else 1)
+
+
+@cli.command()
+@click.argument("family")
+@click.option("--n", "n", type=int, default=100, show_default=True, help="number of problems")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True)
+@click.option("--arg", "args", multiple=True, help="more benchmark arguments as KEY=VALUE (JSON values)")
+def synth(family: str, n: int, seed: int, out: Path, args: tuple[str, ...]) -> None:
+    """Write a fixed set of synthesized problems: modulo synth calendar --n 50 --seed 1 --out set.jsonl."""
+    from ..registry import bind_arguments
+
+    name = family if family.startswith("synth/") else f"synth/{family}"
+    kwargs: dict[str, Any] = {"n": n, "seed": seed}
+    for item in args:
+        key, _, value = item.partition("=")
+        try:
+            kwargs[key] = json.loads(value)
+        except json.JSONDecodeError:
+            kwargs[key] = value
+    try:
+        factory = components.benchmarks.get(name)
+        bench = factory(**bind_arguments("benchmark", name, factory, kwargs))
+        problems = bench.load(bench.splits()[0])
+    except ModuloError as exc:
+        _fail(exc)
+        return
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", encoding="utf-8") as fh:
+        for p in problems:
+            fh.write(p.model_dump_json() + "\n")
+    click.echo(f"wrote {len(problems)} {name} problems to {out}")
+
+
+# -- runs ----------------------------------------------------------------------------------------
+@cli.command(context_settings=PASS_THROUGH)
+@click.pass_context
+def report(ctx: click.Context) -> None:
+    """Tables (Markdown, CSV) and figures for runs: modulo report RUN_DIR|SWEEP_ROOT [...]."""
+    _call_hook("modulo.reports.cli", "report_main", list(ctx.args))
+
+
+@cli.command(context_settings=PASS_THROUGH)
+@click.pass_context
+def show(ctx: click.Context) -> None:
+    """The story of one problem, iteration by iteration: modulo show RUN_DIR PROBLEM_ID."""
+    _call_hook("modulo.reports.cli", "show_main", list(ctx.args))
+
+
+@cli.command("fake-server", context_settings=PASS_THROUGH)
+@click.pass_context
+def fake_server(ctx: click.Context) -> None:
+    """A fault-injecting fake OpenAI/Anthropic server on 127.0.0.1 (for tests and plugin authors)."""
+    _call_hook("modulo.testing.fake_server", "fake_server_main", list(ctx.args))
+
+
+def main() -> None:
+    cli(prog_name="modulo")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,139 @@
+"""The configuration schema, as plain dataclasses.
+
+The CLI registers these in Hydra's ConfigStore (so a typo or a wrong type fails at start with the
+key's name) and converts the composed config back to these dataclasses; library code, notebooks and
+tests use them directly and never see Hydra.
+
+Components are named by registry name plus arguments: ``benchmark.name``, ``generator.name``,
+``backprompt.name``, ``llm.name`` and the ``critics`` list. ``critics`` takes critic names and the
+presets ``all`` (the benchmark's critics), ``common`` (format + commonsense), ``hard`` (format +
+hard) and ``json`` (format only), the subsets of the LLM-Modulo paper's Table 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional  # noqa: UP035 - OmegaConf needs typing generics
+
+CRITIC_PRESETS = {
+    "all": None,  # every critic the benchmark declares
+    "common": ("format", "commonsense"),
+    "hard": ("format", "hard"),
+    "json": ("format",),
+}
+
+
+@dataclass
+class BenchmarkConf:
+    name: str = "travelplanner"
+    split: Optional[str] = None  # noqa: UP045
+    limit: Optional[int] = None  # noqa: UP045
+    ids: Optional[List[str]] = None  # noqa: UP006, UP045
+    #: benchmark-specific constructor arguments (n, seed, shots, ...)
+    args: Dict[str, Any] = field(default_factory=dict)  # noqa: UP006
+
+
+@dataclass
+class GeneratorConf:
+    name: str = "llm"
+    #: the planner prompt: direct, cot or json (llm generator)
+    prompt: str = "direct"
+    args: Dict[str, Any] = field(default_factory=dict)  # noqa: UP006
+
+
+@dataclass
+class ReformulatorConf:
+    #: llm | parser | none
+    mode: str = "llm"
+
+
+@dataclass
+class BackpromptConf:
+    name: str = "all"
+    args: Dict[str, Any] = field(default_factory=dict)  # noqa: UP006
+
+
+@dataclass
+class CriticOptions:
+    #: strict | official (passed to critics that take a ``mode`` option)
+    mode: str = "strict"
+    #: constructive hints from the benchmark's data, for critics that offer them
+    hints: bool = False
+
+
+@dataclass
+class MetacontrollerConf:
+    max_iterations: int = 10
+    max_tokens: Optional[int] = None  # noqa: UP045
+    max_dollars: Optional[float] = None  # noqa: UP045
+    max_seconds: Optional[float] = None  # noqa: UP045
+    #: record | stop
+    on_critic_error: str = "record"
+    check_unsolvable: bool = True
+    stop_after_repeats: Optional[int] = None  # noqa: UP045
+
+
+@dataclass
+class LLMConf:
+    name: str = "scripted"
+    model: str = ""
+    base_url: Optional[str] = None  # noqa: UP045
+    api_key_env: Optional[str] = None  # noqa: UP045
+    temperature: float = 0.0
+    max_tokens: Optional[int] = None  # noqa: UP045
+    seed: Optional[int] = None  # noqa: UP045
+    timeout_s: float = 120.0
+    max_retries: int = 6
+    max_backoff_s: float = 60.0
+    concurrency: int = 16
+    requests_per_minute: Optional[float] = None  # noqa: UP045
+    #: schema | json | off
+    structured_output: str = "schema"
+    price_input_per_mtok: Optional[float] = None  # noqa: UP045
+    price_output_per_mtok: Optional[float] = None  # noqa: UP045
+    script: Optional[str] = None  # noqa: UP045
+    recording: Optional[str] = None  # noqa: UP045
+    args: Dict[str, Any] = field(default_factory=dict)  # noqa: UP006
+
+
+@dataclass
+class CacheConf:
+    #: off | read-write | read-only
+    mode: str = "read-write"
+    dir: Optional[str] = None  # noqa: UP045
+
+
+@dataclass
+class RunConf:
+    #: the run directory; empty: Hydra's output directory for this job
+    dir: Optional[str] = None  # noqa: UP045
+    concurrency: int = 8
+    #: a dollar budget for the whole run; problems not started when it is spent are recorded as skipped
+    max_dollars: Optional[float] = None  # noqa: UP045
+    #: re-run problems whose last record is an error or skipped
+    retry_errors: bool = True
+    progress: bool = True
+    #: draw index for every LLM request (another value = a deliberate fresh sample past the cache)
+    sample: int = 0
+    #: allow oracle critics on a test split (the benchmark authors forbid evaluation cues at test time)
+    allow_test_oracle: bool = False
+
+
+@dataclass
+class ModuloConfig:
+    benchmark: BenchmarkConf = field(default_factory=BenchmarkConf)
+    generator: GeneratorConf = field(default_factory=GeneratorConf)
+    reformulator: ReformulatorConf = field(default_factory=ReformulatorConf)
+    critics: Any = "all"
+    critic_options: CriticOptions = field(default_factory=CriticOptions)
+    #: per-critic arguments: {critic_name: {arg: value}}
+    critic_args: Dict[str, Dict[str, Any]] = field(default_factory=dict)  # noqa: UP006
+    backprompt: BackpromptConf = field(default_factory=BackpromptConf)
+    metacontroller: MetacontrollerConf = field(default_factory=MetacontrollerConf)
+    llm: LLMConf = field(default_factory=LLMConf)
+    cache: CacheConf = field(default_factory=CacheConf)
+    run: RunConf = field(default_factory=RunConf)
+    #: the benchmark data directory (default: $MODULO_DATA_DIR, else ./data)
+    data_dir: Optional[str] = None  # noqa: UP045
+    #: free-form labels recorded with the run and printed by reports (method, experiment, ...)
+    labels: Dict[str, str] = field(default_factory=dict)  # noqa: UP006

@@ -1,0 +1,63 @@
+"""The LLM generator: renders the benchmark's planner prompt and asks the model for a plan."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .benchmark import Benchmark
+from .errors import ConfigError
+from .generator import Generation, GenerationContext, Generator
+from .llm.base import LLMRequest
+from .prompts import Template, resolve
+from .types import Message, Problem
+
+PROMPT_ROLES = ("direct", "cot", "json")
+
+
+class LLMGenerator(Generator):
+    """Ask an LLM for a plan. ``prompt`` picks the benchmark's template: direct, cot or json."""
+
+    needs_llm = True
+
+    def __init__(self, *, benchmark: Benchmark, prompt: str = "direct", sample_index: int = 0) -> None:
+        if prompt not in PROMPT_ROLES:
+            raise ConfigError(f"generator.prompt must be one of {', '.join(PROMPT_ROLES)}, not {prompt!r}")
+        self.benchmark = benchmark
+        self.prompt_role = prompt
+        self.sample_index = sample_index
+        template_id = benchmark.prompts.get(prompt)
+        self.template: Template = (
+            _load(template_id) if template_id else resolve(benchmark.name, prompt)
+        )
+
+    def templates(self) -> dict[str, str]:
+        return {self.prompt_role: self.template.label}
+
+    def first_prompt(self, problem: Problem) -> list[Message]:
+        variables: dict[str, Any] = {**self.benchmark.prompt_variables(problem), "problem": problem}
+        return [Message(role="user", content=self.template.render(**variables))]
+
+    async def generate(self, problem: Problem, messages: list[Message], ctx: GenerationContext) -> Generation:
+        if ctx.llm is None:
+            raise ConfigError("the llm generator needs an llm backend")
+        settings = ctx.llm.settings
+        wants_json = self.prompt_role == "json" and ctx.response_schema is not None
+        request = LLMRequest(
+            messages=tuple(messages),
+            model=settings.model,
+            temperature=settings.temperature,
+            max_tokens=settings.max_tokens,
+            seed=settings.seed,
+            response_schema=ctx.response_schema if wants_json else None,
+            structured_output=settings.structured_output if wants_json else "off",
+            sample_index=self.sample_index,
+            tags={"problem_id": problem.id, "iteration": str(ctx.iteration), "stage": "generate"},
+        )
+        call = await ctx.llm.call(request, "generate")
+        return Generation(text=call.reply, calls=[call], finish_reason=call.finish_reason)
+
+
+def _load(template_id: str) -> Template:
+    from .prompts import load_template
+
+    return load_template(template_id)

@@ -1,0 +1,346 @@
+"""The metacontroller: generate -> reformulate -> critique -> backprompt, to a budget.
+
+:class:`Loop` holds bound components and solves one problem at a time (many concurrently, through
+the runner). It stops as soon as every active critic accepts (``certified``), or when a budget is
+spent: iterations (default 10, as in the LLM-Modulo paper), tokens, dollars or wall-clock seconds per
+problem, or a run-level dollar budget. It then returns the best plan so far (most accepting verdicts;
+ties go to the later plan) as ``exhausted``, or ``failed`` when no plan was ever read. When the
+benchmark can prove a problem unsolvable, that is checked before any generator call.
+
+Format critics gate the others: when one fails, the rest are not run and only format feedback goes
+back. A critic that crashes is recorded as an errored verdict (``on_critic_error="record"``) or ends
+the problem with the ``error`` outcome and stops the run (``"stop"``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .backprompt import BackpromptContext, BackpromptStrategy
+from .benchmark import Benchmark
+from .critic import FORMAT_GROUP, Critic
+from .errors import CriticError, LLMError
+from .generator import GenerationContext, Generator
+from .reformulate import Reformulator
+from .types import (
+    IterationRecord,
+    LLMCall,
+    Message,
+    Outcome,
+    PlanJSON,
+    Problem,
+    ProblemResult,
+    Usage,
+    Verdict,
+    canonical_json,
+    plan_fingerprint,
+)
+
+
+@dataclass
+class LoopSettings:
+    """Budgets and policies of the loop (the ``metacontroller`` config group)."""
+
+    max_iterations: int = 10
+    max_tokens: int | None = None
+    max_dollars: float | None = None
+    max_seconds: float | None = None
+    on_critic_error: Literal["record", "stop"] = "record"
+    check_unsolvable: bool = True
+    #: stop early after this many consecutive repeats of an earlier plan (None: never)
+    stop_after_repeats: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_iterations < 1:
+            raise ValueError("metacontroller.max_iterations must be at least 1")
+
+
+@dataclass
+class RunBudget:
+    """A dollar budget shared by all problems of a run; checked before every iteration."""
+
+    max_dollars: float | None = None
+    spent: float = 0.0
+    _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    @property
+    def exhausted(self) -> bool:
+        return self.max_dollars is not None and self.spent >= self.max_dollars
+
+    def add(self, usage: Usage) -> None:
+        self.spent += usage.cost_usd
+
+
+class RunAborted(Exception):
+    """Raised by the loop when a critic crashed and the run is configured to stop."""
+
+    def __init__(self, result: ProblemResult) -> None:
+        super().__init__(result.error)
+        self.result = result
+
+
+def order_critics(critics: list[Critic]) -> list[Critic]:
+    """Format critics first, then by priority; ties keep the configured order."""
+    indexed = list(enumerate(critics))
+    indexed.sort(key=lambda ic: (ic[1].group != FORMAT_GROUP, ic[1].priority, ic[0]))
+    return [c for _, c in indexed]
+
+
+def _sum_usage(calls: list[LLMCall]) -> Usage:
+    total = Usage()
+    for c in calls:
+        total = total + c.usage
+    return total
+
+
+class Loop:
+    """Bound components of the LLM-Modulo loop. Build it in Python or through :mod:`modulo.build`."""
+
+    def __init__(
+        self,
+        *,
+        benchmark: Benchmark,
+        generator: Generator,
+        reformulator: Reformulator,
+        critics: list[Critic],
+        strategy: BackpromptStrategy,
+        llm: Any = None,
+        settings: LoopSettings | None = None,
+    ) -> None:
+        self.benchmark = benchmark
+        self.generator = generator
+        self.reformulator = reformulator
+        self.critics = order_critics(critics)
+        self.strategy = strategy
+        self.llm = llm
+        self.settings = settings or LoopSettings()
+        self.priorities = {c.name: c.priority for c in self.critics}
+        self._schema = benchmark.plan_json_schema()
+
+    def templates(self) -> dict[str, str]:
+        """Labels (id@version#sha) of every template this loop uses."""
+        return {
+            **self.generator.templates(),
+            **self.reformulator.templates(),
+            **self.strategy.templates(self.benchmark),
+        }
+
+    # -- one problem ---------------------------------------------------------------------------
+    async def solve(self, problem: Problem, run_budget: RunBudget | None = None) -> ProblemResult:
+        started = time.perf_counter()
+        s = self.settings
+        common: dict[str, Any] = {
+            "problem_id": problem.id,
+            "benchmark": self.benchmark.name,
+            "templates": self.templates(),
+            "metadata": {k: v for k, v in problem.metadata.items() if _is_small(v)},
+        }
+
+        if s.check_unsolvable and self.benchmark.can_prove_unsolvable:
+            explanation = await asyncio.to_thread(self.benchmark.prove_unsolvable, problem)
+            if explanation:
+                return ProblemResult(
+                    **common,
+                    outcome=Outcome.UNSOLVABLE,
+                    stop_reason="unsolvable",
+                    explanation=explanation,
+                    seconds=time.perf_counter() - started,
+                )
+
+        history: list[IterationRecord] = []
+        seen: dict[str, int] = {}
+        usage = Usage()
+        messages = self.generator.first_prompt(problem)
+        first_prompt = list(messages)
+        stop_reason = "iterations"
+        error: str | None = None
+        repeats = 0
+
+        for index in range(s.max_iterations):
+            if run_budget is not None and run_budget.exhausted:
+                stop_reason = "run_budget"
+                break
+            rec = IterationRecord(index=index, prompt=messages, prompt_sha256=_sha(messages))
+            history.append(rec)
+            try:
+                await self._iterate(problem, rec)
+            except LLMError as exc:
+                call = getattr(exc, "call", None)
+                if isinstance(call, LLMCall):
+                    rec.calls.append(call)
+                rec.usage = _sum_usage(rec.calls)
+                usage = usage + rec.usage
+                if run_budget is not None:
+                    run_budget.add(rec.usage)
+                error = f"{type(exc).__name__}: {exc}"
+                stop_reason = "llm_error"
+                break
+            except CriticError as exc:
+                rec.usage = _sum_usage(rec.calls)
+                usage = usage + rec.usage
+                result = self._result(common, history, usage, started, "critic_error", f"{exc}")
+                raise RunAborted(result) from exc
+            rec.usage = _sum_usage(rec.calls)
+            usage = usage + rec.usage
+            if run_budget is not None:
+                run_budget.add(rec.usage)
+
+            if rec.plan_sha256 is not None:
+                if rec.plan_sha256 in seen:
+                    rec.repeat_of = seen[rec.plan_sha256]
+                    repeats += 1
+                else:
+                    seen[rec.plan_sha256] = index
+                    repeats = 0
+
+            if rec.all_accept:
+                stop_reason = "all_passed"
+                break
+            if s.max_tokens is not None and usage.total_tokens >= s.max_tokens:
+                stop_reason = "tokens"
+                break
+            if s.max_dollars is not None and usage.cost_usd >= s.max_dollars:
+                stop_reason = "dollars"
+                break
+            if s.max_seconds is not None and time.perf_counter() - started >= s.max_seconds:
+                stop_reason = "seconds"
+                break
+            if s.stop_after_repeats is not None and repeats >= s.stop_after_repeats:
+                stop_reason = "repeats"
+                break
+            if index + 1 < s.max_iterations:
+                t0 = time.perf_counter()
+                bp = self.strategy.build(
+                    BackpromptContext(
+                        problem=problem,
+                        benchmark=self.benchmark,
+                        first_prompt=first_prompt,
+                        history=history,
+                        priorities=self.priorities,
+                    )
+                )
+                rec.backprompt = bp.text
+                rec.timings["backprompt"] = time.perf_counter() - t0
+                messages = bp.messages
+
+        return self._result(common, history, usage, started, stop_reason, error)
+
+    async def _iterate(self, problem: Problem, rec: IterationRecord) -> None:
+        """Generate, reformulate and critique once, filling ``rec`` in place."""
+        t0 = time.perf_counter()
+        ctx = GenerationContext(iteration=rec.index, llm=self.llm, response_schema=self._schema)
+        gen = await self.generator.generate(problem, list(rec.prompt), ctx)
+        rec.calls.extend(gen.calls)
+        rec.raw_reply = gen.text
+        t1 = time.perf_counter()
+        rec.timings["generate"] = t1 - t0
+
+        plan: PlanJSON = gen.plan
+        if plan is None:
+            tags = {"problem_id": problem.id, "iteration": str(rec.index)}
+            ref = await self.reformulator.reformulate(
+                problem, gen.text or "", truncated=gen.finish_reason == "length", tags=tags
+            )
+            rec.calls.extend(ref.calls)
+            plan, rec.format_error = ref.plan, ref.error
+        else:
+            try:
+                plan = self.benchmark.validate_plan(plan)
+            except Exception as exc:  # a search generator produced an invalid plan: a format failure
+                plan, rec.format_error = None, str(exc)
+        t2 = time.perf_counter()
+        rec.timings["reformulate"] = t2 - t1
+        rec.plan = plan
+        rec.plan_sha256 = plan_fingerprint(plan) if plan is not None else None
+        rec.verdicts, rec.gated = self._critique(problem, plan, rec.format_error)
+        rec.timings["critique"] = time.perf_counter() - t2
+
+    def _critique(self, problem: Problem, plan: PlanJSON, format_error: str | None) -> tuple[list[Verdict], list[str]]:
+        verdicts: list[Verdict] = []
+        if plan is None:
+            reason = format_error or "no plan could be read from the answer"
+            verdicts.append(
+                Verdict(
+                    critic="format",
+                    group=FORMAT_GROUP,
+                    passed=False,
+                    feedback=f"Your answer could not be read as a plan: {reason}.",
+                    details={"reformulation_error": reason},
+                )
+            )
+            return verdicts, [c.name for c in self.critics if c.name != "format"]
+        gated: list[str] = []
+        format_failed = False
+        for critic in self.critics:
+            if format_failed and critic.group != FORMAT_GROUP:
+                gated.append(critic.name)
+                continue
+            verdict = self._run_critic(critic, problem, plan)
+            verdicts.append(verdict)
+            if critic.group == FORMAT_GROUP and not verdict.accepts:
+                format_failed = True
+        return verdicts, gated
+
+    def _run_critic(self, critic: Critic, problem: Problem, plan: PlanJSON) -> Verdict:
+        try:
+            return critic(problem, plan)
+        except CriticError as exc:
+            if self.settings.on_critic_error == "stop":
+                raise
+            return Verdict(critic=critic.name, group=critic.group, passed=False, error=str(exc))
+
+    def _result(
+        self,
+        common: dict[str, Any],
+        history: list[IterationRecord],
+        usage: Usage,
+        started: float,
+        stop_reason: str,
+        error: str | None,
+    ) -> ProblemResult:
+        best = best_iteration(history)
+        if error is not None:
+            outcome = Outcome.ERROR
+        elif history and history[-1].all_accept:
+            outcome = Outcome.CERTIFIED
+        elif best is not None:
+            outcome = Outcome.EXHAUSTED
+        else:
+            outcome = Outcome.FAILED
+        return ProblemResult(
+            **common,
+            outcome=outcome,
+            stop_reason=stop_reason,
+            best_plan=best.plan if best is not None else None,
+            best_iteration=best.index if best is not None else None,
+            iterations=history,
+            usage=usage,
+            error=error,
+            seconds=time.perf_counter() - started,
+        )
+
+
+def best_iteration(history: list[IterationRecord], upto: int | None = None) -> IterationRecord | None:
+    """Best-so-far among the first ``upto`` iterations: most accepting verdicts, ties to the later one."""
+    best: IterationRecord | None = None
+    for it in history[:upto]:
+        if it.plan is None:
+            continue
+        if best is None or it.passed_count >= best.passed_count:
+            best = it
+    return best
+
+
+def _sha(messages: list[Message]) -> str:
+    return hashlib.sha256(canonical_json([m.model_dump() for m in messages]).encode()).hexdigest()
+
+
+def _is_small(value: Any) -> bool:
+    try:
+        return len(canonical_json(value)) <= 2000
+    except (TypeError, ValueError):
+        return False

@@ -1,0 +1,165 @@
+"""Reformulators: turn a generator's text into the benchmark's plan JSON.
+
+``llm``     an LLM prompt (the benchmark's ``reformulate`` template, else ``core/reformulate``) whose
+            reply is parsed as JSON and validated against the plan schema
+``parser``  the benchmark's deterministic parser
+``none``    the generator was asked for JSON directly; its reply is parsed and validated
+
+A failure is never a crash: it becomes a failed ``format`` verdict with a backprompt.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .benchmark import Benchmark
+from .errors import ConfigError, PlanFormatError
+from .llm.base import LLMRequest, LLMSettings
+from .prompts import Template, resolve
+from .types import LLMCall, Message, PlanJSON, Problem
+
+ReformulatorMode = Literal["llm", "parser", "none"]
+
+_FENCE = re.compile(r"```(?:json|JSON)?\s*\n(.*?)```", re.DOTALL)
+
+
+@dataclass
+class Reformulation:
+    plan: PlanJSON = None
+    error: str | None = None
+    calls: list[LLMCall] = field(default_factory=list)
+
+
+def extract_json(text: str) -> Any:
+    """The JSON value in ``text``: the whole text, a fenced block, or the first balanced object/array.
+
+    Raises PlanFormatError with a short reason when there is none.
+    """
+    if not text or not text.strip():
+        raise PlanFormatError("the answer is empty")
+    if "\x00" in text:
+        raise PlanFormatError("the answer contains binary data")
+    candidates = [text.strip()]
+    candidates += [m.group(1).strip() for m in _FENCE.finditer(text)]
+    for cand in candidates:
+        try:
+            return json.loads(cand)
+        except (json.JSONDecodeError, RecursionError):
+            pass
+    decoder = json.JSONDecoder()
+    for i, ch in enumerate(text):
+        if ch in "[{":
+            try:
+                value, _ = decoder.raw_decode(text, i)
+                return value
+            except (json.JSONDecodeError, RecursionError):
+                continue
+    raise PlanFormatError("no JSON value could be read from the answer (it may be cut off or not JSON)")
+
+
+def validated(benchmark: Benchmark, value: Any) -> Reformulation:
+    try:
+        return Reformulation(plan=benchmark.validate_plan(value))
+    except PlanFormatError as exc:
+        return Reformulation(error=str(exc))
+
+
+class Reformulator(ABC):
+    mode: ReformulatorMode
+
+    def __init__(self, benchmark: Benchmark) -> None:
+        self.benchmark = benchmark
+
+    def templates(self) -> dict[str, str]:
+        return {}
+
+    @abstractmethod
+    async def reformulate(self, problem: Problem, text: str, *, truncated: bool = False, tags: dict[str, str] | None = None) -> Reformulation:
+        """Plan JSON from ``text``, or an error message for the format critic."""
+
+
+class JSONReformulator(Reformulator):
+    """``reformulator=none``: the generator's reply itself must be the plan JSON."""
+
+    mode: ReformulatorMode = "none"
+
+    async def reformulate(self, problem: Problem, text: str, *, truncated: bool = False, tags: dict[str, str] | None = None) -> Reformulation:
+        try:
+            value = extract_json(text)
+        except PlanFormatError as exc:
+            reason = str(exc) + (" (the reply was cut off at the token limit)" if truncated else "")
+            return Reformulation(error=reason)
+        return validated(self.benchmark, value)
+
+
+class ParserReformulator(Reformulator):
+    """``reformulator=parser``: the benchmark's deterministic parser."""
+
+    mode: ReformulatorMode = "parser"
+
+    def __init__(self, benchmark: Benchmark) -> None:
+        if not benchmark.has_parser:
+            raise ConfigError(f"reformulator=parser: benchmark {benchmark.name!r} has no deterministic parser; use llm or none")
+        super().__init__(benchmark)
+
+    async def reformulate(self, problem: Problem, text: str, *, truncated: bool = False, tags: dict[str, str] | None = None) -> Reformulation:
+        try:
+            value = self.benchmark.parse(text, problem)
+        except PlanFormatError as exc:
+            return Reformulation(error=str(exc) + (" (the reply was cut off at the token limit)" if truncated else ""))
+        return validated(self.benchmark, value)
+
+
+class LLMReformulator(Reformulator):
+    """``reformulator=llm``: ask a model to rewrite the text as plan JSON (schema-constrained when possible)."""
+
+    mode: ReformulatorMode = "llm"
+
+    def __init__(self, benchmark: Benchmark, client: Any, settings: LLMSettings) -> None:
+        super().__init__(benchmark)
+        self.client = client
+        self.settings = settings
+        self.template: Template = resolve(benchmark.name, "reformulate")
+
+    def templates(self) -> dict[str, str]:
+        return {"reformulate": self.template.label}
+
+    async def reformulate(self, problem: Problem, text: str, *, truncated: bool = False, tags: dict[str, str] | None = None) -> Reformulation:
+        if not text or not text.strip():
+            return Reformulation(error="the answer is empty")
+        schema = self.benchmark.plan_json_schema()
+        variables = {**self.benchmark.prompt_variables(problem), "problem": problem, "reply": text}
+        variables["schema"] = json.dumps(schema, indent=1) if schema else "(any JSON)"
+        prompt = self.template.render(**variables)
+        request = LLMRequest(
+            messages=(Message(role="user", content=prompt),),
+            model=self.settings.model,
+            temperature=0.0,
+            max_tokens=self.settings.max_tokens,
+            seed=self.settings.seed,
+            response_schema=schema,
+            structured_output=self.settings.structured_output if schema else "off",
+            tags={**(tags or {}), "stage": "reformulate"},
+        )
+        # transport failures (LLMError) propagate: the loop records them and never pastes them into a prompt
+        call: LLMCall = await self.client.call(request, "reformulate")
+        result = JSONReformulator(self.benchmark)
+        out = await result.reformulate(problem, call.reply or "", truncated=call.finish_reason == "length")
+        out.calls.append(call)
+        return out
+
+
+def build_reformulator(mode: str, benchmark: Benchmark, client: Any, settings: LLMSettings | None) -> Reformulator:
+    if mode == "none":
+        return JSONReformulator(benchmark)
+    if mode == "parser":
+        return ParserReformulator(benchmark)
+    if mode == "llm":
+        if client is None or settings is None:
+            raise ConfigError("reformulator=llm needs an llm backend; with a search generator use reformulator=none")
+        return LLMReformulator(benchmark, client, settings)
+    raise ConfigError(f"reformulator must be llm, parser or none, not {mode!r}")

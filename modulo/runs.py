@@ -1,0 +1,133 @@
+"""Run directories: resolved config, run info, an append-only record per finished problem, summary.
+
+See the module docstring of :mod:`modulo.runner` for how runs resume. Layout::
+
+    RUN_DIR/config.yaml      the resolved configuration (no secrets)
+    RUN_DIR/run.json         run information: benchmark, split, model, critics, strategy, budget,
+                             template versions, git revision, problem ids
+    RUN_DIR/records.jsonl    one ProblemResult per line, appended and fsync'ed as each problem ends
+    RUN_DIR/summary.json     outcome counts, usage and the benchmark's metrics (at the end)
+    RUN_DIR/evaluation.json  the benchmark evaluator's result on the final plans (at the end)
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from .errors import RunError
+from .types import ProblemResult
+
+FORMAT_VERSION = 1
+RECORDS = "records.jsonl"
+RUN_INFO = "run.json"
+
+#: run.json keys that may change between a run and its resumption without invalidating records
+_RESUMABLE_KEYS = {"created", "run_id", "git_revision", "modulo_version", "execution"}
+
+
+def git_revision(start: Path | None = None) -> str | None:
+    """The project's git revision (with ``-dirty`` when the tree has changes), or None outside git."""
+    here = start or Path(__file__).resolve().parent
+    try:
+        rev = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=here, capture_output=True, text=True, timeout=5, check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return rev + ("-dirty" if dirty else "")
+
+
+def read_records(path: Path) -> Iterator[ProblemResult]:
+    """Records of a run, in file order; a truncated or corrupt last line (a killed run) is skipped."""
+    file = path / RECORDS if path.is_dir() else path
+    if not file.exists():
+        return
+    with file.open("r", encoding="utf-8") as fh:
+        lines = fh.readlines()
+    for n, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            yield ProblemResult.model_validate_json(line)
+        except ValueError as exc:
+            if n == len(lines) - 1:
+                return  # the line being written when the run was killed
+            raise RunError(f"{file}: line {n + 1} is not a valid record: {exc}") from exc
+
+
+def latest_records(path: Path) -> dict[str, ProblemResult]:
+    """The last record of each problem (a resumed run may re-record a problem that errored)."""
+    return {r.problem_id: r for r in read_records(path)}
+
+
+class RunDir:
+    """A run directory being written. Thread- and task-safe appends, flushed to disk per record."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+
+    @property
+    def records_path(self) -> Path:
+        return self.path / RECORDS
+
+    def prepare(self, info: dict[str, Any], config_yaml: str) -> dict[str, ProblemResult]:
+        """Create or reopen the directory; return the records already finished there.
+
+        Reopening a directory written with a different configuration is a RunError naming the keys
+        that differ, so that records of one experiment never mix with another's.
+        """
+        self.path.mkdir(parents=True, exist_ok=True)
+        info_path = self.path / RUN_INFO
+        info = {"format": FORMAT_VERSION, **info}
+        if info_path.exists():
+            try:
+                old = json.loads(info_path.read_text())
+            except json.JSONDecodeError as exc:
+                raise RunError(f"{info_path} is corrupt: {exc}") from exc
+            differ = sorted(
+                k for k in set(old) | set(info)
+                if k not in _RESUMABLE_KEYS and old.get(k) != info.get(k)
+            )
+            if differ:
+                raise RunError(
+                    f"{self.path} holds a run with another configuration (differs in: {', '.join(differ)}); "
+                    "use another run.dir"
+                )
+            info = {**info, "created": old.get("created", info.get("created"))}
+        _atomic_write(info_path, json.dumps(info, indent=1, default=str))
+        _atomic_write(self.path / "config.yaml", config_yaml)
+        return latest_records(self.path)
+
+    def append(self, result: ProblemResult) -> None:
+        line = result.model_dump_json() + "\n"
+        with self._lock, self.records_path.open("a", encoding="utf-8") as fh:
+            fh.write(line)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def write_json(self, name: str, data: Any) -> Path:
+        target = self.path / name
+        _atomic_write(target, json.dumps(data, indent=1, default=str))
+        return target
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
