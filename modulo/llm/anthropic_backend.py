@@ -1,0 +1,177 @@
+"""The Anthropic messages backend (``llm=anthropic llm.model=claude-...``).
+
+The key comes from ``$ANTHROPIC_API_KEY`` (or the variable named by ``llm.api_key_env``); system
+messages are sent as the ``system`` parameter; the SDK's own retries are off.
+
+Backend arguments (``llm.args``):
+
+- ``default_max_tokens``: ``max_tokens`` when neither the request nor the settings give one (4096).
+- ``schema_mode``: how a JSON-Schema request is sent. ``"output_config"`` (default) uses the API's
+  structured outputs (``output_config.format``); ``"tool"`` forces a single tool whose input schema is
+  the response schema and returns the tool input as JSON text (for models without structured
+  outputs); ``"off"`` sends no schema (the prompt alone asks for JSON).
+- ``send_temperature``: send ``temperature`` in the request body (the installed SDK has no such
+  parameter; turn this on for servers and API versions that still take it). Off by default.
+- ``tag_headers``, ``extra_body``, ``extra_headers``: as for the OpenAI backend.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal, get_args
+
+import anthropic
+
+from ..errors import ConfigError, LLMError, PermanentLLMError, TransientLLMError
+from ..types import Usage
+from .base import LLMRequest, LLMResponse, LLMSettings
+from .faults import body_details, error_for_status, error_for_transport, redact, tag_headers
+from .keys import resolve_api_key
+
+SchemaMode = Literal["output_config", "tool", "off"]
+
+_OFFICIAL_HOSTS = ("api.anthropic.com",)
+_STOP_REASONS = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "tool_use": "stop",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+}
+
+
+class AnthropicBackend:
+    """:class:`modulo.llm.base.LLM` over ``anthropic.AsyncAnthropic`` messages."""
+
+    name = "anthropic"
+
+    def __init__(
+        self,
+        settings: LLMSettings,
+        *,
+        default_max_tokens: int = 4096,
+        schema_mode: SchemaMode = "output_config",
+        tool_name: str = "respond",
+        send_temperature: bool = False,
+        tag_headers: bool = False,
+        extra_body: dict[str, Any] | None = None,
+        extra_headers: dict[str, str] | None = None,
+    ) -> None:
+        if schema_mode not in get_args(SchemaMode):
+            raise ConfigError(
+                f"anthropic backend: schema_mode={schema_mode!r} is not one of {', '.join(get_args(SchemaMode))}"
+            )
+        if default_max_tokens < 1:
+            raise ConfigError(f"anthropic backend: default_max_tokens must be positive, not {default_max_tokens}")
+        self.settings = settings
+        self.default_max_tokens = default_max_tokens
+        self.schema_mode = schema_mode
+        self.tool_name = tool_name
+        self.send_temperature = send_temperature
+        self.tag_headers = tag_headers
+        self.extra_body = dict(extra_body or {})
+        self.extra_headers = dict(extra_headers or {})
+        self._key = resolve_api_key(
+            settings, default_env="ANTHROPIC_API_KEY", provider="Anthropic", official_hosts=_OFFICIAL_HOSTS
+        )
+        self._client = anthropic.AsyncAnthropic(
+            api_key=self._key.reveal(),
+            base_url=settings.base_url,
+            timeout=settings.timeout_s,
+            max_retries=0,
+        )
+
+    def __repr__(self) -> str:
+        return f"AnthropicBackend(model={self.settings.model!r}, base_url={self.settings.base_url!r})"
+
+    def request_kwargs(self, request: LLMRequest) -> dict[str, Any]:
+        """The keyword arguments of ``messages.create`` for ``request`` (no transport options)."""
+        system = "\n\n".join(m.content for m in request.messages if m.role == "system")
+        turns: list[dict[str, str]] = []
+        for m in request.messages:
+            if m.role == "system":
+                continue
+            if turns and turns[-1]["role"] == m.role:  # the API wants alternating turns
+                turns[-1] = {"role": m.role, "content": turns[-1]["content"] + "\n\n" + m.content}
+            else:
+                turns.append({"role": m.role, "content": m.content})
+        max_tokens = request.max_tokens or self.settings.max_tokens or self.default_max_tokens
+        kwargs: dict[str, Any] = {
+            "model": request.model or self.settings.model,
+            "max_tokens": max_tokens,
+            "messages": turns,
+        }
+        if system:
+            kwargs["system"] = system
+        if request.stop:
+            kwargs["stop_sequences"] = list(request.stop)
+        schema = request.response_schema if request.structured_output == "schema" else None
+        if schema is not None and self.schema_mode == "output_config":
+            kwargs["output_config"] = {"format": {"type": "json_schema", "schema": schema}}
+        elif schema is not None and self.schema_mode == "tool":
+            kwargs["tools"] = [
+                {"name": self.tool_name, "description": "Give the answer in this structure.", "input_schema": schema}
+            ]
+            kwargs["tool_choice"] = {"type": "tool", "name": self.tool_name}
+        return kwargs
+
+    def extra_body_for(self, request: LLMRequest) -> dict[str, Any]:
+        body = dict(self.extra_body)
+        if self.send_temperature:  # the current SDK has no temperature parameter; older APIs take one
+            body.setdefault("temperature", request.temperature)
+        return body
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        headers = dict(self.extra_headers)
+        if self.tag_headers:
+            headers.update(tag_headers(request.tags))
+        try:
+            message = await self._client.messages.create(
+                **self.request_kwargs(request),
+                extra_headers=headers or None,
+                extra_body=self.extra_body_for(request) or None,
+            )
+        except anthropic.AnthropicError as exc:
+            raise self._translate(exc) from None
+        parts: list[str] = []
+        for block in message.content:
+            if block.type == "text":
+                parts.append(block.text)
+            elif block.type == "tool_use":
+                parts.append(json.dumps(block.input, ensure_ascii=False))
+        u = message.usage
+        usage = Usage(
+            input_tokens=(u.input_tokens or 0)
+            + (u.cache_creation_input_tokens or 0)
+            + (u.cache_read_input_tokens or 0),
+            output_tokens=u.output_tokens or 0,
+        )
+        reason = message.stop_reason
+        finish = _STOP_REASONS.get(reason, reason) if reason else None
+        return LLMResponse(text="".join(parts), usage=usage, model=message.model or "", finish_reason=finish)
+
+    def _translate(self, exc: anthropic.AnthropicError) -> LLMError:
+        secrets = (self._key.reveal(),)
+        if isinstance(exc, anthropic.APITimeoutError):
+            return error_for_transport("timeout", redact(str(exc), secrets), provider="Anthropic")
+        if isinstance(exc, anthropic.APIConnectionError):
+            cause = exc.__cause__ or exc.__context__
+            detail = str(exc) + (f" ({type(cause).__name__}: {cause})" if cause is not None else "")
+            return error_for_transport("connection", redact(detail, secrets), provider="Anthropic")
+        if isinstance(exc, anthropic.APIStatusError):
+            message, code = body_details(exc.body, str(exc))
+            return error_for_status(
+                exc.status_code,
+                redact(message, secrets),
+                provider="Anthropic",
+                headers=dict(exc.response.headers),
+                code=code,
+            )
+        if isinstance(exc, anthropic.APIResponseValidationError):
+            return TransientLLMError(
+                f"Anthropic server sent an unreadable response: {redact(str(exc), secrets)}", fault="bad_response"
+            )
+        return PermanentLLMError(f"Anthropic client error: {type(exc).__name__}: {redact(str(exc), secrets)}")
+
+    async def aclose(self) -> None:
+        await self._client.close()

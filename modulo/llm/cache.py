@@ -1,0 +1,166 @@
+"""A content-addressed response cache in SQLite, shared by processes and coroutines.
+
+Entries are keyed on :meth:`LLMRequest.key` (the backend name plus the full request, sample index
+included, tags excluded), so a repeated draw is a deliberate choice of a new ``sample_index``. The
+database runs in WAL mode with a busy timeout, so parallel sweep processes read and write one file;
+each process uses one connection guarded by a lock, and the asyncio API runs the blocking calls in a
+worker thread. The first writer of a key wins; later writers of the same key are ignored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from ..errors import ConfigError
+from ..settings import cache_dir as default_cache_dir
+from ..types import canonical_json
+from .base import LLMRequest
+
+CacheMode = Literal["off", "read-write", "read-only"]
+CACHE_MODES: tuple[str, ...] = ("off", "read-write", "read-only")
+CACHE_FILE = "llm-cache.sqlite"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS responses (
+    key TEXT PRIMARY KEY,
+    backend TEXT NOT NULL,
+    model TEXT NOT NULL,
+    text TEXT NOT NULL,
+    finish_reason TEXT,
+    input_tokens INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL,
+    request TEXT NOT NULL,
+    created REAL NOT NULL
+)
+"""
+
+
+@dataclass(frozen=True)
+class CachedResponse:
+    key: str
+    backend: str
+    model: str
+    text: str
+    finish_reason: str | None
+    input_tokens: int
+    output_tokens: int
+    created: float
+
+
+class ResponseCache:
+    """The SQLite file at ``path`` (default ``modulo.settings.cache_dir()/llm-cache.sqlite``)."""
+
+    def __init__(self, path: Path | str | None = None, *, readonly: bool = False, timeout_s: float = 30.0) -> None:
+        self.path = Path(path) if path is not None else default_cache_dir() / CACHE_FILE
+        self.readonly = readonly
+        self._lock = threading.Lock()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if readonly and not self.path.exists():
+                # an empty cache: every lookup misses, nothing is created on disk
+                self._conn: sqlite3.Connection | None = None
+                return
+            self._conn = sqlite3.connect(self.path, timeout=timeout_s, check_same_thread=False, isolation_level=None)
+            self._conn.execute(f"PRAGMA busy_timeout={int(timeout_s * 1000)}")
+            if not readonly:
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                self._conn.execute("PRAGMA synchronous=NORMAL")
+                self._conn.execute(_SCHEMA)
+        except (OSError, sqlite3.Error) as exc:
+            raise ConfigError(f"cannot open the LLM response cache at {str(self.path)!r}: {exc}") from None
+
+    def __repr__(self) -> str:
+        return f"ResponseCache({str(self.path)!r}, readonly={self.readonly})"
+
+    # -- blocking API -------------------------------------------------------------------------------
+    def get_sync(self, key: str) -> CachedResponse | None:
+        if self._conn is None:
+            return None
+        with self._lock:
+            try:
+                row = self._conn.execute(
+                    "SELECT key, backend, model, text, finish_reason, input_tokens, output_tokens, created "
+                    "FROM responses WHERE key = ?",
+                    (key,),
+                ).fetchone()
+            except sqlite3.OperationalError as exc:
+                if "no such table" in str(exc):
+                    return None
+                raise
+        if row is None:
+            return None
+        return CachedResponse(*row)
+
+    def put_sync(
+        self,
+        key: str,
+        *,
+        backend: str,
+        request: LLMRequest,
+        text: str,
+        model: str,
+        finish_reason: str | None,
+        input_tokens: int,
+        output_tokens: int,
+    ) -> None:
+        if self.readonly or self._conn is None:
+            raise ConfigError("the LLM response cache was opened read-only")
+        payload = canonical_json(request.model_dump(mode="json", exclude={"tags"}))
+        with self._lock:
+            self._conn.execute(
+                "INSERT OR IGNORE INTO responses "
+                "(key, backend, model, text, finish_reason, input_tokens, output_tokens, request, created) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (key, backend, model, text, finish_reason, input_tokens, output_tokens, payload, time.time()),
+            )
+
+    def __len__(self) -> int:
+        if self._conn is None:
+            return 0
+        with self._lock:
+            try:
+                (count,) = self._conn.execute("SELECT COUNT(*) FROM responses").fetchone()
+            except sqlite3.OperationalError:
+                return 0
+        return int(count)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    # -- asyncio API --------------------------------------------------------------------------------
+    async def get(self, key: str) -> CachedResponse | None:
+        return await asyncio.to_thread(self.get_sync, key)
+
+    async def put(
+        self,
+        key: str,
+        *,
+        backend: str,
+        request: LLMRequest,
+        text: str,
+        model: str,
+        finish_reason: str | None,
+        input_tokens: int,
+        output_tokens: int,
+    ) -> None:
+        await asyncio.to_thread(
+            lambda: self.put_sync(
+                key,
+                backend=backend,
+                request=request,
+                text=text,
+                model=model,
+                finish_reason=finish_reason,
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+            )
+        )

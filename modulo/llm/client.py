@@ -1,0 +1,392 @@
+"""The client every caller uses: one backend wrapped in cache, limits, retries and accounting.
+
+``build_client(settings)`` looks the backend up in the ``modulo.llms`` registry, binds its arguments
+(an unknown one is an :class:`~modulo.errors.ArgumentError` before any call) and wraps it:
+
+1. **cache** (``off`` / ``read-write`` / ``read-only``): a hit is answered without touching the
+   backend; a read-only miss raises :class:`~modulo.errors.CacheMissError`.
+2. **concurrency** (``settings.concurrency`` requests in flight) and **rate** (``settings.requests_per_minute``,
+   a token bucket holding one second's worth of requests, so the rate holds over short windows too).
+   Every attempt, retries included, passes both.
+3. **retries** with tenacity on :class:`~modulo.errors.TransientLLMError` (429, 5xx, timeouts,
+   dropped connections, empty replies): exponential backoff with jitter, or the server's
+   Retry-After when it sent one, both capped by ``settings.max_backoff_s``; at most
+   ``settings.max_retries`` retries. :class:`~modulo.errors.PermanentLLMError` is never retried.
+4. **accounting**: tokens and dollars (price table in :mod:`modulo.llm.pricing`) per call and in
+   total, failed attempts included when the server reported usage for them.
+
+Usage fields of one :class:`~modulo.types.LLMCall`: ``calls`` is 1 when the call produced a reply
+(from the backend or the cache) and 0 when it finally failed; ``failed_calls`` counts failed attempts
+(each retry's failure and the last one); ``cached_calls`` is 1 for a cache hit, which costs
+``cost_usd=0`` and records ``cached_cost_usd``, what it would have cost; its tokens are the recorded
+reply's, so token budgets behave the same with or without the cache.
+
+On final failure the error is raised with ``.call``: the :class:`LLMCall` (``reply=None``) holding
+the faults and the usage spent, so the caller can record them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
+
+from .. import components
+from ..errors import CacheMissError, ConfigError, LLMError, PermanentLLMError, TransientLLMError
+from ..registry import bind_arguments
+from ..types import Fault, LLMCall, Usage
+from .base import LLM, LLMRequest, LLMResponse, LLMSettings
+from .cache import CACHE_FILE, CACHE_MODES, CacheMode, ResponseCache
+from .faults import EmptyReplyError
+from .pricing import Price, lookup_price
+
+log = logging.getLogger("modulo.llm")
+
+Stage = Literal["generate", "reformulate"]
+
+_WARNED_UNPRICED: set[str] = set()
+
+
+class RateLimiter:
+    """A token bucket: ``per_minute`` requests a minute, at most ``burst`` at once (default: one second's worth)."""
+
+    def __init__(self, per_minute: float, *, burst: float | None = None) -> None:
+        if per_minute <= 0:
+            raise ConfigError(f"requests_per_minute must be positive, not {per_minute}")
+        self.rate = per_minute / 60.0
+        self.capacity = float(burst) if burst is not None else max(1.0, self.rate)
+        self._tokens = self.capacity
+        self._updated = time.monotonic()
+        self._lock = asyncio.Lock()
+
+    async def acquire(self) -> None:
+        async with self._lock:  # waiters are served in arrival order
+            while True:
+                now = time.monotonic()
+                self._tokens = min(self.capacity, self._tokens + (now - self._updated) * self.rate)
+                self._updated = now
+                if self._tokens >= 1.0:
+                    self._tokens -= 1.0
+                    return
+                await asyncio.sleep((1.0 - self._tokens) / self.rate)
+
+
+class LLMClient:
+    """Cache, limits, retries and accounting around one backend. See the module docstring."""
+
+    def __init__(
+        self,
+        backend: LLM,
+        settings: LLMSettings,
+        *,
+        backend_name: str | None = None,
+        cache: ResponseCache | None = None,
+        cache_mode: CacheMode = "off",
+        backoff_base_s: float = 1.0,
+        retry_empty: bool = True,
+    ) -> None:
+        if cache_mode not in CACHE_MODES:
+            raise ConfigError(f"cache mode must be one of {', '.join(CACHE_MODES)}, not {cache_mode!r}")
+        if cache_mode != "off" and cache is None:
+            raise ConfigError(f"cache mode {cache_mode!r} needs a cache")
+        if settings.concurrency < 1:
+            raise ConfigError(f"llm.concurrency must be at least 1, not {settings.concurrency}")
+        if settings.max_retries < 0:
+            raise ConfigError(f"llm.max_retries must be >= 0, not {settings.max_retries}")
+        if settings.timeout_s <= 0:
+            raise ConfigError(f"llm.timeout_s must be positive, not {settings.timeout_s}")
+        if settings.max_backoff_s < 0:
+            raise ConfigError(f"llm.max_backoff_s must be >= 0, not {settings.max_backoff_s}")
+        self.backend = backend
+        self.settings = settings
+        self.backend_name = backend_name or settings.name
+        self.cache = cache
+        self.cache_mode: CacheMode = cache_mode
+        self.backoff_base_s = max(0.0, min(backoff_base_s, settings.max_backoff_s))
+        self.retry_empty = retry_empty
+        if settings.requests_per_minute is not None and settings.requests_per_minute <= 0:
+            raise ConfigError(f"llm.requests_per_minute must be positive, not {settings.requests_per_minute}")
+        self.backend_calls = 0
+        #: models seen without a price (their dollars count as zero)
+        self.unpriced_models: set[str] = set()
+        self._usage = Usage()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._semaphore: asyncio.Semaphore | None = None
+        self._limiter: RateLimiter | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"LLMClient(backend={self.backend_name!r}, model={self.settings.model!r}, "
+            f"cache={self.cache_mode!r}, calls={self._usage.calls})"
+        )
+
+    @property
+    def usage(self) -> Usage:
+        """Running total over every call made through this client."""
+        return self._usage
+
+    # -- helpers ------------------------------------------------------------------------------------
+    def _limits(self) -> tuple[asyncio.Semaphore, RateLimiter | None]:
+        loop = asyncio.get_running_loop()
+        if self._semaphore is None or self._loop is not loop:  # asyncio primitives belong to one loop
+            self._loop = loop
+            self._semaphore = asyncio.Semaphore(self.settings.concurrency)
+            rpm = self.settings.requests_per_minute
+            self._limiter = RateLimiter(rpm) if rpm else None
+        return self._semaphore, self._limiter
+
+    def _price(self, model: str) -> Price | None:
+        price = lookup_price(model, self.settings)
+        if price is None and model not in self.unpriced_models:
+            self.unpriced_models.add(model)
+            if not getattr(self.backend, "free", False) and model not in _WARNED_UNPRICED:
+                _WARNED_UNPRICED.add(model)
+                log.warning(
+                    "no price known for model %r: its calls count as $0 "
+                    "(set llm.price_input_per_mtok / llm.price_output_per_mtok)",
+                    model,
+                )
+        return price
+
+    def _cost(self, model: str, input_tokens: int, output_tokens: int) -> float:
+        price = self._price(model)
+        return price.cost(input_tokens, output_tokens) if price is not None else 0.0
+
+    def prepare(self, request: LLMRequest, stage: Stage) -> LLMRequest:
+        """``request`` with the settings' model, max_tokens and seed filled in where unset, and the stage tag."""
+        update: dict[str, Any] = {}
+        if not request.model and self.settings.model:
+            update["model"] = self.settings.model
+        if request.max_tokens is None and self.settings.max_tokens is not None:
+            update["max_tokens"] = self.settings.max_tokens
+        if request.seed is None and self.settings.seed is not None:
+            update["seed"] = self.settings.seed
+        if request.tags.get("stage") != stage:
+            update["tags"] = {**request.tags, "stage": stage}
+        return request.model_copy(update=update) if update else request
+
+    def _wait(self, state: RetryCallState) -> float:
+        cap = self.settings.max_backoff_s
+        exc = state.outcome.exception() if state.outcome is not None else None
+        retry_after = getattr(exc, "retry_after", None)
+        if isinstance(retry_after, int | float) and retry_after >= 0:
+            return float(min(retry_after, cap))
+        exponent = max(0, state.attempt_number - 1)
+        delay = self.backoff_base_s * (2.0**exponent) + random.uniform(0.0, self.backoff_base_s)
+        return min(delay, cap)
+
+    # -- the call -----------------------------------------------------------------------------------
+    async def call(self, request: LLMRequest, stage: Stage) -> LLMCall:
+        """One logical call: cache, then attempts with retries. Raises an LLMError carrying ``.call``."""
+        request = self.prepare(request, stage)
+        started = time.monotonic()
+        faults: list[Fault] = []
+        spent = Usage()
+        key = request.key(self.backend_name) if self.cache is not None and self.cache_mode != "off" else ""
+
+        if key:
+            assert self.cache is not None
+            try:
+                hit = await self.cache.get(key)
+            except Exception as exc:  # a broken cache must not stop the run: treat as a miss
+                log.warning("LLM cache lookup failed (%s: %s); calling the backend", type(exc).__name__, exc)
+                hit = None
+            if hit is not None:
+                would_cost = self._cost(hit.model or request.model, hit.input_tokens, hit.output_tokens)
+                usage = Usage(
+                    calls=1,
+                    cached_calls=1,
+                    input_tokens=hit.input_tokens,
+                    output_tokens=hit.output_tokens,
+                    cached_cost_usd=would_cost,
+                )
+                call = LLMCall(
+                    stage=stage,
+                    messages=list(request.messages),
+                    reply=hit.text,
+                    model=hit.model,
+                    usage=usage,
+                    cached=True,
+                    finish_reason=hit.finish_reason,
+                    seconds=time.monotonic() - started,
+                )
+                self._usage = self._usage + usage
+                return call
+            if self.cache_mode == "read-only":
+                error = CacheMissError(
+                    f"the LLM response cache {str(self.cache.path)!r} (read-only) holds no reply for this "
+                    f"{stage} request (problem {request.tags.get('problem_id', '?')!r}, backend "
+                    f"{self.backend_name!r}, model {request.model!r}, sample {request.sample_index}); "
+                    "run with cache.mode=read-write to call the model"
+                )
+                raise self._fail(error, request, stage, faults, spent, started)
+
+        async def attempt() -> LLMResponse:
+            nonlocal spent
+            number = len(faults) + 1
+            try:
+                response = await self._send(request)
+                if self.retry_empty and not response.text.strip():
+                    raise EmptyReplyError(
+                        f"the model returned an empty reply (finish_reason={response.finish_reason!r})",
+                        usage=response.usage,
+                        model=response.model,
+                    )
+                return response
+            except LLMError as exc:
+                failed_usage: Usage | None = getattr(exc, "usage", None)
+                tokens_in = failed_usage.input_tokens if failed_usage else 0
+                tokens_out = failed_usage.output_tokens if failed_usage else 0
+                model = getattr(exc, "model", "") or request.model
+                cost = self._cost(model, tokens_in, tokens_out) if failed_usage else 0.0
+                spent = spent + Usage(failed_calls=1, input_tokens=tokens_in, output_tokens=tokens_out, cost_usd=cost)
+                faults.append(Fault(kind=exc.fault, message=str(exc), attempt=number, stage=stage))
+                if isinstance(exc, TransientLLMError) and number <= self.settings.max_retries:
+                    log.info(
+                        "%s call for problem %r failed (%s, attempt %d of %d), retrying: %s",
+                        stage,
+                        request.tags.get("problem_id", "?"),
+                        exc.fault,
+                        number,
+                        self.settings.max_retries + 1,
+                        exc,
+                    )
+                raise
+
+        try:
+            retrying = AsyncRetrying(
+                stop=stop_after_attempt(self.settings.max_retries + 1),
+                wait=self._wait,
+                retry=retry_if_exception_type(TransientLLMError),
+                reraise=True,
+            )
+            response: LLMResponse = await retrying(attempt)
+        except LLMError as exc:
+            raise self._fail(exc, request, stage, faults, spent, started) from None
+
+        model = response.model or request.model
+        usage = spent + Usage(
+            calls=1,
+            input_tokens=response.usage.input_tokens,
+            output_tokens=response.usage.output_tokens,
+            cost_usd=self._cost(model, response.usage.input_tokens, response.usage.output_tokens),
+        )
+        if key and self.cache_mode == "read-write":
+            assert self.cache is not None
+            try:
+                await self.cache.put(
+                    key,
+                    backend=self.backend_name,
+                    request=request,
+                    text=response.text,
+                    model=model,
+                    finish_reason=response.finish_reason,
+                    input_tokens=response.usage.input_tokens,
+                    output_tokens=response.usage.output_tokens,
+                )
+            except Exception as exc:  # the reply is paid for: keep it even if the cache cannot
+                log.warning("LLM cache write failed (%s: %s); the reply is used uncached", type(exc).__name__, exc)
+        call = LLMCall(
+            stage=stage,
+            messages=list(request.messages),
+            reply=response.text,
+            model=model,
+            usage=usage,
+            cached=False,
+            finish_reason=response.finish_reason,
+            faults=faults,
+            seconds=time.monotonic() - started,
+        )
+        self._usage = self._usage + usage
+        return call
+
+    async def _send(self, request: LLMRequest) -> LLMResponse:
+        semaphore, limiter = self._limits()
+        async with semaphore:
+            if limiter is not None:
+                await limiter.acquire()
+            self.backend_calls += 1
+            # the backend enforces timeout_s itself; this outer guard catches a backend that does not
+            guard = self.settings.timeout_s * 1.5 + 1.0
+            try:
+                async with asyncio.timeout(guard):
+                    return await self.backend.complete(request)
+            except TimeoutError:
+                raise TransientLLMError(
+                    f"no reply from the {self.backend_name} backend within {guard:.1f}s", fault="timeout"
+                ) from None
+            except LLMError:
+                raise
+            except Exception as exc:
+                raise PermanentLLMError(
+                    f"the {self.backend_name} backend crashed: {type(exc).__name__}: {exc}"
+                ) from exc
+
+    def _fail(
+        self,
+        exc: LLMError,
+        request: LLMRequest,
+        stage: Stage,
+        faults: list[Fault],
+        spent: Usage,
+        started: float,
+    ) -> LLMError:
+        if not faults or faults[-1].message != str(exc):
+            faults = [*faults, Fault(kind=exc.fault, message=str(exc), attempt=len(faults) + 1, stage=stage)]
+        call = LLMCall(
+            stage=stage,
+            messages=list(request.messages),
+            reply=None,
+            model=request.model,
+            usage=spent,
+            faults=faults,
+            seconds=time.monotonic() - started,
+        )
+        exc.call = call  # type: ignore[attr-defined]
+        self._usage = self._usage + spent
+        log.warning(
+            "%s call for problem %r failed for good after %d attempt(s): %s",
+            stage,
+            request.tags.get("problem_id", "?"),
+            spent.failed_calls,
+            exc,
+        )
+        return exc
+
+    async def aclose(self) -> None:
+        try:
+            await self.backend.aclose()
+        finally:
+            if self.cache is not None:
+                self.cache.close()
+
+
+def build_client(
+    settings: LLMSettings,
+    *,
+    cache_mode: CacheMode = "off",
+    cache_dir: Path | None = None,
+) -> LLMClient:
+    """The backend named ``settings.name`` with its ``settings.args`` bound, wrapped in an :class:`LLMClient`.
+
+    ``cache_dir`` is a directory (the file ``llm-cache.sqlite`` in it) or a ``.sqlite`` file; the default
+    is :func:`modulo.settings.cache_dir`.
+    """
+    if cache_mode not in CACHE_MODES:
+        raise ConfigError(f"cache mode must be one of {', '.join(CACHE_MODES)}, not {cache_mode!r}")
+    factory = components.llms.get(settings.name)
+    kwargs = bind_arguments("llm backend", settings.name, factory, settings.args, inject={"settings": settings})
+    backend = factory(**kwargs)
+    cache: ResponseCache | None = None
+    if cache_mode != "off":
+        path: Path | None = None
+        if cache_dir is not None:
+            cache_dir = Path(cache_dir).expanduser()
+            path = cache_dir if cache_dir.suffix in (".sqlite", ".db") else cache_dir / CACHE_FILE
+        cache = ResponseCache(path, readonly=cache_mode == "read-only")
+    return LLMClient(backend, settings, backend_name=settings.name, cache=cache, cache_mode=cache_mode)

@@ -1,0 +1,173 @@
+"""The OpenAI chat-completions backend, also for any OpenAI-compatible server (vLLM, llama.cpp, Ollama).
+
+``llm=openai llm.model=gpt-4o-mini`` talks to OpenAI with the key in ``$OPENAI_API_KEY`` (or the
+variable named by ``llm.api_key_env``); ``llm.base_url=http://127.0.0.1:8000/v1`` talks to a local
+server, which needs no key. The SDK's own retries are off: :mod:`modulo.llm.client` retries.
+
+Backend arguments (``llm.args``):
+
+- ``schema_format``: how a JSON-Schema request is sent. ``"openai"`` (default) sends
+  ``{"type": "json_schema", "json_schema": {"name", "schema", "strict"}}``; ``"llamacpp"`` sends
+  ``{"type": "json_object", "schema": ...}`` (llama-cpp-python 0.3.x answers 500 to the standard form).
+- ``strict``: the ``strict`` flag of the standard form (default true).
+- ``schema_name``: the schema's name in the standard form.
+- ``max_tokens_param``: ``"max_tokens"``, ``"max_completion_tokens"`` or ``"auto"`` (the latter for
+  OpenAI itself, the former for a custom ``base_url``).
+- ``tag_headers``: send the request's tags as ``X-Modulo-*`` headers (the fake provider reads
+  ``X-Modulo-Problem-Id``); off by default.
+- ``extra_body`` / ``extra_headers``: passed through to every request.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, get_args
+
+import openai
+
+from ..errors import ConfigError, LLMError, PermanentLLMError, TransientLLMError
+from ..types import Usage
+from .base import LLMRequest, LLMResponse, LLMSettings
+from .faults import EmptyReplyError, body_details, error_for_status, error_for_transport, redact, tag_headers
+from .keys import is_official, resolve_api_key
+
+SchemaFormat = Literal["openai", "llamacpp"]
+MaxTokensParam = Literal["auto", "max_tokens", "max_completion_tokens"]
+
+_OFFICIAL_HOSTS = ("api.openai.com", "openai.azure.com")
+
+
+def _choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise ConfigError(f"openai backend: {name}={value!r} is not one of {', '.join(allowed)}")
+    return value
+
+
+class OpenAIBackend:
+    """:class:`modulo.llm.base.LLM` over ``openai.AsyncOpenAI`` chat completions."""
+
+    name = "openai"
+
+    def __init__(
+        self,
+        settings: LLMSettings,
+        *,
+        schema_format: SchemaFormat = "openai",
+        strict: bool = True,
+        schema_name: str = "response",
+        max_tokens_param: MaxTokensParam = "auto",
+        tag_headers: bool = False,
+        extra_body: dict[str, Any] | None = None,
+        extra_headers: dict[str, str] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.schema_format = _choice("schema_format", schema_format, get_args(SchemaFormat))
+        self.strict = strict
+        self.schema_name = schema_name
+        param = _choice("max_tokens_param", max_tokens_param, get_args(MaxTokensParam))
+        if param == "auto":
+            param = "max_completion_tokens" if is_official(settings.base_url, _OFFICIAL_HOSTS) else "max_tokens"
+        self.max_tokens_param = param
+        self.tag_headers = tag_headers
+        self.extra_body = dict(extra_body or {})
+        self.extra_headers = dict(extra_headers or {})
+        self._key = resolve_api_key(
+            settings, default_env="OPENAI_API_KEY", provider="OpenAI", official_hosts=_OFFICIAL_HOSTS
+        )
+        self._client = openai.AsyncOpenAI(
+            api_key=self._key.reveal(),
+            base_url=settings.base_url,
+            timeout=settings.timeout_s,
+            max_retries=0,
+        )
+
+    def __repr__(self) -> str:
+        return f"OpenAIBackend(model={self.settings.model!r}, base_url={self.settings.base_url!r})"
+
+    def request_kwargs(self, request: LLMRequest) -> dict[str, Any]:
+        """The keyword arguments of ``chat.completions.create`` for ``request`` (no transport options)."""
+        kwargs: dict[str, Any] = {
+            "model": request.model or self.settings.model,
+            "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+            "temperature": request.temperature,
+        }
+        max_tokens = request.max_tokens if request.max_tokens is not None else self.settings.max_tokens
+        if max_tokens is not None:
+            kwargs[self.max_tokens_param] = max_tokens
+        seed = request.seed if request.seed is not None else self.settings.seed
+        if seed is not None:
+            kwargs["seed"] = seed
+        if request.stop:
+            kwargs["stop"] = list(request.stop)
+        response_format = self.response_format(request)
+        if response_format is not None:
+            kwargs["response_format"] = response_format
+        return kwargs
+
+    def response_format(self, request: LLMRequest) -> dict[str, Any] | None:
+        if request.structured_output == "json" or (
+            request.structured_output == "schema" and request.response_schema is None
+        ):
+            return {"type": "json_object"}
+        if request.structured_output == "schema" and request.response_schema is not None:
+            if self.schema_format == "llamacpp":
+                return {"type": "json_object", "schema": request.response_schema}
+            return {
+                "type": "json_schema",
+                "json_schema": {"name": self.schema_name, "schema": request.response_schema, "strict": self.strict},
+            }
+        return None
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        headers = dict(self.extra_headers)
+        if self.tag_headers:
+            headers.update(tag_headers(request.tags))
+        try:
+            response = await self._client.chat.completions.create(
+                **self.request_kwargs(request),
+                extra_headers=headers or None,
+                extra_body=self.extra_body or None,
+            )
+        except openai.OpenAIError as exc:
+            raise self._translate(exc) from None
+        usage = Usage()
+        if response.usage is not None:
+            usage = Usage(
+                input_tokens=response.usage.prompt_tokens or 0,
+                output_tokens=response.usage.completion_tokens or 0,
+            )
+        if not response.choices:
+            raise EmptyReplyError("OpenAI-compatible server returned no choices", usage=usage, model=response.model)
+        choice = response.choices[0]
+        text = choice.message.content
+        finish: str | None = choice.finish_reason
+        refusal = getattr(choice.message, "refusal", None)
+        if not text and refusal:
+            text, finish = str(refusal), "refusal"
+        return LLMResponse(text=text or "", usage=usage, model=response.model or "", finish_reason=finish)
+
+    def _translate(self, exc: openai.OpenAIError) -> LLMError:
+        secrets = (self._key.reveal(),)
+        if isinstance(exc, openai.APITimeoutError):
+            return error_for_transport("timeout", redact(str(exc), secrets), provider="OpenAI")
+        if isinstance(exc, openai.APIConnectionError):
+            cause = exc.__cause__ or exc.__context__
+            detail = str(exc) + (f" ({type(cause).__name__}: {cause})" if cause is not None else "")
+            return error_for_transport("connection", redact(detail, secrets), provider="OpenAI")
+        if isinstance(exc, openai.APIStatusError):
+            message, code = body_details(exc.body, str(exc))
+            return error_for_status(
+                exc.status_code,
+                redact(message, secrets),
+                provider="OpenAI",
+                headers=dict(exc.response.headers),
+                code=code,
+            )
+        if isinstance(exc, openai.APIResponseValidationError):
+            return TransientLLMError(
+                f"OpenAI-compatible server sent an unreadable response: {redact(str(exc), secrets)}",
+                fault="bad_response",
+            )
+        return PermanentLLMError(f"OpenAI client error: {type(exc).__name__}: {redact(str(exc), secrets)}")
+
+    async def aclose(self) -> None:
+        await self._client.close()

@@ -1,0 +1,86 @@
+"""Dollar prices of common models, in USD per million tokens, and the cost of a call.
+
+The built-in table covers common OpenAI and Anthropic models at their published list prices
+(standard tier, no batch or prompt-cache discounts) as of late 2025. Prices change: set
+``llm.price_input_per_mtok`` / ``llm.price_output_per_mtok`` to override them for a run. A model the
+table does not know costs nothing and is reported once through :func:`lookup_price`'s caller.
+
+Model names match exactly or by the longest known prefix, so dated snapshots such as
+``gpt-4o-2024-08-06`` or ``claude-3-5-sonnet-20241022`` find their family's price.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .base import LLMSettings
+
+
+@dataclass(frozen=True)
+class Price:
+    """USD per million input and output tokens."""
+
+    input_per_mtok: float
+    output_per_mtok: float
+
+    def cost(self, input_tokens: int, output_tokens: int) -> float:
+        return (input_tokens * self.input_per_mtok + output_tokens * self.output_per_mtok) / 1_000_000
+
+
+#: list prices, USD per million tokens (input, output)
+PRICES: dict[str, Price] = {
+    # OpenAI
+    "gpt-5": Price(1.25, 10.0),
+    "gpt-5-mini": Price(0.25, 2.0),
+    "gpt-5-nano": Price(0.05, 0.40),
+    "gpt-4.1": Price(2.0, 8.0),
+    "gpt-4.1-mini": Price(0.40, 1.60),
+    "gpt-4.1-nano": Price(0.10, 0.40),
+    "gpt-4o": Price(2.50, 10.0),
+    "gpt-4o-mini": Price(0.15, 0.60),
+    "gpt-4-turbo": Price(10.0, 30.0),
+    "gpt-4": Price(30.0, 60.0),
+    "gpt-3.5-turbo": Price(0.50, 1.50),
+    "o1": Price(15.0, 60.0),
+    "o1-mini": Price(1.10, 4.40),
+    "o3": Price(2.0, 8.0),
+    "o3-mini": Price(1.10, 4.40),
+    "o4-mini": Price(1.10, 4.40),
+    # Anthropic
+    "claude-opus-4-5": Price(5.0, 25.0),
+    "claude-opus-4-1": Price(15.0, 75.0),
+    "claude-opus-4": Price(15.0, 75.0),
+    "claude-sonnet-4-5": Price(3.0, 15.0),
+    "claude-sonnet-4": Price(3.0, 15.0),
+    "claude-haiku-4-5": Price(1.0, 5.0),
+    "claude-3-7-sonnet": Price(3.0, 15.0),
+    "claude-3-5-sonnet": Price(3.0, 15.0),
+    "claude-3-5-haiku": Price(0.80, 4.0),
+    "claude-3-opus": Price(15.0, 75.0),
+    "claude-3-sonnet": Price(3.0, 15.0),
+    "claude-3-haiku": Price(0.25, 1.25),
+}
+
+
+def lookup_price(
+    model: str, settings: LLMSettings | None = None, table: dict[str, Price] | None = None
+) -> Price | None:
+    """The price of ``model``: the settings' override, else the table (exact, then longest prefix), else None.
+
+    An override of only one side keeps the table's other side (or zero when the table lacks the model).
+    """
+    table = PRICES if table is None else table
+    found = table.get(model)
+    if found is None:
+        prefixes = [name for name in table if model.startswith(name)]
+        if prefixes:
+            found = table[max(prefixes, key=len)]
+    if settings is not None and (
+        settings.price_input_per_mtok is not None or settings.price_output_per_mtok is not None
+    ):
+        base = found or Price(0.0, 0.0)
+        return Price(
+            settings.price_input_per_mtok if settings.price_input_per_mtok is not None else base.input_per_mtok,
+            settings.price_output_per_mtok if settings.price_output_per_mtok is not None else base.output_per_mtok,
+        )
+    return found
