@@ -1,0 +1,56 @@
+"""Reports over run directories: the papers' tables, figures, statistics, and one problem's story.
+
+Command line: ``modulo report RUN_DIR [RUN_DIR ...]`` (:func:`report_main`) and
+``modulo show RUN_DIR PROBLEM_ID`` (:func:`show_main`). In Python::
+
+    from modulo.reports import build_report, ReportOptions, load_runs, build_story, render_plain
+
+    result = build_report(["runs/"], ReportOptions(out=Path("report")))
+    print(result.text)
+"""
+
+from .budget import BudgetCurve, budget_curve, plan_at_budget
+from .cli import report_main, show_main
+from .load import RunData, ensure_evaluation, find_runs, load_run, load_runs
+from .report import ReportOptions, ReportResult, build_report
+from .show import Story, build_story, render_plain, render_rich
+from .stats import Interval, PairedTest, bootstrap_ratio, mcnemar_exact, paired_test
+from .tables import (
+    compare_runs,
+    constraint_rows,
+    critics_label,
+    firing_counts,
+    headline_rows,
+    usage_row,
+)
+
+__all__ = [
+    "BudgetCurve",
+    "Interval",
+    "PairedTest",
+    "ReportOptions",
+    "ReportResult",
+    "RunData",
+    "Story",
+    "bootstrap_ratio",
+    "budget_curve",
+    "build_report",
+    "build_story",
+    "compare_runs",
+    "constraint_rows",
+    "critics_label",
+    "ensure_evaluation",
+    "find_runs",
+    "firing_counts",
+    "headline_rows",
+    "load_run",
+    "load_runs",
+    "mcnemar_exact",
+    "paired_test",
+    "plan_at_budget",
+    "render_plain",
+    "render_rich",
+    "report_main",
+    "show_main",
+    "usage_row",
+]

@@ -1,0 +1,169 @@
+"""Final pass rate against iteration budget (the LLM-Modulo paper's Figure 3).
+
+"The plan at budget k" follows the metacontroller's best-so-far rule: among iterations ``0..k-1`` that
+produced a plan, the one with the most accepting verdicts, ties going to the later iteration; budget 0
+has no plan. Each budget's plans are scored by the benchmark's own evaluator. To keep that cheap, the
+distinct (problem, plan) pairs over all budgets are evaluated in one call when the primary metric is a
+per-problem ``passed`` rate (checked against the evaluator's own number); otherwise one call per
+budget. Results are cached in the run directory (``report_cache/budget_curve.json``), keyed on the
+plans and the benchmark, so a second report costs nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ModuloError, RunError
+from ..types import PlanJSON, ProblemResult, canonical_json, plan_fingerprint
+from .load import RunData
+from .metrics import metric_parts
+
+CACHE_DIR = "report_cache"
+CACHE_FILE = "budget_curve.json"
+CACHE_VERSION = 1
+
+
+def best_iteration_at(record: ProblemResult, k: int) -> int | None:
+    """Index into ``record.iterations`` of the plan at budget ``k`` (None: no plan yet)."""
+    best: int | None = None
+    best_count = -1
+    for pos, it in enumerate(record.iterations[: max(k, 0)]):
+        if it.plan is None:
+            continue
+        count = it.passed_count
+        if count >= best_count:
+            best, best_count = pos, count
+    return best
+
+
+def plan_at_budget(record: ProblemResult, k: int) -> PlanJSON:
+    pos = best_iteration_at(record, k)
+    return None if pos is None else record.iterations[pos].plan
+
+
+def max_budget(run: RunData) -> int:
+    """The largest budget to plot: the run's max_iterations, else the longest trace."""
+    longest = max((len(r.iterations) for r in run.records.values()), default=0)
+    configured = run.max_iterations
+    return max(configured or 0, longest)
+
+
+@dataclass(frozen=True)
+class BudgetCurve:
+    run: str
+    metric: str
+    #: value at budget 0, 1, ..., N (fractions)
+    values: list[float]
+    n_problems: int
+    method: str  # "pairs" (one evaluation call) or "per-budget" or "cached"
+
+
+def _cache_key(run: RunData, metric: str, plans_by_k: list[list[PlanJSON]], ids: Sequence[str]) -> str:
+    h = hashlib.sha256()
+    h.update(canonical_json(run.info.get("benchmark")).encode())
+    h.update(metric.encode())
+    h.update(canonical_json(list(ids)).encode())
+    for plans in plans_by_k:
+        h.update(canonical_json([None if p is None else plan_fingerprint(p) for p in plans]).encode())
+    return h.hexdigest()
+
+
+def _read_cache(run: RunData) -> dict[str, Any]:
+    path = run.path / CACHE_DIR / CACHE_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return {}
+    if not isinstance(data, dict) or data.get("version") != CACHE_VERSION:
+        return {}
+    entries = data.get("entries")
+    return entries if isinstance(entries, dict) else {}
+
+
+def _write_cache(run: RunData, key: str, entry: dict[str, Any]) -> None:
+    entries = _read_cache(run)
+    entries[key] = entry
+    path = run.path / CACHE_DIR / CACHE_FILE
+    try:
+        path.parent.mkdir(exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"version": CACHE_VERSION, "entries": entries}, indent=1), encoding="utf-8")
+        tmp.replace(path)
+    except OSError:
+        pass  # a read-only run directory: no cache, same numbers
+
+
+def budget_curve(run: RunData, *, max_k: int | None = None, use_cache: bool = True) -> BudgetCurve:
+    """Primary metric of the plans at budget 0..N for the run's finished problems (RunError if it cannot)."""
+    bench = run.benchmark()
+    metric = run.primary_metric()
+    if not metric:
+        raise RunError(f"benchmark {run.benchmark_name!r} declares no primary_metric")
+    ids = run.finished_ids
+    if not ids:
+        raise RunError(f"{run.name}: no finished problems")
+    top = max_budget(run) if max_k is None else max_k
+    records = [run.records[i] for i in ids]
+    plans_by_k = [[plan_at_budget(r, k) for r in records] for k in range(top + 1)]
+    key = _cache_key(run, metric, plans_by_k, ids)
+    if use_cache:
+        hit = _read_cache(run).get(key)
+        if isinstance(hit, dict) and isinstance(hit.get("values"), list):
+            return BudgetCurve(run.name, metric, [float(v) for v in hit["values"]], len(ids), "cached")
+    try:
+        problems = run.problems(ids)
+        values, method = _by_pairs(bench, problems, plans_by_k, metric)
+        if values is None:
+            values = []
+            for plans in plans_by_k:
+                result = bench.evaluate(problems, plans)
+                values.append(float(result.metrics[metric]))
+            method = "per-budget"
+    except (ModuloError, NotImplementedError, KeyError) as exc:
+        raise RunError(f"{run.name}: could not evaluate plans by budget: {exc}") from exc
+    if use_cache:
+        _write_cache(run, key, {"metric": metric, "values": values, "n_problems": len(ids), "method": method})
+    return BudgetCurve(run.name, metric, values, len(ids), method)
+
+
+def _by_pairs(
+    bench: Any, problems: Sequence[Any], plans_by_k: list[list[PlanJSON]], metric: str
+) -> tuple[list[float] | None, str]:
+    """Evaluate each distinct (problem, plan) once; None when the metric is not a per-problem ratio."""
+    slot: dict[tuple[int, str | None], int] = {}
+    batch_problems: list[Any] = []
+    batch_plans: list[PlanJSON] = []
+    for plans in plans_by_k:
+        for i, plan in enumerate(plans):
+            fp = None if plan is None else plan_fingerprint(plan)
+            if (i, fp) not in slot:
+                slot[(i, fp)] = len(batch_plans)
+                batch_problems.append(problems[i])
+                batch_plans.append(plan)
+    result = bench.evaluate(batch_problems, batch_plans)
+    if len(result.per_problem) != len(batch_plans) or metric not in result.metrics:
+        return None, ""
+    if any(str(row.get("problem_id", p.id)) != p.id for row, p in zip(result.per_problem, batch_problems, strict=True)):
+        return None, ""  # the evaluator does not keep one row per input in order: score budget by budget
+    parts = metric_parts(
+        metric,
+        metric,
+        float(result.metrics[metric]),
+        result.per_problem,
+        groups={},
+        plans=batch_plans,
+        primary=metric,
+    )
+    if parts is None:
+        return None, ""
+    values: list[float] = []
+    for plans in plans_by_k:
+        rows = [slot[(i, None if p is None else plan_fingerprint(p))] for i, p in enumerate(plans)]
+        num = float(parts.num[rows].sum())
+        den = float(parts.den[rows].sum())
+        values.append(num / den if den else float("nan"))
+    return values, "pairs"

@@ -1,0 +1,380 @@
+"""Reading run directories: ``run.json``, ``records.jsonl``, ``summary.json`` and ``evaluation.json``.
+
+A run directory is any directory holding ``run.json`` (see the run format notes). A sweep root is any
+tree holding such directories (Hydra multirun: ``multirun/<date>/<time>/<job>/``). A run killed before
+its end has no ``evaluation.json``; :func:`ensure_evaluation` re-evaluates its best plans with the
+benchmark, or marks the run incomplete when the benchmark or its data cannot be had, and says which.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..benchmark import Benchmark, EvalResult, MetricSpec
+from ..errors import ModuloError, RunError
+from ..types import PlanJSON, Problem, ProblemResult
+
+RUN_FILE = "run.json"
+RECORDS_FILE = "records.jsonl"
+SUMMARY_FILE = "summary.json"
+EVALUATION_FILE = "evaluation.json"
+SUPPORTED_FORMAT = 1
+
+#: how a run's evaluation was obtained
+EVAL_RECORDED = "recorded"  # evaluation.json written by the run itself
+EVAL_REEVALUATED = "re-evaluated"  # no evaluation.json: best plans re-scored by the benchmark now
+EVAL_MISSING = "incomplete"  # no evaluation.json and no way to re-score: numbers left out
+
+
+@dataclass
+class RunData:
+    """Everything read from one run directory (plus what reports derive and cache on it)."""
+
+    path: Path
+    info: dict[str, Any]
+    #: finished problems by id, in first-finish order (a problem recorded twice keeps its last record)
+    records: dict[str, ProblemResult]
+    summary: dict[str, Any] | None = None
+    evaluation: dict[str, Any] | None = None
+    evaluation_status: str = EVAL_MISSING
+    #: things a reader should know (truncated lines, duplicate records, why an evaluation is missing)
+    notes: list[str] = field(default_factory=list)
+    #: short unique name used in tables (set by :func:`load_runs`)
+    name: str = ""
+    _benchmark: Benchmark | None = field(default=None, repr=False)
+    _benchmark_error: str | None = field(default=None, repr=False)
+    _problems: dict[str, Problem] | None = field(default=None, repr=False)
+
+    # -- run.json accessors -----------------------------------------------------------------------
+    @property
+    def run_id(self) -> str:
+        return str(self.info.get("run_id") or self.path.name)
+
+    @property
+    def benchmark_name(self) -> str:
+        return str(_section(self.info, "benchmark").get("name") or "unknown")
+
+    @property
+    def split(self) -> str:
+        return str(_section(self.info, "benchmark").get("split") or "")
+
+    @property
+    def problem_ids(self) -> list[str]:
+        ids = self.info.get("problem_ids")
+        if isinstance(ids, list) and ids:
+            return [str(i) for i in ids]
+        return list(self.records)
+
+    @property
+    def finished_ids(self) -> list[str]:
+        """Problem ids with a record, in the run's problem order (then any extra ids in record order)."""
+        ordered = [i for i in self.problem_ids if i in self.records]
+        extra = [i for i in self.records if i not in set(ordered)]
+        return ordered + extra
+
+    @property
+    def complete(self) -> bool:
+        return all(i in self.records for i in self.problem_ids)
+
+    @property
+    def model(self) -> str:
+        llm = self.info.get("llm")
+        if isinstance(llm, dict) and llm.get("model"):
+            return str(llm["model"])
+        if isinstance(llm, dict) and llm.get("name"):
+            return str(llm["name"])
+        gen = _section(self.info, "generator").get("name")
+        return f"{gen} (no LLM)" if gen else "?"
+
+    @property
+    def critics(self) -> list[str]:
+        crit = self.info.get("critics")
+        return [str(c) for c in crit] if isinstance(crit, list) else []
+
+    @property
+    def max_iterations(self) -> int | None:
+        value = _section(self.info, "budget").get("max_iterations")
+        return int(value) if isinstance(value, int) else None
+
+    @property
+    def critic_source(self) -> str:
+        return str(self.info.get("critic_source") or "?")
+
+    @property
+    def git_revision(self) -> str:
+        rev = self.info.get("git_revision")
+        return str(rev)[:10] if rev else "unknown"
+
+    # -- benchmark -----------------------------------------------------------------------------------
+    def benchmark(self) -> Benchmark:
+        """The run's benchmark, re-created from ``run.json``. Raises RunError with the reason when it cannot be."""
+        if self._benchmark is not None:
+            return self._benchmark
+        if self._benchmark_error is not None:
+            raise RunError(self._benchmark_error)
+        try:
+            self._benchmark = open_benchmark(self.info)
+        except RunError as exc:
+            self._benchmark_error = str(exc)
+            raise
+        return self._benchmark
+
+    def benchmark_or_none(self) -> Benchmark | None:
+        try:
+            return self.benchmark()
+        except RunError:
+            return None
+
+    def benchmark_error(self) -> str | None:
+        self.benchmark_or_none()
+        return self._benchmark_error
+
+    def problems(self, ids: Sequence[str] | None = None) -> list[Problem]:
+        """The run's problems (``ids`` or all finished ones), loaded once through the benchmark."""
+        if self._problems is None:
+            bench = self.benchmark()
+            wanted = self.finished_ids
+            try:
+                loaded = bench.select(self.split, ids=wanted) if wanted else []
+            except ModuloError as exc:
+                raise RunError(
+                    f"{self.path}: cannot load problems of {self.benchmark_name}/{self.split}: {exc}"
+                ) from exc
+            self._problems = {p.id: p for p in loaded}
+        ids = list(ids) if ids is not None else self.finished_ids
+        missing = [i for i in ids if i not in self._problems]
+        if missing:
+            raise RunError(f"{self.path}: problems {missing[:5]} are not in {self.benchmark_name}/{self.split}")
+        return [self._problems[i] for i in ids]
+
+    def metric_specs(self) -> list[MetricSpec]:
+        """The benchmark's declared metrics; without the benchmark, the keys found in the evaluation."""
+        cls = _benchmark_class(self.benchmark_name)
+        if cls is not None and cls.metrics:
+            return list(cls.metrics)
+        keys = list((self.evaluation or {}).get("metrics", {}))
+        return [MetricSpec(key=k, label=k) for k in keys]
+
+    def primary_metric(self) -> str:
+        cls = _benchmark_class(self.benchmark_name)
+        if cls is not None and cls.primary_metric:
+            return cls.primary_metric
+        return ""
+
+    def best_plans(self, ids: Sequence[str] | None = None) -> list[PlanJSON]:
+        ids = list(ids) if ids is not None else self.finished_ids
+        return [self.records[i].best_plan if i in self.records else None for i in ids]
+
+
+def _section(info: dict[str, Any], key: str) -> dict[str, Any]:
+    value = info.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def _benchmark_class(name: str) -> type[Benchmark] | None:
+    from .. import components
+
+    try:
+        cls = components.benchmarks.get(name)
+    except ModuloError:
+        return None
+    return cls if isinstance(cls, type) and issubclass(cls, Benchmark) else None
+
+
+def open_benchmark(info: dict[str, Any]) -> Benchmark:
+    """Re-create a run's benchmark from its ``run.json`` (raises RunError with the reason)."""
+    from .. import components
+
+    spec = _section(info, "benchmark")
+    name = spec.get("name")
+    if not name:
+        raise RunError("run.json names no benchmark")
+    try:
+        cls = components.benchmarks.get(str(name))
+    except ModuloError as exc:
+        raise RunError(f"benchmark {name!r} is not available: {exc}") from exc
+    data_dir = spec.get("data_dir")
+    path = Path(str(data_dir)) if data_dir else None
+    if path is not None and not path.exists():
+        path = None  # the recorded directory is gone here: let the benchmark use its default (MODULO_DATA_DIR)
+    args = spec.get("args") if isinstance(spec.get("args"), dict) else {}
+    try:
+        bench: Benchmark = cls(data_dir=path, **(args or {}))
+    except ModuloError as exc:
+        raise RunError(f"benchmark {name!r} could not be created: {exc}") from exc
+    except TypeError as exc:
+        raise RunError(f"benchmark {name!r} does not accept the recorded arguments {args}: {exc}") from exc
+    return bench
+
+
+# -- finding and reading runs ----------------------------------------------------------------------
+
+
+def _natural_key(path: Path) -> list[Any]:
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(path))]
+
+
+def find_runs(paths: Iterable[str | Path]) -> list[Path]:
+    """Every run directory under ``paths`` (a run dir itself, its run.json, or any tree holding run dirs)."""
+    found: list[Path] = []
+    for raw in paths:
+        path = Path(raw).expanduser()
+        if path.is_file() and path.name == RUN_FILE:
+            path = path.parent
+        if not path.exists():
+            raise RunError(f"{path}: no such file or directory")
+        if not path.is_dir():
+            raise RunError(f"{path}: not a run directory (expected a directory holding {RUN_FILE})")
+        if (path / RUN_FILE).is_file():
+            found.append(path)
+            continue
+        hits: list[Path] = []
+        for root, dirs, files in os.walk(path):
+            if RUN_FILE in files:
+                hits.append(Path(root))
+                dirs[:] = []  # a run directory holds no further runs
+            else:
+                dirs[:] = [d for d in dirs if not d.startswith(".")]
+        if not hits:
+            raise RunError(f"{path}: no run directories found (no {RUN_FILE} anywhere below it)")
+        found.extend(sorted(hits, key=_natural_key))
+    unique: list[Path] = []
+    seen: set[Path] = set()
+    for p in found:
+        key = p.resolve()
+        if key not in seen:
+            seen.add(key)
+            unique.append(p)
+    return unique
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    if not path.is_file():
+        return None
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise RunError(f"{path}: not readable JSON ({exc})") from exc
+    if not isinstance(value, dict):
+        raise RunError(f"{path}: expected a JSON object, found {type(value).__name__}")
+    return value
+
+
+def read_records(path: Path, notes: list[str] | None = None) -> dict[str, ProblemResult]:
+    """Read ``records.jsonl``: skip a truncated last line (a killed run); note other bad lines and skip them."""
+    notes = notes if notes is not None else []
+    records: dict[str, ProblemResult] = {}
+    if not path.is_file():
+        return records
+    text = path.read_text(encoding="utf-8", errors="replace")
+    lines = text.split("\n")
+    last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            rec = ProblemResult.model_validate_json(line)
+        except ValidationError as exc:
+            if i == last and not text.endswith("\n"):
+                notes.append(
+                    f"records.jsonl: skipped a truncated last line (line {i + 1}; the run was killed mid-write)"
+                )
+            else:
+                first = exc.errors()[0] if exc.errors() else {"msg": str(exc)}
+                notes.append(f"records.jsonl: skipped unreadable line {i + 1}: {first.get('msg')}")
+            continue
+        if rec.problem_id in records:
+            notes.append(f"records.jsonl: problem {rec.problem_id} recorded more than once; the last record is used")
+            del records[rec.problem_id]
+        records[rec.problem_id] = rec
+    return records
+
+
+def load_run(path: str | Path) -> RunData:
+    """Read one run directory. Raises RunError when ``run.json`` is missing or unreadable."""
+    path = Path(path)
+    info = _read_json(path / RUN_FILE)
+    if info is None:
+        raise RunError(f"{path}: no {RUN_FILE}; not a run directory")
+    notes: list[str] = []
+    fmt = info.get("format")
+    if fmt != SUPPORTED_FORMAT:
+        notes.append(f"run.json format {fmt!r}; this report reads format {SUPPORTED_FORMAT}")
+    records = read_records(path / RECORDS_FILE, notes)
+    run = RunData(path=path, info=info, records=records, notes=notes)
+    run.summary = _read_json(path / SUMMARY_FILE)
+    run.evaluation = _read_json(path / EVALUATION_FILE)
+    if run.evaluation is not None:
+        run.evaluation_status = EVAL_RECORDED
+    if not run.complete:
+        done = sum(1 for i in run.problem_ids if i in run.records)
+        notes.append(f"{done} of {len(run.problem_ids)} problems finished")
+    return run
+
+
+def load_runs(paths: Iterable[str | Path]) -> list[RunData]:
+    """Find and read every run under ``paths``; give each a short unique display name."""
+    runs = [load_run(p) for p in find_runs(paths)]
+    _assign_names(runs)
+    return runs
+
+
+def _assign_names(runs: list[RunData]) -> None:
+    ids = [r.run_id for r in runs]
+    if len(set(ids)) == len(ids):
+        for r in runs:
+            r.name = r.run_id
+        return
+    # duplicate run ids (sweep job numbers): use the shortest distinguishing path suffix
+    parts = [r.path.resolve().parts for r in runs]
+    depth = 1
+    while depth < max(len(p) for p in parts):
+        names = ["/".join(p[-depth:]) for p in parts]
+        if len(set(names)) == len(names):
+            break
+        depth += 1
+    for r, p in zip(runs, parts, strict=True):
+        r.name = "/".join(p[-depth:])
+
+
+# -- evaluation ------------------------------------------------------------------------------------
+
+
+def ensure_evaluation(run: RunData, *, reevaluate: bool = True) -> None:
+    """Give a run without ``evaluation.json`` one: re-score its finished problems' best plans, or say why not."""
+    if run.evaluation is not None:
+        return
+    if not reevaluate:
+        run.evaluation_status = EVAL_MISSING
+        run.notes.append("no evaluation.json; re-evaluation turned off, so the run's metrics are left out")
+        return
+    ids = run.finished_ids
+    if not ids:
+        run.evaluation_status = EVAL_MISSING
+        run.notes.append("no evaluation.json and no finished problem: nothing to evaluate")
+        return
+    try:
+        bench = run.benchmark()
+        result = bench.evaluate(run.problems(ids), run.best_plans(ids))
+    except (ModuloError, NotImplementedError) as exc:
+        run.evaluation_status = EVAL_MISSING
+        run.notes.append(f"no evaluation.json and re-evaluation failed ({exc}); the run's metrics are left out")
+        return
+    run.evaluation = eval_result_to_dict(result)
+    run.evaluation_status = EVAL_REEVALUATED
+    run.notes.append(
+        f"no evaluation.json (the run did not finish): the best plans of the {len(ids)} finished problems "
+        f"were re-evaluated by the benchmark for this report"
+    )
+
+
+def eval_result_to_dict(result: EvalResult) -> dict[str, Any]:
+    return {"metrics": dict(result.metrics), "per_problem": list(result.per_problem), "tables": dict(result.tables)}

@@ -1,0 +1,263 @@
+"""Per-problem views of an evaluation: constraint columns, critic groups, levels, and metric parts.
+
+A benchmark's ``evaluate`` returns headline metrics and one row per problem. To put a confidence
+interval on a headline metric the report needs it per problem, as ``sum(num) / sum(den)``. It finds
+that decomposition as follows, and keeps the first candidate whose ratio equals the recorded metric
+(so a guess that does not reproduce the benchmark's own number is never used):
+
+1. the row holds the metric's key itself: a bool/number (a macro rate: ``num = value, den = 1``), a
+   ``[num, den]`` pair, or ``{"num": .., "den": ..}`` (a micro rate). Benchmarks that want exact
+   intervals for every metric should do this;
+2. the primary or "final pass" metric: the row's ``passed``;
+3. a "delivery" metric: the row's ``delivered``, else whether a plan was delivered;
+4. a metric naming a critic group (``commonsense``, ``hard``, ...) and ``micro`` or ``macro``: the
+   row's constraint columns of that group, with a few readings of "not applicable" (None).
+
+When nothing reproduces the metric, the report prints it without an interval and says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import ModuloError
+from ..types import PlanJSON
+from .load import RunData
+from .stats import FloatArray
+
+#: per-problem keys that are never constraint columns
+RESERVED_KEYS = frozenset({"problem_id", "passed", "delivered", "level", "id", "plan"})
+LEVEL_ORDER = ("easy", "medium", "hard")
+_TOLERANCE = 1e-6
+
+
+@dataclass(frozen=True)
+class Parts:
+    """A metric per problem: ``value = num.sum() / den.sum()``; ``rule`` says how it was read."""
+
+    num: FloatArray
+    den: FloatArray
+    rule: str
+
+    @property
+    def value(self) -> float:
+        total = float(self.den.sum())
+        return float(self.num.sum()) / total if total else float("nan")
+
+
+def constraint_columns(rows: Sequence[Mapping[str, Any]], exclude: Sequence[str] = ()) -> list[str]:
+    """Keys whose values are all True/False/None (at least one not None), in first-seen order."""
+    skip = set(RESERVED_KEYS) | set(exclude)
+    order: list[str] = []
+    ok: dict[str, bool] = {}
+    seen_value: dict[str, bool] = {}
+    for row in rows:
+        for key, value in row.items():
+            if key in skip or key.startswith("_"):
+                continue
+            if key not in ok:
+                order.append(key)
+                ok[key] = True
+                seen_value[key] = False
+            if value is None:
+                continue
+            if isinstance(value, bool):
+                seen_value[key] = True
+            else:
+                ok[key] = False
+    return [k for k in order if ok[k] and seen_value[k]]
+
+
+def critic_groups(run: RunData, names: Sequence[str] = ()) -> dict[str, str]:
+    """Critic name -> group, from the verdicts in the run's records, then from the critic registry."""
+    groups: dict[str, str] = {}
+    for rec in run.records.values():
+        for it in rec.iterations:
+            for v in it.verdicts:
+                if v.critic and v.group and v.critic not in groups:
+                    groups[v.critic] = v.group
+    wanted = list(dict.fromkeys([*run.critics, *names]))
+    bench = run.benchmark_or_none()
+    if bench is not None:
+        try:
+            wanted.extend(n for n in bench.critic_names() if n not in wanted)
+        except (ModuloError, NotImplementedError):
+            pass
+    for name in wanted:
+        if name in groups:
+            continue
+        group = _registry_group(name)
+        if group:
+            groups[name] = group
+    return groups
+
+
+def _registry_group(name: str) -> str:
+    from .. import components
+    from ..critic import critic_meta
+
+    try:
+        obj = components.critics.get(name)
+    except ModuloError:
+        return ""
+    return str(critic_meta(obj).get("group") or "")
+
+
+def problem_levels(run: RunData, rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The level of each evaluated problem: the row's ``level``, the record's, else the problem's metadata."""
+    levels: list[str | None] = []
+    for row in rows:
+        level = row.get("level")
+        if level is None:
+            rec = run.records.get(str(row.get("problem_id")))
+            if rec is not None:
+                level = rec.metadata.get("level")
+        levels.append(None if level is None else str(level))
+    if any(lv is None for lv in levels) and run.benchmark_or_none() is not None:
+        try:
+            wanted = [str(r.get("problem_id")) for r, lv in zip(rows, levels, strict=True) if lv is None]
+            meta = {p.id: p.metadata.get("level") for p in run.problems(wanted)}
+            levels = [
+                lv
+                if lv is not None
+                else (None if meta.get(str(r.get("problem_id"))) is None else str(meta[str(r.get("problem_id"))]))
+                for r, lv in zip(rows, levels, strict=True)
+            ]
+        except ModuloError:
+            pass
+    return [lv if lv is not None else "all" for lv in levels]
+
+
+def order_levels(levels: Sequence[str]) -> list[str]:
+    """Distinct levels, easy/medium/hard first, then the others sorted."""
+    distinct = list(dict.fromkeys(levels))
+    known = [lv for lv in LEVEL_ORDER if lv in distinct]
+    rest = sorted(lv for lv in distinct if lv not in LEVEL_ORDER)
+    return known + rest
+
+
+# -- metric decomposition ----------------------------------------------------------------------------
+
+
+def _arrays(pairs: Sequence[tuple[float, float]], rule: str) -> Parts:
+    num = np.array([p[0] for p in pairs], dtype=np.float64)
+    den = np.array([p[1] for p in pairs], dtype=np.float64)
+    return Parts(num, den, rule)
+
+
+def _explicit(key: str, rows: Sequence[Mapping[str, Any]]) -> Parts | None:
+    pairs: list[tuple[float, float]] = []
+    for row in rows:
+        if key not in row:
+            return None
+        v = row[key]
+        if v is None:
+            pairs.append((0.0, 0.0))
+        elif isinstance(v, bool | int | float):
+            pairs.append((float(v), 1.0))
+        elif isinstance(v, list | tuple) and len(v) == 2:
+            pairs.append((float(v[0]), float(v[1])))
+        elif isinstance(v, dict) and "num" in v and "den" in v:
+            pairs.append((float(v["num"]), float(v["den"])))
+        else:
+            return None
+    return _arrays(pairs, f"per-problem {key!r}")
+
+
+def _flag(rows: Sequence[Mapping[str, Any]], key: str) -> Parts | None:
+    if not rows or any(not isinstance(r.get(key), bool) for r in rows):
+        return None
+    return _arrays([(float(bool(r[key])), 1.0) for r in rows], f"per-problem {key!r}")
+
+
+def _group_candidates(
+    text: str,
+    rows: Sequence[Mapping[str, Any]],
+    columns: Sequence[str],
+    groups: Mapping[str, str],
+    delivered: Sequence[bool],
+) -> Iterator[Parts]:
+    for group in sorted(set(groups.values())):
+        if not group or not (group in text or (len(group) >= 6 and group[:6] in text)):
+            continue
+        cols = [c for c in columns if groups.get(c) == group]
+        if not cols:
+            continue
+        values = [[r.get(c) for c in cols] for r in rows]
+        if "micro" in text:
+            yield _arrays(
+                [(sum(v is True for v in vs), sum(v is not None for v in vs)) for vs in values],
+                f"{group} constraints passed / applicable, per problem",
+            )
+            yield _arrays(
+                [(sum(v is True for v in vs), len(vs)) for vs in values],
+                f"{group} constraints passed / all {len(cols)}, per problem",
+            )
+        if "macro" in text or "micro" not in text:
+            yield _arrays(
+                [(float(d and not any(v is False for v in vs)), 1.0) for vs, d in zip(values, delivered, strict=True)],
+                f"delivered and no {group} constraint failed",
+            )
+            yield _arrays(
+                [(float(not any(v is False for v in vs)), 1.0) for vs in values],
+                f"no {group} constraint failed",
+            )
+            yield _arrays(
+                [(float(all(v is True for v in vs)), 1.0) for vs in values],
+                f"every {group} constraint passed",
+            )
+
+
+def metric_parts(
+    key: str,
+    label: str,
+    value: float | None,
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    groups: Mapping[str, str],
+    plans: Sequence[PlanJSON] | None = None,
+    primary: str = "",
+    metric_keys: Sequence[str] = (),
+) -> Parts | None:
+    """The per-problem parts of metric ``key`` that reproduce ``value``, or None (see the module notes)."""
+    if value is None or not rows:
+        return None
+    text = f"{key} {label}".lower()
+    delivered: list[bool]
+    if all(isinstance(r.get("delivered"), bool) for r in rows):
+        delivered = [bool(r["delivered"]) for r in rows]
+    elif plans is not None and len(plans) == len(rows):
+        delivered = [p is not None for p in plans]
+    else:
+        delivered = [True] * len(rows)
+
+    def candidates() -> Iterator[Parts | None]:
+        yield _explicit(key, rows)
+        if key == primary or "final" in text or text.startswith("pass") or key in ("passed", "pass_rate"):
+            yield _flag(rows, "passed")
+        if "deliver" in text:
+            yield _flag(rows, "delivered")
+            yield _arrays([(float(d), 1.0) for d in delivered], "plan delivered")
+        columns = constraint_columns(rows, exclude=metric_keys)
+        yield from _group_candidates(text, rows, columns, groups, delivered)
+
+    for cand in candidates():
+        if cand is not None and cand.den.sum() > 0 and abs(cand.value - float(value)) <= _TOLERANCE:
+            return cand
+    return None
+
+
+def passed_vector(rows: Sequence[Mapping[str, Any]], ids: Sequence[str]) -> FloatArray | None:
+    """0/1 ``passed`` for ``ids`` (None when a row is missing or has no bool ``passed``)."""
+    by_id = {str(r.get("problem_id")): r for r in rows}
+    out = np.empty(len(ids), dtype=np.float64)
+    for i, pid in enumerate(ids):
+        row = by_id.get(pid)
+        if row is None or not isinstance(row.get("passed"), bool):
+            return None
+        out[i] = 1.0 if row["passed"] else 0.0
+    return out

@@ -1,0 +1,635 @@
+"""``modulo report``: tables (Markdown + CSV), figures (PNG) and paired statistics over runs.
+
+The report groups runs by benchmark (each benchmark declares its own metrics, so each gets its own
+table) and writes, into the output directory:
+
+* ``report.md``: everything below, with the labels a reader needs next to each number;
+* ``table1.csv``: headline metrics per run with 95% bootstrap CIs (LLM-Modulo Table 1 layout);
+* ``comparisons.csv``: paired tests (exact McNemar, paired bootstrap) between runs on the same problems;
+* ``table4.csv``: per-constraint pass rates by level (TravelPlanner Table 4 layout), long format;
+* ``usage.csv``: LLM calls, tokens and dollars per problem and per certified plan, cache hits apart;
+* ``critic_firing.csv`` / ``critic_firing.png``: how often each critic fired per iteration (Figure 2);
+* ``budget_curve.csv`` / ``budget_curve.png``: primary metric against iteration budget (Figure 3);
+* ``runs.csv``: each run's labels (critic source, split, model, strategy, templates, git revision).
+
+With several benchmarks, the per-benchmark files get a ``_<benchmark>`` suffix.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..errors import RunError
+from .budget import BudgetCurve, budget_curve
+from .figures import plot_budget_curve, plot_critic_firing
+from .load import EVAL_MISSING, EVAL_REEVALUATED, RunData, ensure_evaluation, load_runs
+from .markdown import md_table, num, pct, pvalue, slug, text_table
+from .stats import DEFAULT_RESAMPLES, DEFAULT_SEED
+from .tables import (
+    Comparison,
+    HeadlineRow,
+    budget_label,
+    compare_runs,
+    constraint_rows,
+    critics_label,
+    firing_counts,
+    generator_label,
+    headline_rows,
+    method_label,
+    outcome_counts,
+    same_problems,
+    strategy_label,
+    templates_label,
+    usage_row,
+)
+
+
+@dataclass
+class ReportOptions:
+    out: Path | None = None
+    #: compare every pair of runs over the problems they share (default: each run against the baseline,
+    #: when both ran exactly the same problems)
+    compare: bool = False
+    #: name (or path) of the baseline run; default: the first run of each benchmark
+    baseline: str | None = None
+    n_resamples: int = DEFAULT_RESAMPLES
+    seed: int = DEFAULT_SEED
+    #: re-score the best plans of runs that have no evaluation.json (else report them incomplete)
+    reevaluate: bool = True
+    budget_curves: bool = True
+    figures: bool = True
+    use_cache: bool = True
+
+
+@dataclass
+class ReportResult:
+    out_dir: Path
+    markdown: str
+    #: what the command prints: the main table(s) and comparisons as plain text
+    text: str
+    files: list[Path] = field(default_factory=list)
+    runs: list[RunData] = field(default_factory=list)
+
+
+def default_out_dir(paths: Sequence[str | Path]) -> Path:
+    """The single path given (run dir or sweep root), else the runs' common parent directory."""
+    resolved = [Path(p).expanduser().resolve() for p in paths]
+    resolved = [p.parent if p.is_file() else p for p in resolved]
+    if len(resolved) == 1:
+        return resolved[0]
+    common = Path(*_common_parts([p.parts for p in resolved]))
+    if len(common.parts) <= 2 or common == Path.home():
+        raise RunError(
+            f"the runs given share no project directory (common parent {common}); choose where to write with --out DIR"
+        )
+    return common
+
+
+def _common_parts(parts: list[tuple[str, ...]]) -> tuple[str, ...]:
+    out: list[str] = []
+    for items in zip(*parts, strict=False):
+        if all(x == items[0] for x in items):
+            out.append(items[0])
+        else:
+            break
+    return tuple(out)
+
+
+def build_report(paths: Sequence[str | Path], options: ReportOptions | None = None) -> ReportResult:
+    """Load the runs under ``paths`` and write the report files (see the module notes)."""
+    options = options or ReportOptions()
+    runs = load_runs(paths)
+    out_dir = options.out if options.out is not None else default_out_dir(paths)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for run in runs:
+        ensure_evaluation(run, reevaluate=options.reevaluate)
+    groups: dict[str, list[RunData]] = {}
+    for run in runs:
+        groups.setdefault(run.benchmark_name, []).append(run)
+    builder = _Builder(out_dir, options, several=len(groups) > 1)
+    builder.header(runs, paths)
+    for bench, members in groups.items():
+        builder.benchmark_section(bench, members)
+    builder.usage_section(runs)
+    builder.details_section(runs)
+    builder.notes_section(runs)
+    markdown = "\n".join(builder.md).rstrip() + "\n"
+    report_path = out_dir / "report.md"
+    report_path.write_text(markdown, encoding="utf-8")
+    builder.files.insert(0, report_path)
+    text = "\n".join(builder.text).rstrip() + "\n"
+    return ReportResult(out_dir, markdown, text, builder.files, runs)
+
+
+class _Builder:
+    def __init__(self, out_dir: Path, options: ReportOptions, *, several: bool) -> None:
+        self.out = out_dir
+        self.options = options
+        self.several = several
+        self.md: list[str] = []
+        self.text: list[str] = []
+        self.files: list[Path] = []
+
+    # -- helpers ---------------------------------------------------------------------------------
+    def _name(self, stem: str, bench: str, ext: str) -> Path:
+        return self.out / (f"{stem}_{slug(bench)}.{ext}" if self.several else f"{stem}.{ext}")
+
+    def _csv(self, path: Path, rows: list[dict[str, Any]]) -> None:
+        if not rows:
+            return
+        pd.DataFrame(rows).to_csv(path, index=False)
+        self.files.append(path)
+
+    def _ci_note(self) -> str:
+        return (
+            f"Rates in percent; brackets: 95% percentile bootstrap interval over problems "
+            f"({self.options.n_resamples:,} resamples, seed {self.options.seed}; micro rates resample problems "
+            f"and recompute the ratio)."
+        )
+
+    # -- sections --------------------------------------------------------------------------------
+    def header(self, runs: list[RunData], paths: Sequence[str | Path]) -> None:
+        now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+        self.md += [
+            "# modulo report",
+            "",
+            f"{len(runs)} run(s) from {', '.join(str(p) for p in paths)}; generated {now}.",
+            "",
+        ]
+
+    def benchmark_section(self, bench: str, runs: list[RunData]) -> None:
+        splits = sorted({r.split for r in runs})
+        self.md += [f"## {bench} ({', '.join(splits)})", ""]
+        self.text += [f"== {bench} ({', '.join(splits)}) =="]
+        self._table1(bench, runs)
+        self._comparisons(bench, runs)
+        self._table4(bench, runs)
+        self._figures(bench, runs)
+
+    def _table1(self, bench: str, runs: list[RunData]) -> None:
+        rows = headline_rows(runs, n_resamples=self.options.n_resamples, seed=self.options.seed)
+        specs = runs[0].metric_specs()
+        for run in runs[1:]:
+            for spec in run.metric_specs():
+                if spec.key not in {s.key for s in specs}:
+                    specs.append(spec)
+        headers = ["Run", "Method", "Model", "Critics", "Strategy", "Budget", "n", "Status"]
+        headers += [s.label + (" (%)" if s.kind == "rate" else "") for s in specs]
+        md_rows: list[list[Any]] = []
+        text_rows: list[list[Any]] = []
+        csv_rows: list[dict[str, Any]] = []
+        for row in rows:
+            run = row.run
+            n = len((run.evaluation or {}).get("per_problem") or []) or len(run.records)
+            first = [
+                run.name,
+                method_label(run),
+                run.model,
+                critics_label(run),
+                strategy_label(run),
+                budget_label(run),
+                n,
+                _status(run),
+            ]
+            vals = [_fmt_metric(row, s.key, s.kind) for s in specs]
+            md_rows.append(first + vals)
+            text_rows.append(first + vals)
+            record: dict[str, Any] = {
+                "benchmark": bench,
+                "run": run.name,
+                "path": str(run.path),
+                "method": method_label(run),
+                "model": run.model,
+                "critics": critics_label(run),
+                "strategy": strategy_label(run),
+                "budget": budget_label(run),
+                "n": n,
+                "status": _status(run),
+                "split": run.split,
+                "critic_source": run.critic_source,
+            }
+            for s in specs:
+                iv = row.values.get(s.key)
+                scale = 100.0 if s.kind == "rate" else 1.0
+                record[s.key] = None if iv is None or math.isnan(iv.value) else scale * iv.value
+                record[f"{s.key}_ci_low"] = None if iv is None or math.isnan(iv.low) else scale * iv.low
+                record[f"{s.key}_ci_high"] = None if iv is None or math.isnan(iv.high) else scale * iv.high
+                record[f"{s.key}_ci_rule"] = row.rules.get(s.key, "")
+            csv_rows.append(record)
+        self.md += ["### Headline metrics (LLM-Modulo Table 1 layout)", "", self._ci_note() + _points_note(runs), ""]
+        self.md += [md_table(headers, md_rows, ["l"] * 6 + ["r", "l"] + ["r"] * len(specs)), ""]
+        no_ci = sorted(
+            {
+                f"{s.label}: {row.rules[s.key]}"
+                for row in rows
+                for s in specs
+                if row.rules.get(s.key, "").startswith("no interval")
+            }
+        )
+        if no_ci:
+            self.md += ["Without an interval: " + "; ".join(no_ci) + ".", ""]
+        self.md += [
+            "Critics: [All] = every critic of the benchmark, [Common] = format + commonsense, "
+            "[Hard] = format + hard constraints, [Json] = format only.",
+            "",
+        ]
+        self.text += ["Headline metrics (%, 95% bootstrap CI over problems):", text_table(headers, text_rows), ""]
+        path = self._name("table1", bench, "csv")
+        self._csv(path, csv_rows)
+
+    def _pairs(self, runs: list[RunData]) -> list[tuple[RunData, RunData]]:
+        if len(runs) < 2:
+            return []
+        if self.options.compare:
+            return [(runs[i], runs[j]) for i in range(len(runs)) for j in range(i + 1, len(runs))]
+        base = runs[0]
+        if self.options.baseline:
+            wanted = self.options.baseline
+            hits = [
+                r
+                for r in runs
+                if wanted in (r.name, r.run_id, str(r.path)) or r.path.resolve() == Path(wanted).resolve()
+            ]
+            if hits:
+                base = hits[0]
+        return [(base, r) for r in runs if r is not base and same_problems(base, r)]
+
+    def _comparisons(self, bench: str, runs: list[RunData]) -> None:
+        comps: list[Comparison] = []
+        for a, b in self._pairs(runs):
+            comp = compare_runs(a, b, n_resamples=self.options.n_resamples, seed=self.options.seed)
+            if comp is not None:
+                comps.append(comp)
+        if not comps:
+            return
+        metric = runs[0].primary_metric() or "passed"
+        label = next((s.label for s in runs[0].metric_specs() if s.key == metric), metric)
+        headers = [
+            "A",
+            "B",
+            "n",
+            "A (%)",
+            "B (%)",
+            "B - A (points) [95% CI]",
+            "A only",
+            "B only",
+            "McNemar exact p",
+            "paired bootstrap p",
+            "note",
+        ]
+        rows: list[list[Any]] = []
+        csv_rows: list[dict[str, Any]] = []
+        for c in comps:
+            t = c.test
+            diff = f"{100 * t.difference.value:+.1f} [{100 * t.difference.low:+.1f}, {100 * t.difference.high:+.1f}]"
+            rows.append(
+                [
+                    c.a.name,
+                    c.b.name,
+                    t.n,
+                    pct(t.rate_a),
+                    pct(t.rate_b),
+                    diff,
+                    t.only_a,
+                    t.only_b,
+                    pvalue(t.mcnemar_p),
+                    pvalue(t.bootstrap_p),
+                    c.note,
+                ]
+            )
+            csv_rows.append(
+                {
+                    "benchmark": bench,
+                    "a": c.a.name,
+                    "b": c.b.name,
+                    "n": t.n,
+                    "metric": metric,
+                    "a_pct": 100 * t.rate_a,
+                    "b_pct": 100 * t.rate_b,
+                    "diff_points": 100 * t.difference.value,
+                    "diff_ci_low": 100 * t.difference.low,
+                    "diff_ci_high": 100 * t.difference.high,
+                    "a_only": t.only_a,
+                    "b_only": t.only_b,
+                    "mcnemar_p": t.mcnemar_p,
+                    "bootstrap_p": t.bootstrap_p,
+                    "note": c.note,
+                }
+            )
+        what = "every pair of runs" if self.options.compare else "each run against the baseline (same problems)"
+        self.md += [
+            f"### Paired comparisons: {label}, {what}",
+            "",
+            "Per problem: whether the final plan passed. Exact McNemar test (two-sided binomial on the "
+            "discordant problems: A only / B only) and a paired bootstrap over problems (percentile interval "
+            "of B - A; p-value from the null-shifted bootstrap distribution).",
+            "",
+            md_table(headers, rows, ["l", "l"] + ["r"] * 8 + ["l"]),
+            "",
+        ]
+        self.text += [f"Paired comparisons ({label}):", text_table(headers[:-1], [r[:-1] for r in rows]), ""]
+        self._csv(self._name("comparisons", bench, "csv"), csv_rows)
+
+    def _table4(self, bench: str, runs: list[RunData]) -> None:
+        csv_rows: list[dict[str, Any]] = []
+        blocks: list[str] = []
+        for run in runs:
+            table = constraint_rows(run)
+            if table is None:
+                continue
+            cols = [*table.levels, "all"]
+            headers = ["Constraint", "Group", *[f"{c} (%)" for c in cols], "applicable (all)"]
+            rows: list[list[Any]] = []
+            for name, group, cells in table.rows:
+                rows.append([name, group, *[pct(cells[c].rate) for c in cols], cells["all"].applicable])
+                for c in cols:
+                    csv_rows.append(
+                        {
+                            "benchmark": bench,
+                            "run": run.name,
+                            "constraint": name,
+                            "group": group,
+                            "level": c,
+                            "passed": cells[c].passed,
+                            "applicable": cells[c].applicable,
+                            "pass_rate_pct": None if math.isnan(cells[c].rate) else 100 * cells[c].rate,
+                        }
+                    )
+            blocks += [
+                f"#### {run.name} ({run.model}, critics {critics_label(run)}, {_status(run)})",
+                "",
+                md_table(headers, rows, ["l", "l"] + ["r"] * (len(cols) + 1)),
+                "",
+            ]
+        if not blocks:
+            return
+        self.md += [
+            "### Per-constraint pass rates by level (TravelPlanner Table 4 layout)",
+            "",
+            "Share of evaluated final plans that pass each constraint; problems where the constraint does not "
+            "apply are left out (applicable = how many counted).",
+            "",
+            *blocks,
+        ]
+        self._csv(self._name("table4", bench, "csv"), csv_rows)
+
+    def _figures(self, bench: str, runs: list[RunData]) -> None:
+        subtitle = _figure_subtitle(bench, runs)
+        firings = [firing_counts(r) for r in runs if r.records]
+        csv_rows: list[dict[str, Any]] = []
+        for f in firings:
+            for critic, counts in f.counts.items():
+                for i, c in enumerate(counts):
+                    csv_rows.append(
+                        {
+                            "benchmark": bench,
+                            "run": f.run.name,
+                            "iteration": i,
+                            "critic": critic,
+                            "group": f.groups.get(critic, ""),
+                            "fired": c,
+                            "problems_at_iteration": f.active[i],
+                        }
+                    )
+        self._csv(self._name("critic_firing", bench, "csv"), csv_rows)
+        self.md += ["### Figures", ""]
+        if firings and self.options.figures:
+            png = plot_critic_firing(firings, self._name("critic_firing", bench, "png"), subtitle=subtitle)
+            self.files.append(png)
+            self.md += [
+                f"![critic firing per iteration]({png.name})",
+                "",
+                f"*How often each critic rejected the plan at each iteration ({subtitle}).*",
+                "",
+            ]
+        if not self.options.budget_curves:
+            return
+        curves: list[BudgetCurve] = []
+        labels: list[str] = []
+        problems: list[str] = []
+        for run in runs:
+            try:
+                curve = budget_curve(run, use_cache=self.options.use_cache)
+            except RunError as exc:
+                problems.append(f"{run.name}: no budget curve: {exc}")
+                continue
+            curves.append(curve)
+            labels.append(
+                f"{run.name} {critics_label(run)}" if method_label(run) == "-" else method_label(run) + f" ({run.name})"
+            )
+        metric = runs[0].primary_metric()
+        label = next((s.label for s in runs[0].metric_specs() if s.key == metric), metric or "primary metric")
+        rows = [
+            {
+                "benchmark": bench,
+                "run": c.run,
+                "metric": c.metric,
+                "budget": k,
+                "value_pct": 100 * v,
+                "n_problems": c.n_problems,
+                "method": c.method,
+            }
+            for c in curves
+            for k, v in enumerate(c.values)
+        ]
+        self._csv(self._name("budget_curve", bench, "csv"), rows)
+        if curves and self.options.figures:
+            png = plot_budget_curve(
+                curves, labels, self._name("budget_curve", bench, "png"), metric_label=label, subtitle=subtitle
+            )
+            self.files.append(png)
+            self.md += [
+                f"![{label} against iteration budget]({png.name})",
+                "",
+                f"*{label} of the best-so-far plan at each iteration budget, scored by the benchmark's "
+                f"evaluator ({subtitle}).*",
+                "",
+            ]
+        for run, curve in zip([r for r in runs if r.name in {c.run for c in curves}], curves, strict=False):
+            final = ((run.evaluation or {}).get("metrics") or {}).get(curve.metric)
+            if isinstance(final, int | float) and curve.values and abs(float(final) - curve.values[-1]) > 1e-9:
+                problems.append(
+                    f"{run.name}: the budget curve ends at {pct(curve.values[-1])}% but the run's evaluation says "
+                    f"{pct(float(final))}% (the recorded best plan is not the best-so-far plan of the trace)"
+                )
+        if problems:
+            self.md += ["Budget curve notes: " + "; ".join(problems), ""]
+
+    def usage_section(self, runs: list[RunData]) -> None:
+        headers = [
+            "Run",
+            "problems",
+            "certified",
+            "LLM calls",
+            "of which cache hits",
+            "failed calls",
+            "tokens in",
+            "tokens out",
+            "$ paid",
+            "$ cache hits would have cost",
+            "calls / problem",
+            "tokens / problem",
+            "$ / problem",
+            "calls / certified",
+            "tokens / certified",
+            "$ / certified",
+        ]
+        rows: list[list[Any]] = []
+        csv_rows: list[dict[str, Any]] = []
+        for run in runs:
+            u = usage_row(run)
+            tok = u.usage.total_tokens
+            per = [
+                u.per(u.usage.calls, u.n_problems),
+                u.per(tok, u.n_problems),
+                u.per(u.usage.cost_usd, u.n_problems),
+                u.per(u.usage.calls, u.certified),
+                u.per(tok, u.certified),
+                u.per(u.usage.cost_usd, u.certified),
+            ]
+            rows.append(
+                [
+                    run.name,
+                    u.n_problems,
+                    u.certified,
+                    u.usage.calls,
+                    u.usage.cached_calls,
+                    u.usage.failed_calls,
+                    u.usage.input_tokens,
+                    u.usage.output_tokens,
+                    f"{u.usage.cost_usd:.4f}",
+                    f"{u.usage.cached_cost_usd:.4f}",
+                    num(per[0], 1),
+                    num(per[1], 0),
+                    num(per[2], 4),
+                    num(per[3], 1),
+                    num(per[4], 0),
+                    num(per[5], 4),
+                ]
+            )
+            csv_rows.append(
+                {
+                    "run": run.name,
+                    "benchmark": run.benchmark_name,
+                    "problems": u.n_problems,
+                    "certified": u.certified,
+                    "calls": u.usage.calls,
+                    "cached_calls": u.usage.cached_calls,
+                    "failed_calls": u.usage.failed_calls,
+                    "input_tokens": u.usage.input_tokens,
+                    "output_tokens": u.usage.output_tokens,
+                    "cost_usd": u.usage.cost_usd,
+                    "cached_cost_usd": u.usage.cached_cost_usd,
+                    "calls_per_problem": per[0],
+                    "tokens_per_problem": per[1],
+                    "usd_per_problem": per[2],
+                    "calls_per_certified": per[3],
+                    "tokens_per_certified": per[4],
+                    "usd_per_certified": per[5],
+                    **{f"outcome_{k}": v for k, v in outcome_counts(run).items()},
+                }
+            )
+        self.md += [
+            "## LLM usage",
+            "",
+            'Totals over finished problems. "$ paid" excludes cache hits; cache hits are counted apart, with '
+            "what they would have cost. Per certified plan = the run's whole spend divided by the number of "
+            "certified plans.",
+            "",
+            md_table(headers, rows, ["l"] + ["r"] * (len(headers) - 1)),
+            "",
+        ]
+        self._csv(self.out / "usage.csv", csv_rows)
+
+    def details_section(self, runs: list[RunData]) -> None:
+        headers = [
+            "Run",
+            "Directory",
+            "Benchmark/split",
+            "Critic source",
+            "Model",
+            "Generator",
+            "Critics",
+            "Backprompt strategy",
+            "Templates",
+            "Git",
+            "Created",
+            "Outcomes",
+        ]
+        rows: list[list[Any]] = []
+        csv_rows: list[dict[str, Any]] = []
+        for run in runs:
+            outcomes = ", ".join(f"{k} {v}" for k, v in sorted(outcome_counts(run).items()))
+            values = [
+                run.name,
+                str(run.path),
+                f"{run.benchmark_name}/{run.split}",
+                run.critic_source,
+                run.model,
+                generator_label(run),
+                ", ".join(run.critics) or "-",
+                strategy_label(run),
+                templates_label(run),
+                run.git_revision,
+                str(run.info.get("created") or "?"),
+                outcomes,
+            ]
+            rows.append(values)
+            csv_rows.append(
+                dict(zip([h.lower().replace(" ", "_").replace("/", "_") for h in headers], values, strict=True))
+            )
+        self.md += ["## Runs", "", md_table(headers, rows), ""]
+        self._csv(self.out / "runs.csv", csv_rows)
+
+    def notes_section(self, runs: list[RunData]) -> None:
+        lines = [f"- {run.name}: {note}" for run in runs for note in run.notes]
+        if lines:
+            self.md += ["## Notes", "", *lines, ""]
+            self.text += ["Notes:", *lines, ""]
+        self.text += [f"Wrote {len(self.files) + 1} file(s) to {self.out}"]
+
+
+def _status(run: RunData) -> str:
+    finished = sum(1 for i in run.problem_ids if i in run.records)
+    total = len(run.problem_ids)
+    if run.evaluation_status == EVAL_MISSING:
+        return f"incomplete ({finished}/{total}, not evaluated)"
+    if run.evaluation_status == EVAL_REEVALUATED:
+        return f"killed ({finished}/{total}), re-evaluated"
+    return "complete" if run.complete else f"partial ({finished}/{total})"
+
+
+def _fmt_metric(row: HeadlineRow, key: str, kind: str) -> str:
+    iv = row.values.get(key)
+    if iv is None or math.isnan(iv.value):
+        return "n/a"
+    if kind == "rate":
+        return iv.percent()
+    return num(iv.value)
+
+
+def _points_note(runs: list[RunData]) -> str:
+    sizes = {len((r.evaluation or {}).get("per_problem") or []) for r in runs} - {0}
+    if len(sizes) == 1:
+        n = sizes.pop()
+        return f" One problem is {100 / n:.2f} points of a macro rate (n = {n})."
+    return ""
+
+
+def _figure_subtitle(bench: str, runs: list[RunData]) -> str:
+    splits = sorted({r.split for r in runs})
+    sources = sorted({r.critic_source for r in runs})
+    models = sorted({r.model for r in runs})
+    revs = sorted({r.git_revision for r in runs})
+    text = (
+        f"{bench}/{','.join(splits)}; critic source: {', '.join(sources)}; "
+        f"model: {', '.join(models[:3])}{', ...' if len(models) > 3 else ''}; git {', '.join(revs[:2])}"
+    )
+    return text

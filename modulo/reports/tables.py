@@ -1,0 +1,341 @@
+"""The report's tables, computed from loaded runs (no formatting here beyond short labels).
+
+* :func:`headline_rows`: one row per run in the layout of the LLM-Modulo paper's Table 1;
+* :func:`constraint_rows`: per-constraint pass rates by level (the TravelPlanner paper's Table 4);
+* :func:`usage_row`: LLM calls, tokens and dollars per problem and per certified plan;
+* :func:`firing_counts`: how often each critic failed at each iteration (Figure 2's data);
+* :func:`compare_runs`: paired tests between runs over the same problems.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ..errors import ModuloError
+from ..types import Usage
+from .load import RunData
+from .metrics import (
+    constraint_columns,
+    critic_groups,
+    metric_parts,
+    order_levels,
+    passed_vector,
+    problem_levels,
+)
+from .stats import DEFAULT_RESAMPLES, DEFAULT_SEED, Interval, PairedTest, bootstrap_ratio, paired_test
+
+NAN = float("nan")
+
+# -- labels ----------------------------------------------------------------------------------------
+
+
+def critics_label(run: RunData, groups: dict[str, str] | None = None) -> str:
+    """[All]/[Common]/[Hard]/[Json] when the run's critics equal a preset, else the critic names."""
+    chosen = run.critics
+    if not chosen:
+        return "-"
+    bench = run.benchmark_or_none()
+    every: list[str] = []
+    if bench is not None:
+        try:
+            every = list(bench.critic_names())
+        except (ModuloError, NotImplementedError):
+            every = []
+    groups = groups if groups is not None else critic_groups(run, every)
+    if every:
+        fmt = {c for c in every if groups.get(c) == "format"} or ({"format"} & set(every))
+        common = {c for c in every if groups.get(c) == "commonsense"}
+        hard = {c for c in every if groups.get(c) == "hard"}
+        presets = [("[All]", set(every))]
+        if common:
+            presets.append(("[Common]", fmt | common))
+        if hard:
+            presets.append(("[Hard]", fmt | hard))
+        if fmt:
+            presets.append(("[Json]", fmt))
+        for label, members in presets:
+            if set(chosen) == members:
+                return label
+    if len(chosen) <= 3:
+        return "+".join(chosen)
+    return f"{len(chosen)} critics: {', '.join(chosen[:2])}, ..."
+
+
+def budget_label(run: RunData) -> str:
+    budget = run.info.get("budget")
+    if not isinstance(budget, dict):
+        return "?"
+    parts: list[str] = []
+    if budget.get("max_iterations") is not None:
+        parts.append(f"{budget['max_iterations']} it")
+    if budget.get("max_tokens") is not None:
+        parts.append(f"{budget['max_tokens']} tok")
+    if budget.get("max_dollars") is not None:
+        parts.append(f"${budget['max_dollars']}")
+    if budget.get("max_seconds") is not None:
+        parts.append(f"{budget['max_seconds']} s")
+    return ", ".join(parts) or "unbounded"
+
+
+def strategy_label(run: RunData) -> str:
+    """The backprompt strategy (with arguments); "single shot" for a run of one iteration."""
+    if run.max_iterations == 1:
+        return "single shot"
+    bp = run.info.get("backprompt")
+    if not isinstance(bp, dict) or not bp.get("name"):
+        return "?"
+    args = bp.get("args") or {}
+    extra = ", ".join(f"{k}={v}" for k, v in sorted(args.items())) if isinstance(args, dict) else ""
+    return f"{bp['name']}({extra})" if extra else str(bp["name"])
+
+
+def generator_label(run: RunData) -> str:
+    gen = run.info.get("generator")
+    if not isinstance(gen, dict):
+        return "?"
+    name = str(gen.get("name") or "?")
+    role = gen.get("prompt_role")
+    reform = run.info.get("reformulator")
+    text = f"{name}/{role}" if role else name
+    return f"{text}, reformulator {reform}" if reform else text
+
+
+def method_label(run: RunData) -> str:
+    labels = run.info.get("labels")
+    if isinstance(labels, dict) and labels.get("method"):
+        return str(labels["method"])
+    return "-"
+
+
+def templates_label(run: RunData) -> str:
+    templates = run.info.get("templates")
+    if not isinstance(templates, dict) or not templates:
+        return "-"
+    return "; ".join(f"{role}={name}" for role, name in sorted(templates.items()))
+
+
+# -- Table 1 ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class HeadlineRow:
+    run: RunData
+    #: metric key -> value with 95% CI (value NaN: not available)
+    values: dict[str, Interval] = field(default_factory=dict)
+    #: metric key -> how the interval was computed, or why there is none
+    rules: dict[str, str] = field(default_factory=dict)
+
+
+def headline_rows(
+    runs: Sequence[RunData], *, n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED
+) -> list[HeadlineRow]:
+    """Table 1: the benchmark's declared metrics per run, with bootstrap CIs over problems."""
+    out: list[HeadlineRow] = []
+    for run in runs:
+        row = HeadlineRow(run)
+        evaluation = run.evaluation or {}
+        metrics = evaluation.get("metrics") or {}
+        per_problem = evaluation.get("per_problem") or []
+        specs = run.metric_specs()
+        keys = [s.key for s in specs]
+        groups = critic_groups(run, constraint_columns(per_problem, exclude=keys)) if per_problem else {}
+        plans = [
+            run.records[str(r.get("problem_id"))].best_plan if str(r.get("problem_id")) in run.records else None
+            for r in per_problem
+        ]
+        for spec in specs:
+            raw = metrics.get(spec.key)
+            if not isinstance(raw, int | float) or isinstance(raw, bool):
+                row.values[spec.key] = Interval(NAN, NAN, NAN)
+                row.rules[spec.key] = "not in the evaluation"
+                continue
+            value = float(raw)
+            if spec.kind != "rate":
+                row.values[spec.key] = Interval(value, NAN, NAN)
+                row.rules[spec.key] = f"{spec.kind}: no interval"
+                continue
+            parts = metric_parts(
+                spec.key,
+                spec.label,
+                value,
+                per_problem,
+                groups=groups,
+                plans=plans,
+                primary=run.primary_metric(),
+                metric_keys=keys,
+            )
+            if parts is None:
+                row.values[spec.key] = Interval(value, NAN, NAN)
+                row.rules[spec.key] = "no interval: the metric could not be reproduced from per-problem rows"
+                continue
+            row.values[spec.key] = bootstrap_ratio(parts.num, parts.den, n_resamples=n_resamples, seed=seed)
+            row.rules[spec.key] = parts.rule
+        out.append(row)
+    return out
+
+
+# -- Table 4 ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ConstraintCell:
+    passed: int
+    applicable: int
+
+    @property
+    def rate(self) -> float:
+        return self.passed / self.applicable if self.applicable else NAN
+
+
+@dataclass
+class ConstraintTable:
+    run: RunData
+    levels: list[str]
+    #: (constraint, group, {level or "all": cell})
+    rows: list[tuple[str, str, dict[str, ConstraintCell]]]
+
+
+def constraint_rows(run: RunData) -> ConstraintTable | None:
+    """Pass rate of every constraint per level (True/False counted, None = not applicable, left out)."""
+    evaluation = run.evaluation or {}
+    per_problem = evaluation.get("per_problem") or []
+    if not per_problem:
+        return None
+    keys = [s.key for s in run.metric_specs()]
+    columns = constraint_columns(per_problem, exclude=keys)
+    if not columns:
+        return None
+    groups = critic_groups(run, columns)
+    levels = problem_levels(run, per_problem)
+    ordered = order_levels(levels)
+    table = ConstraintTable(run, ordered if ordered != ["all"] else [], [])
+    # group order: format, commonsense, hard, then others; constraints keep their first-seen order
+    rank = {"format": 0, "commonsense": 1, "hard": 2}
+    columns = sorted(columns, key=lambda c: (rank.get(groups.get(c, ""), 3), groups.get(c, "")))
+    for col in columns:
+        cells: dict[str, ConstraintCell] = {}
+        for level in [*table.levels, "all"]:
+            vals = [row.get(col) for row, lv in zip(per_problem, levels, strict=True) if level == "all" or lv == level]
+            cells[level] = ConstraintCell(sum(v is True for v in vals), sum(v is not None for v in vals))
+        table.rows.append((col, groups.get(col, ""), cells))
+    return table
+
+
+# -- usage ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class UsageRow:
+    run: RunData
+    n_problems: int
+    certified: int
+    usage: Usage
+
+    def per(self, total: float, count: int) -> float:
+        return total / count if count else NAN
+
+
+def usage_row(run: RunData) -> UsageRow:
+    """Total usage of the run's finished problems (from the records, so a killed run counts too)."""
+    total = Usage()
+    for rec in run.records.values():
+        total = total + rec.usage
+    certified = sum(1 for r in run.records.values() if r.certified)
+    return UsageRow(run, len(run.records), certified, total)
+
+
+# -- critic firing ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Firing:
+    run: RunData
+    #: critic -> number of problems whose plan that critic rejected, at iteration 0, 1, ...
+    counts: dict[str, list[int]]
+    #: problems that reached iteration 0, 1, ...
+    active: list[int]
+    groups: dict[str, str]
+
+
+def firing_counts(run: RunData) -> Firing:
+    """How often each critic fired (rejected a plan) at each iteration, over all finished problems.
+
+    An iteration whose reply could not be read as a plan counts as a firing of the ``format`` critic
+    even when no format verdict was recorded for it.
+    """
+    length = max((len(r.iterations) for r in run.records.values()), default=0)
+    active = [0] * length
+    counts: dict[str, list[int]] = {}
+    groups: dict[str, str] = {}
+    for name in run.critics:
+        counts.setdefault(name, [0] * length)
+    for rec in run.records.values():
+        for pos, it in enumerate(rec.iterations):
+            active[pos] += 1
+            fired: set[str] = set()
+            for v in it.verdicts:
+                if v.critic:
+                    groups.setdefault(v.critic, v.group)
+                    counts.setdefault(v.critic, [0] * length)
+                if not v.accepts and v.critic:
+                    fired.add(v.critic)
+            if (it.plan is None or it.format_error) and not any(groups.get(c) == "format" for c in fired):
+                fired.add("format")
+                counts.setdefault("format", [0] * length)
+                groups.setdefault("format", "format")
+            for name in fired:
+                counts[name][pos] += 1
+    return Firing(run, counts, active, groups)
+
+
+# -- paired comparisons ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Comparison:
+    a: RunData
+    b: RunData
+    ids: list[str]
+    test: PairedTest
+    note: str = ""
+
+
+def common_ids(a: RunData, b: RunData) -> list[str]:
+    rows_b = {str(r.get("problem_id")) for r in (b.evaluation or {}).get("per_problem") or []}
+    return [
+        str(r.get("problem_id"))
+        for r in (a.evaluation or {}).get("per_problem") or []
+        if str(r.get("problem_id")) in rows_b
+    ]
+
+
+def compare_runs(
+    a: RunData, b: RunData, *, n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED
+) -> Comparison | None:
+    """B against A on the problems both evaluated, using each problem's ``passed``; None if not possible."""
+    ids = common_ids(a, b)
+    if not ids:
+        return None
+    va = passed_vector((a.evaluation or {}).get("per_problem") or [], ids)
+    vb = passed_vector((b.evaluation or {}).get("per_problem") or [], ids)
+    if va is None or vb is None:
+        return None
+    test = paired_test(va, vb, n_resamples=n_resamples, seed=seed)
+    n_a = len((a.evaluation or {}).get("per_problem") or [])
+    n_b = len((b.evaluation or {}).get("per_problem") or [])
+    note = "" if n_a == n_b == len(ids) else f"on the {len(ids)} problems both runs evaluated (of {n_a} and {n_b})"
+    return Comparison(a, b, ids, test, note)
+
+
+def same_problems(a: RunData, b: RunData) -> bool:
+    ids_a = [str(r.get("problem_id")) for r in (a.evaluation or {}).get("per_problem") or []]
+    ids_b = [str(r.get("problem_id")) for r in (b.evaluation or {}).get("per_problem") or []]
+    return bool(ids_a) and sorted(ids_a) == sorted(ids_b) and a.benchmark_name == b.benchmark_name
+
+
+def outcome_counts(run: RunData) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for rec in run.records.values():
+        counts[rec.outcome.value] = counts.get(rec.outcome.value, 0) + 1
+    return counts

@@ -1,0 +1,244 @@
+"""Table 1, Table 4, usage, figures, budget curves, comparisons and loading, on synthetic runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from modulo.errors import RunError
+from modulo.reports import (
+    ReportOptions,
+    budget_curve,
+    build_report,
+    compare_runs,
+    constraint_rows,
+    critics_label,
+    ensure_evaluation,
+    find_runs,
+    firing_counts,
+    headline_rows,
+    load_run,
+    load_runs,
+    report_main,
+    usage_row,
+)
+from modulo.reports.budget import plan_at_budget
+
+FAST = ReportOptions(n_resamples=2_000)
+
+
+def test_table1_numbers(tmp_path: Path, make_run: Any, run_a_plans: Any) -> None:
+    make_run(tmp_path / "a", run_a_plans)
+    runs = load_runs([tmp_path / "a"])
+    (row,) = headline_rows(runs, n_resamples=2_000)
+    got = {k: iv.value for k, iv in row.values.items()}
+    assert got == pytest.approx(
+        {
+            "delivery_rate": 5 / 6,
+            "commonsense_micro": 8 / 12,
+            "commonsense_macro": 3 / 6,
+            "hard_micro": 3 / 4,
+            "hard_macro": 4 / 6,
+            "final_pass_rate": 2 / 6,
+        }
+    )
+    # every metric was reproduced from the per-problem rows, so every one has an interval around it
+    for key, iv in row.values.items():
+        assert iv.low <= iv.value <= iv.high, key
+        assert not row.rules[key].startswith("no interval"), (key, row.rules[key])
+    assert "applicable" in row.rules["hard_micro"]
+
+
+def test_table1_csv_and_printed_table(tmp_path: Path, make_run: Any, run_a_plans: Any, capsys: Any) -> None:
+    make_run(tmp_path / "a", run_a_plans, critics=("format", "c_nonneg", "c_even"), method="LLM-Modulo")
+    rc = report_main([str(tmp_path / "a"), "--resamples", "500", "--no-budget-curve"])
+    assert rc == 0
+    printed = capsys.readouterr().out
+    assert "83.3 [" in printed and "33.3 [" in printed and "[Common]" in printed
+    df = pd.read_csv(tmp_path / "a" / "table1.csv")
+    assert df.loc[0, "final_pass_rate"] == pytest.approx(100 / 3)
+    assert df.loc[0, "commonsense_micro"] == pytest.approx(200 / 3)
+    assert df.loc[0, "critics"] == "[Common]" and df.loc[0, "model"] == "toy-model"
+    assert df.loc[0, "final_pass_rate_ci_low"] <= df.loc[0, "final_pass_rate"] <= df.loc[0, "final_pass_rate_ci_high"]
+    md = (tmp_path / "a" / "report.md").read_text()
+    assert "| LLM-Modulo |" in md and "critic source" in md.lower() and "0123456789" in md
+
+
+@pytest.mark.parametrize(
+    ("critics", "label"),
+    [
+        (("format", "c_nonneg", "c_even", "h_max"), "[All]"),
+        (("format", "c_nonneg", "c_even"), "[Common]"),
+        (("format", "h_max"), "[Hard]"),
+        (("format",), "[Json]"),
+        (("format", "c_even"), "format+c_even"),
+    ],
+)
+def test_critic_preset_labels(tmp_path: Path, make_run: Any, run_a_plans: Any, critics: Any, label: str) -> None:
+    run = load_run(make_run(tmp_path / "r", run_a_plans, critics=critics))
+    assert critics_label(run) == label
+
+
+def test_table4_numbers(tmp_path: Path, make_run: Any, run_a_plans: Any) -> None:
+    run = load_run(make_run(tmp_path / "a", run_a_plans))
+    table = constraint_rows(run)
+    assert table is not None
+    assert table.levels == ["easy", "medium", "hard"]
+    got = {name: {lv: (c.passed, c.applicable) for lv, c in cells.items()} for name, _, cells in table.rows}
+    assert got == {
+        "c_nonneg": {"easy": (2, 2), "medium": (1, 2), "hard": (1, 2), "all": (4, 6)},
+        "c_even": {"easy": (1, 2), "medium": (1, 2), "hard": (2, 2), "all": (4, 6)},
+        "h_max": {"easy": (1, 1), "medium": (0, 1), "hard": (2, 2), "all": (3, 4)},
+    }
+    assert [g for _, g, _ in table.rows] == ["commonsense", "commonsense", "hard"]
+
+
+def test_usage_counts_cache_hits_apart(tmp_path: Path, make_run: Any, run_a_plans: Any) -> None:
+    run = load_run(make_run(tmp_path / "a", run_a_plans))
+    u = usage_row(run)
+    n_iterations = 2 + 4 + 4 + 4 + 1 + 4
+    assert u.usage.calls == 2 * n_iterations
+    assert u.usage.cached_calls == 6  # the first iteration of each problem was a cache hit
+    assert u.certified == 2
+    assert u.usage.cost_usd == pytest.approx(0.01 * n_iterations)
+    assert u.per(u.usage.cost_usd, u.certified) == pytest.approx(0.01 * n_iterations / 2)
+
+
+def test_critic_firing_counts(tmp_path: Path, make_run: Any, run_a_plans: Any) -> None:
+    run = load_run(make_run(tmp_path / "a", run_a_plans))
+    f = firing_counts(run)
+    assert f.active == [6, 5, 4, 4]
+    # iteration 0: p0 x=1 odd, p1 odd, p2 no plan, p3 above max, p5 x=-1 negative and odd
+    assert f.counts["format"] == [1, 1, 1, 1]
+    assert f.counts["c_even"] == [3, 2, 1, 1]
+    assert f.counts["c_nonneg"] == [1, 1, 1, 1]
+    assert f.counts["h_max"] == [1, 1, 1, 1]
+
+
+def test_plan_at_budget_best_so_far(tmp_path: Path, make_run: Any, run_a_plans: Any) -> None:
+    run = load_run(make_run(tmp_path / "a", run_a_plans))
+    p3 = run.records["p3"]
+    assert plan_at_budget(p3, 0) is None
+    assert plan_at_budget(p3, 1) == {"x": 12}
+    assert plan_at_budget(p3, 2) == {"x": 12}  # x=11 passes fewer critics
+    # ties go to the later iteration: iterations 0, 2, 3 all pass 3 critics
+    from modulo.reports.budget import best_iteration_at
+
+    assert best_iteration_at(p3, 4) == 3
+    assert plan_at_budget(run.records["p2"], 4) is None
+
+
+def test_budget_curve_values_and_cache(tmp_path: Path, make_run: Any, run_a_plans: Any, toy_bench: Any) -> None:
+    path = make_run(tmp_path / "a", run_a_plans)
+    run = load_runs([path])[0]
+    curve = budget_curve(run)
+    assert curve.values == pytest.approx([0, 1 / 6, 2 / 6, 2 / 6, 2 / 6])
+    assert curve.method == "pairs" and toy_bench.calls == 1
+    assert (path / "report_cache" / "budget_curve.json").is_file()
+    again = budget_curve(load_runs([path])[0])
+    assert again.method == "cached" and again.values == curve.values and toy_bench.calls == 1
+
+
+def test_pngs_exist_and_show_something(tmp_path: Path, make_run: Any, run_a_plans: Any, run_b_plans: Any) -> None:
+    import matplotlib.image as mpimg
+
+    make_run(tmp_path / "sweep" / "a", run_a_plans)
+    make_run(tmp_path / "sweep" / "b", run_b_plans)
+    result = build_report([tmp_path / "sweep"], FAST)
+    for name in ("critic_firing.png", "budget_curve.png"):
+        png = tmp_path / "sweep" / name
+        assert png in result.files
+        assert png.stat().st_size > 10_000
+        pixels = mpimg.imread(png)
+        assert pixels.shape[0] > 200 and pixels.shape[1] > 300
+        assert float(np.std(pixels[..., :3])) > 0.05  # not a blank canvas
+    curve = pd.read_csv(tmp_path / "sweep" / "budget_curve.csv")
+    b = curve[curve["run"] == "b"].sort_values("budget")["value_pct"].tolist()
+    # b: iteration 0 certifies p4; iteration 1 fixes p1 and p5; iteration 2 fixes p3
+    assert b == pytest.approx([0, 100 / 6, 300 / 6, 400 / 6, 400 / 6])
+    assert "![critic firing per iteration](critic_firing.png)" in result.markdown
+
+
+def test_comparison_between_runs(tmp_path: Path, make_run: Any, run_a_plans: Any, run_b_plans: Any) -> None:
+    from scipy import stats
+
+    runs = load_runs([make_run(tmp_path / "a", run_a_plans), make_run(tmp_path / "b", run_b_plans)])
+    comp = compare_runs(runs[0], runs[1], n_resamples=2_000)
+    assert comp is not None
+    t = comp.test
+    assert (t.n, t.only_a, t.only_b) == (6, 1, 3)
+    assert t.mcnemar_p == pytest.approx(stats.binomtest(1, 4, 0.5).pvalue) == pytest.approx(10 / 16)
+    assert t.difference.value == pytest.approx(2 / 6)
+    result = build_report([tmp_path / "a", tmp_path / "b"], ReportOptions(out=tmp_path / "out", n_resamples=500))
+    df = pd.read_csv(tmp_path / "out" / "comparisons.csv")
+    assert list(df["a"]) == ["a"] and list(df["b"]) == ["b"]
+    assert df.loc[0, "mcnemar_p"] == pytest.approx(0.625)
+    assert "McNemar" in result.text
+
+
+def test_compare_flag_uses_shared_problems(tmp_path: Path, make_run: Any, run_a_plans: Any, run_b_plans: Any) -> None:
+    make_run(tmp_path / "a", run_a_plans)
+    make_run(tmp_path / "b", {k: v for k, v in run_b_plans.items() if k != "p2"})
+    # by default runs over different problem sets are not compared
+    build_report([tmp_path], ReportOptions(out=tmp_path / "o1", n_resamples=200, budget_curves=False))
+    assert not (tmp_path / "o1" / "comparisons.csv").exists()
+    build_report([tmp_path], ReportOptions(out=tmp_path / "o2", compare=True, n_resamples=200, budget_curves=False))
+    df = pd.read_csv(tmp_path / "o2" / "comparisons.csv")
+    assert df.loc[0, "n"] == 5 and "5 problems" in df.loc[0, "note"]
+
+
+def test_sweep_discovery_natural_order(tmp_path: Path, make_run: Any, run_a_plans: Any) -> None:
+    root = tmp_path / "multirun" / "2024-05-01" / "12-00-00"
+    for job in (0, 2, 10):
+        make_run(root / str(job), run_a_plans, run_id=str(job))
+    (root / "multirun.yaml").write_text("x: 1\n")
+    found = find_runs([tmp_path / "multirun"])
+    assert [p.name for p in found] == ["0", "2", "10"]
+    (tmp_path / "other" / "deeper").mkdir(parents=True)
+    with pytest.raises(RunError, match="no run directories"):
+        find_runs([tmp_path / "other"])
+
+
+def test_killed_run_is_reevaluated(tmp_path: Path, make_run: Any, run_a_plans: Any) -> None:
+    path = make_run(tmp_path / "k", run_a_plans, evaluate=False, truncate_last=True)
+    run = load_run(path)
+    assert sorted(run.records) == ["p0", "p1", "p2", "p3", "p4"]  # p5's line was cut in half
+    assert any("truncated last line" in n for n in run.notes)
+    ensure_evaluation(run)
+    assert run.evaluation_status == "re-evaluated"
+    (row,) = headline_rows([run], n_resamples=200)
+    assert row.values["final_pass_rate"].value == pytest.approx(2 / 5)
+    result = build_report([path], ReportOptions(n_resamples=200))
+    assert "killed (5/6), re-evaluated" in result.text
+    assert "re-evaluated by the benchmark" in result.markdown
+
+
+def test_killed_run_reported_incomplete_without_reevaluation(tmp_path: Path, make_run: Any, run_a_plans: Any) -> None:
+    path = make_run(tmp_path / "k", run_a_plans, evaluate=False, truncate_last=True)
+    result = build_report([path], ReportOptions(n_resamples=200, reevaluate=False, budget_curves=False))
+    assert "incomplete (5/6, not evaluated)" in result.text
+    df = pd.read_csv(path / "table1.csv")
+    assert df["final_pass_rate"].isna().all()
+
+
+def test_unknown_benchmark_is_reported_incomplete(tmp_path: Path, make_run: Any, run_a_plans: Any) -> None:
+    path = make_run(tmp_path / "u", run_a_plans, evaluate=False)
+    info = json.loads((path / "run.json").read_text())
+    info["benchmark"]["name"] = "no_such_benchmark"
+    (path / "run.json").write_text(json.dumps(info))
+    result = build_report([path], ReportOptions(n_resamples=100))
+    assert "not evaluated" in result.text
+    assert "no_such_benchmark" in result.markdown and "u: no budget curve" in result.markdown
+
+
+def test_report_errors_are_clear(tmp_path: Path, capsys: Any) -> None:
+    assert report_main([str(tmp_path / "nowhere")]) == 2
+    assert "no such file or directory" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert report_main([str(tmp_path / "empty")]) == 2
+    assert "no run directories found" in capsys.readouterr().err

@@ -1,0 +1,94 @@
+"""Bootstrap intervals and paired tests against independent computations."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from modulo.reports.stats import bootstrap_ratio, mcnemar_exact, paired_test
+
+
+def test_bootstrap_mean_matches_scipy_percentile_bootstrap() -> None:
+    rng = np.random.default_rng(42)
+    data = (rng.random(60) < 0.4).astype(float)
+    ours = bootstrap_ratio(data, n_resamples=10_000, seed=1)
+    ref = stats.bootstrap(
+        (data,), np.mean, n_resamples=10_000, method="percentile", confidence_level=0.95, random_state=7
+    ).confidence_interval
+    assert ours.value == pytest.approx(data.mean())
+    # two independent Monte Carlo estimates of the same percentiles: within about half a problem
+    assert ours.low == pytest.approx(ref.low, abs=0.02)
+    assert ours.high == pytest.approx(ref.high, abs=0.02)
+    assert ours.low < ours.value < ours.high
+
+
+def test_bootstrap_ratio_matches_scipy_paired_ratio() -> None:
+    rng = np.random.default_rng(3)
+    den = rng.integers(1, 6, size=50).astype(float)
+    num = np.array([rng.integers(0, int(d) + 1) for d in den], dtype=float)
+
+    def ratio(n: np.ndarray, d: np.ndarray, axis: int = -1) -> np.ndarray:
+        return np.sum(n, axis=axis) / np.sum(d, axis=axis)
+
+    ours = bootstrap_ratio(num, den, n_resamples=10_000, seed=2)
+    ref = stats.bootstrap(
+        (num, den), ratio, paired=True, vectorized=True, n_resamples=10_000, method="percentile", random_state=5
+    ).confidence_interval
+    assert ours.value == pytest.approx(num.sum() / den.sum())
+    assert ours.low == pytest.approx(ref.low, abs=0.02)
+    assert ours.high == pytest.approx(ref.high, abs=0.02)
+
+
+def test_bootstrap_degenerate_and_analytic_cases() -> None:
+    all_pass = bootstrap_ratio(np.ones(20))
+    assert (all_pass.value, all_pass.low, all_pass.high) == (1.0, 1.0, 1.0)
+    # n = 2 with one pass: a resample has 0, 1 or 2 passes with probabilities 1/4, 1/2, 1/4,
+    # so the 2.5% and 97.5% percentiles are 0 and 1
+    half = bootstrap_ratio([0.0, 1.0], n_resamples=10_000, seed=0)
+    assert (half.value, half.low, half.high) == (0.5, 0.0, 1.0)
+    empty = bootstrap_ratio([])
+    assert math.isnan(empty.value)
+    assert bootstrap_ratio([1.0, 0.0], n_resamples=0).percent() == "50.0"
+
+
+def test_bootstrap_is_seeded() -> None:
+    data = np.array([1, 0, 1, 1, 0, 0, 1, 0, 1, 1], dtype=float)
+    assert bootstrap_ratio(data, seed=4) == bootstrap_ratio(data, seed=4)
+
+
+@pytest.mark.parametrize(("b", "c"), [(0, 6), (1, 3), (5, 5), (2, 11), (0, 0), (7, 1)])
+def test_mcnemar_matches_binomtest(b: int, c: int) -> None:
+    expected = 1.0 if b + c == 0 else stats.binomtest(b, b + c, 0.5).pvalue
+    assert mcnemar_exact(b, c) == pytest.approx(expected)
+
+
+def test_mcnemar_hand_case() -> None:
+    # six discordant problems, all won by B: two-sided p = 2 * (1/2)^6
+    assert mcnemar_exact(0, 6) == pytest.approx(2 / 64)
+    # one vs three: 2 * (C(4,0) + C(4,1)) / 2^4 = 10/16
+    assert mcnemar_exact(1, 3) == pytest.approx(10 / 16)
+
+
+def test_paired_test_counts_and_difference() -> None:
+    a = [1, 1, 0, 0, 0, 1, 0, 0]
+    b = [1, 0, 1, 1, 1, 1, 1, 0]
+    t = paired_test(a, b, n_resamples=5_000, seed=0)
+    assert (t.n, t.only_a, t.only_b) == (8, 1, 4)
+    assert t.difference.value == pytest.approx(3 / 8)
+    assert t.rate_a == pytest.approx(3 / 8) and t.rate_b == pytest.approx(6 / 8)
+    assert t.mcnemar_p == pytest.approx(stats.binomtest(1, 5, 0.5).pvalue)
+    assert t.difference.low <= t.difference.value <= t.difference.high
+    assert 0.0 < t.bootstrap_p <= 1.0
+
+
+def test_paired_bootstrap_p_small_for_a_clear_difference_and_one_for_none() -> None:
+    a = np.zeros(40)
+    b = np.ones(40)
+    clear = paired_test(a, b, n_resamples=2_000)
+    assert clear.bootstrap_p == pytest.approx(1 / 2001)
+    assert clear.mcnemar_p < 1e-9
+    same = paired_test(b, b, n_resamples=2_000)
+    assert same.bootstrap_p == 1.0 and same.mcnemar_p == 1.0
