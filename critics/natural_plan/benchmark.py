@@ -1,0 +1,693 @@
+"""The three NATURAL PLAN benchmarks: ``natural_plan/trip``, ``natural_plan/meeting``, ``natural_plan/calendar``.
+
+Problems: ``id`` is the instance key, ``query`` the 0-shot prompt (``shots=5``: the 5-shot prompt),
+``constraints`` what the critics need, parsed from the prompt (never the answer), and ``metadata``
+the cell (num_cities / num_people / num_days) plus the gold answer under ``gold`` / ``gold_plan``
+for the evaluator. Critics never read ``metadata``.
+
+Texts and plans: every task has a deterministic parser (``parse``: text -> plan JSON, reading the
+answer the way the official script does) and a renderer (``render``: plan JSON -> the canonical text
+of the golden answers). :meth:`evaluate` accepts either per problem: a ``str`` is a raw answer and
+is scored as it stands; a plan is rendered to its canonical text for the official score.
+
+Two scores per answer:
+
+* ``official``: the published script's score, bug for bug (trip: the city/stay sequence read from
+  the flight lines equals the gold one; meeting: the simulated number of people met equals the
+  gold plan's, a crash of the script counting as unsolved; calendar: the first slot equals gold's);
+* ``valid``: the answer read as a plan passes the format check and every critic of its task.
+
+The primary metric is ``valid``: it is exactly what certifies a plan in the loop, and it does not
+reject the valid alternatives that exact match rejects on instances with several solutions
+(65/1600 trip instances, 18/100 calendar subset instances). ``official`` is kept for comparison
+with published numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from abc import abstractmethod
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel
+
+from modulo.benchmark import Benchmark, DataReport, EvalResult, MetricSpec
+from modulo.critic import Critic, CriticFactory
+from modulo.errors import ConfigError, DataError, ModuloError, PlanFormatError
+from modulo.types import PlanJSON, Problem, Verdict
+
+from . import calendar as cal
+from . import meeting as mtg
+from . import trip as trp
+from .calendar_critics import CALENDAR_CRITICS
+from .common import (
+    SPLIT_FULL,
+    SPLIT_SUBSET,
+    TASK_FILES,
+    git_blob_hash,
+    np_dir,
+    read_instances,
+    require_fields,
+    split_path,
+)
+from .meeting_critics import MEETING_CRITICS
+from .trip_critics import TRIP_CRITICS
+
+#: answer fields that the JSONL prediction files may use
+_TEXT_KEYS = ("text", "response", "answer", "prediction", "raw_reply", "reply")
+_PLAN_KEYS = ("plan", "best_plan")
+
+
+class NaturalPlanBenchmark(Benchmark):
+    """What the three tasks share: splits, evaluation, the evaluate command. Subclasses fill the task."""
+
+    task: ClassVar[str] = ""
+    critic_factories: ClassVar[tuple[CriticFactory, ...]] = ()
+    #: metadata keys that make a cell of the per-cell tables
+    cell_keys: ClassVar[tuple[str, ...]] = ()
+    test_splits: ClassVar[tuple[str, ...]] = ()
+    primary_metric: ClassVar[str] = "valid"
+    metrics: ClassVar[tuple[MetricSpec, ...]] = (
+        MetricSpec("official", "official", description="the published script's score (exact match / count match)"),
+        MetricSpec("valid", "valid", description="the answer read as a plan passes every critic of its task"),
+        MetricSpec("delivery", "delivery", description="an answer that could be read as a plan"),
+    )
+    critic_source: ClassVar[str] = "reimplemented"
+    #: the marker after which the parser reads the answer (None: the whole text)
+    answer_marker: ClassVar[str | None] = "SOLUTION:"
+
+    def __init__(self, data_dir: Path | None = None, shots: int = 0) -> None:
+        super().__init__(data_dir)
+        if shots not in (0, 5):
+            raise ConfigError(f"{self.name}: shots must be 0 or 5, not {shots!r}")
+        self.shots = shots
+        self._critics: list[Critic] | None = None
+
+    # -- problems --------------------------------------------------------------------------------
+    def splits(self) -> list[str]:
+        return [SPLIT_FULL, SPLIT_SUBSET]
+
+    def load(self, split: str) -> list[Problem]:
+        if split not in self.splits():
+            raise DataError(f"{self.name}: unknown split {split!r}; the splits are {', '.join(self.splits())}")
+        raw = read_instances(self.task, self._file_split(split), self.data_dir)
+        keys = self._split_keys(split, raw)
+        return [self._problem(key, raw[key], split) for key in keys]
+
+    def _file_split(self, split: str) -> str:
+        return split
+
+    def _split_keys(self, split: str, raw: dict[str, dict[str, Any]]) -> list[str]:
+        return list(raw)
+
+    def _prompt(self, key: str, item: dict[str, Any]) -> str:
+        field = "prompt_5shot" if self.shots == 5 else "prompt_0shot"
+        require_fields(key, item, (field, "golden_plan"), self.task)
+        return str(item[field])
+
+    @abstractmethod
+    def _problem(self, key: str, item: dict[str, Any], split: str) -> Problem:
+        """One problem from one raw instance."""
+
+    # -- plans and texts -------------------------------------------------------------------------
+    @abstractmethod
+    def render(self, plan: PlanJSON, problem: Problem | None = None) -> str:
+        """The canonical text of a (validated) plan, in the golden answers' format."""
+
+    @abstractmethod
+    def _parse_text(self, text: str) -> PlanJSON:
+        """Text -> plan JSON (raises PlanFormatError)."""
+
+    def parse(self, text: str, problem: Problem) -> PlanJSON:
+        """Deterministic text -> plan parser (the reading of the official script; see each task)."""
+        if not isinstance(text, str):
+            raise PlanFormatError("the answer is not text")
+        if self.answer_marker and self.answer_marker in text:
+            text = text[text.rfind(self.answer_marker) + len(self.answer_marker) :]
+        return self._parse_text(text)
+
+    def render_plan(self, plan: PlanJSON) -> str:
+        """A plan as its canonical text (used when a backprompt shows the previous plan)."""
+        try:
+            return self.render(self.validate_plan(plan))
+        except (PlanFormatError, KeyError, TypeError, ValueError):
+            return super().render_plan(plan)
+
+    @abstractmethod
+    def official_solved(self, problem: Problem, text: str) -> bool:
+        """The official score of a text answer (needs the gold answer from ``problem.metadata``)."""
+
+    # -- prompts ---------------------------------------------------------------------------------
+    def prompt_variables(self, problem: Problem) -> dict[str, Any]:
+        schema = self.plan_json_schema()
+        return {
+            "query": problem.query,
+            "context": problem.context,
+            "task": self.task,
+            "schema": json.dumps(schema, indent=1) if schema else "",
+            "example": json.dumps(self.example_plan(), ensure_ascii=False),
+            "answer_format": self.render(self.example_plan()),
+        }
+
+    @abstractmethod
+    def example_plan(self) -> PlanJSON:
+        """A small made-up plan that shows the JSON shape (not an answer to any instance)."""
+
+    # -- critics and evaluation ------------------------------------------------------------------
+    def critic_names(self) -> list[str]:
+        return ["format", *(f.name for f in self.critic_factories)]
+
+    def critics(self) -> list[Critic]:
+        """The task's critics, bound (format excluded), in priority order."""
+        if self._critics is None:
+            self._critics = sorted((f() for f in self.critic_factories), key=lambda c: c.priority)
+        return self._critics
+
+    def check(self, problem: Problem, plan: PlanJSON) -> tuple[PlanJSON, list[Verdict]]:
+        """Validate ``plan`` (format) and run every critic: (normalised plan or None, verdicts).
+
+        The format verdict comes first; when it fails the other critics are not run.
+        """
+        from critics.core import format_critic
+
+        verdict = format_critic(benchmark=self)(problem, plan)
+        if not verdict.accepts:
+            return None, [verdict]
+        plan = self.validate_plan(plan)
+        return plan, [verdict, *(c(problem, plan) for c in self.critics())]
+
+    def read_answer(self, problem: Problem, answer: PlanJSON | str | None) -> tuple[str | None, PlanJSON, str | None]:
+        """(text for the official score, plan for the critics, format error) of one answer."""
+        if answer is None:
+            return None, None, "no answer"
+        if isinstance(answer, str):
+            try:
+                return answer, self.parse(answer, problem), None
+            except PlanFormatError as exc:
+                return answer, None, str(exc)
+        try:
+            plan = self.validate_plan(answer)
+        except PlanFormatError as exc:
+            return None, answer, str(exc)
+        return self.render(plan, problem), plan, None
+
+    def evaluate(self, problems: Sequence[Problem], plans: Sequence[PlanJSON | str | None]) -> EvalResult:
+        """Score answers: a ``str`` is a raw text answer, anything else a plan JSON (None: no answer).
+
+        ``metrics``: ``official``, ``valid`` and ``delivery`` as rates. ``per_problem``: problem_id,
+        ``passed`` (= valid), official, valid, delivered, the cell, and each critic's result
+        (True/False, None when not applicable or not run). ``tables``: ``cells`` and ``critics``.
+        """
+        if len(problems) != len(plans):
+            raise ConfigError(f"{self.name}: {len(problems)} problems but {len(plans)} answers")
+        rows: list[dict[str, Any]] = []
+        names = self.critic_names()
+        for problem, answer in zip(problems, plans, strict=True):
+            text, plan, error = self.read_answer(problem, answer)
+            official = text is not None and self.official_solved(problem, text)
+            row: dict[str, Any] = {"problem_id": problem.id, "cell": self.cell_of(problem)}
+            row.update(dict.fromkeys(names))
+            if plan is None and error is not None:
+                row["format"] = False if answer is not None else None
+                verdicts: list[Verdict] = []
+            else:
+                _, verdicts = self.check(problem, plan)
+            for v in verdicts:
+                row[v.critic] = v.passed if v.applicable and v.error is None else None
+            delivered = bool(verdicts) and verdicts[0].accepts
+            valid = delivered and all(v.accepts for v in verdicts)
+            failing = [v.critic for v in verdicts if not v.accepts]
+            row.update(
+                official=official,
+                valid=valid,
+                passed=valid,
+                delivered=delivered,
+                failing=failing,
+                format_error=error if not delivered else None,
+            )
+            rows.append(row)
+        n = len(rows)
+
+        def rate(key: str, subset: list[dict[str, Any]]) -> float:
+            return sum(bool(r[key]) for r in subset) / len(subset) if subset else 0.0
+
+        metrics = {
+            "official": rate("official", rows),
+            "valid": rate("valid", rows),
+            "delivery": rate("delivered", rows),
+        }
+        cells: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for r in rows:
+            cells[r["cell"]].append(r)
+        cell_rows = [
+            {
+                "cell": cell,
+                "n": len(rs),
+                "official": sum(r["official"] for r in rs),
+                "valid": sum(r["valid"] for r in rs),
+                "official_rate": rate("official", rs),
+                "valid_rate": rate("valid", rs),
+            }
+            for cell, rs in sorted(cells.items(), key=lambda kv: _cell_order(kv[0]))
+        ]
+        critic_rows = []
+        for name in names:
+            judged = [r[name] for r in rows if r[name] is not None]
+            critic_rows.append(
+                {
+                    "critic": name,
+                    "judged": len(judged),
+                    "passed": sum(judged),
+                    "pass_rate": sum(judged) / len(judged) if judged else None,
+                }
+            )
+        tables = {"cells": cell_rows, "critics": critic_rows}
+        if n == 0:
+            metrics = {k: 0.0 for k in metrics}
+        return EvalResult(metrics=metrics, per_problem=rows, tables=tables)
+
+    def cell_of(self, problem: Problem) -> str:
+        return " ".join(f"{k}={problem.metadata.get(k)}" for k in self.cell_keys)
+
+    # -- data ------------------------------------------------------------------------------------
+    def data_check(self) -> DataReport:
+        files = TASK_FILES[self.task]
+        lines = [f"{self.name}: data under {np_dir(self.data_dir)}"]
+        ok = True
+        subset = split_path(self.task, SPLIT_SUBSET, self.data_dir)
+        if subset.is_file():
+            n = len(read_instances(self.task, SPLIT_SUBSET, self.data_dir))
+            lines.append(
+                f"  {SPLIT_SUBSET}: {subset.name} present, {n} instances" + ("" if n == 100 else " (expected 100)")
+            )
+            ok = ok and n == 100
+        else:
+            ok = False
+            lines.append(f"  {SPLIT_SUBSET}: MISSING {subset}")
+        full = split_path(self.task, SPLIT_FULL, self.data_dir)
+        if full.is_file():
+            blob = git_blob_hash(full)
+            same = blob == files.full_blob
+            lines.append(
+                f"  {SPLIT_FULL}: {full.name} present, git blob {blob[:12]}"
+                + (" (matches the official file)" if same else f" (DIFFERS from the official {files.full_blob[:12]})")
+            )
+            ok = ok and same
+        else:
+            lines.append(
+                f"  {SPLIT_FULL}: MISSING {full.name} ({files.full_count} instances): the '{SPLIT_FULL}' split "
+                "and the headline numbers on it cannot be run; see `modulo evaluate` with --split subset100"
+            )
+        return DataReport(ok=ok, lines=lines)
+
+    def data_download(self) -> DataReport:
+        report = self.data_check()
+        full = split_path(self.task, SPLIT_FULL, self.data_dir)
+        if not full.is_file():
+            from .common import missing_file_message
+
+            raise DataError(missing_file_message(self.task, full) + " (no automatic download is implemented)")
+        return report
+
+    # -- the evaluate command --------------------------------------------------------------------
+    def default_split(self) -> str:
+        full = split_path(self.task, SPLIT_FULL, self.data_dir)
+        return SPLIT_FULL if full.is_file() else SPLIT_SUBSET
+
+    def evaluate_command(self, argv: list[str]) -> int:
+        """``modulo evaluate natural_plan/<task> [--split S] [--predictions FIELD|FILE.jsonl] [--json]``."""
+        parser = argparse.ArgumentParser(
+            prog=f"modulo evaluate {self.name}",
+            description=f"Score answers to {self.name}: the official score and constraint validity.",
+        )
+        parser.add_argument(
+            "--split", default=None, help=f"one of {', '.join(self.splits())} (default: full if present)"
+        )
+        parser.add_argument(
+            "--predictions",
+            default="pred_5shot_pro",
+            help="a field of the data files to replay (default pred_5shot_pro), or a JSONL file with one "
+            "{problem_id|id, text|response|answer | plan|best_plan} per line (run records work too)",
+        )
+        parser.add_argument("--data-dir", type=Path, default=None, help="the data directory (default $MODULO_DATA_DIR)")
+        parser.add_argument("--limit", type=int, default=None, help="score only the first N problems")
+        parser.add_argument("--json", action="store_true", help="print one JSON object with counts and cells")
+        args = parser.parse_args(argv)
+        if args.data_dir is not None:
+            self.data_dir = args.data_dir
+        try:
+            split = args.split or self.default_split()
+            problems = self.select(split, limit=args.limit)
+            answers, note = self.predictions(args.predictions, split, problems)
+            result = self.evaluate(problems, answers)
+        except ModuloError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        n = len(problems)
+        official = sum(r["official"] for r in result.per_problem)
+        valid = sum(r["valid"] for r in result.per_problem)
+        if args.json:
+            out = {
+                "benchmark": self.name,
+                "split": split,
+                "predictions": args.predictions,
+                "n": n,
+                "official": official,
+                "valid": valid,
+                "delivered": sum(r["delivered"] for r in result.per_problem),
+                "official_rate": result.metrics["official"],
+                "valid_rate": result.metrics["valid"],
+                "cells": result.tables["cells"],
+                "critics": result.tables["critics"],
+            }
+            if note:
+                out["note"] = note
+            print(json.dumps(out, indent=1))
+            return 0
+        print(f"{self.name} split={split} predictions={args.predictions}")
+        if note:
+            print(note)
+        print(f"n={n}  official={official}/{n} ({_pct(official, n)})  valid={valid}/{n} ({_pct(valid, n)})")
+        print()
+        print(f"{'cell':<28}{'n':>5}{'official':>10}{'valid':>8}")
+        for row in result.tables["cells"]:
+            print(f"{row['cell']:<28}{row['n']:>5}{row['official']:>10}{row['valid']:>8}")
+        print()
+        print(f"{'critic':<24}{'judged':>8}{'passed':>8}")
+        for row in result.tables["critics"]:
+            print(f"{row['critic']:<24}{row['judged']:>8}{row['passed']:>8}")
+        return 0
+
+    def predictions(
+        self, source: str, split: str, problems: Sequence[Problem]
+    ) -> tuple[list[PlanJSON | str | None], str | None]:
+        """Answers for ``problems`` from a data field name or a JSONL file, and a note on what was missing."""
+        path = Path(source)
+        from_file = path.suffix in (".jsonl", ".json") or path.is_file()
+        if from_file:
+            by_id = read_prediction_file(path)
+        else:
+            raw = read_instances(self.task, self._file_split(split), self.data_dir)
+            sample = next(iter(raw.values()), {})
+            if source not in sample:
+                fields = ", ".join(k for k in sample if k.startswith("pred")) or "none"
+                raise DataError(f"{self.name}: the data has no field {source!r} (prediction fields: {fields})")
+            by_id = {k: raw[k].get(source) for k in raw}
+        answers = [by_id.get(p.id) for p in problems]
+        missing = sum(1 for p in problems if p.id not in by_id)
+        wanted = {p.id for p in problems}
+        unknown = sum(1 for k in by_id if k not in wanted) if from_file else 0
+        notes = []
+        if missing:
+            notes.append(f"{missing} problem(s) have no prediction and count as unsolved")
+        if unknown:
+            notes.append(f"{unknown} prediction(s) are for ids outside this split and were ignored")
+        return answers, "; ".join(notes) or None
+
+
+def read_prediction_file(path: Path) -> dict[str, PlanJSON | str | None]:
+    """``{problem_id: answer}`` from a JSONL file (a text under text/response/answer/..., or a plan)."""
+    if not path.is_file():
+        raise DataError(f"predictions file {path} not found")
+    out: dict[str, PlanJSON | str | None] = {}
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{path}:{n}: not JSON ({exc.msg})") from None
+        if not isinstance(row, dict):
+            raise DataError(f"{path}:{n}: expected a JSON object per line")
+        pid = row.get("problem_id", row.get("id"))
+        if pid is None:
+            raise DataError(f"{path}:{n}: no 'problem_id' or 'id'")
+        answer: PlanJSON | str | None = None
+        for key in _TEXT_KEYS:
+            if isinstance(row.get(key), str):
+                answer = row[key]
+                break
+        else:
+            for key in _PLAN_KEYS:
+                if key in row:
+                    answer = row[key]
+                    break
+            else:
+                raise DataError(f"{path}:{n}: no answer field (one of {', '.join(_TEXT_KEYS + _PLAN_KEYS)})")
+        out[str(pid)] = answer
+    return out
+
+
+def _pct(k: int, n: int) -> str:
+    return f"{100 * k / n:.2f}%" if n else "-"
+
+
+def _cell_order(cell: str) -> tuple[int, ...]:
+    return tuple(int(part.split("=")[1]) if part.split("=")[-1].isdigit() else 0 for part in cell.split())
+
+
+# -- the tasks -------------------------------------------------------------------------------------
+
+
+class TripPlanning(NaturalPlanBenchmark):
+    """NATURAL PLAN Trip Planning (1,600 instances, 3-10 cities)."""
+
+    name: ClassVar[str] = "natural_plan/trip"
+    description: ClassVar[str] = "NATURAL PLAN trip planning: order European cities with stays, flights and events"
+    task: ClassVar[str] = "trip"
+    plan_model: ClassVar[type[BaseModel] | None] = trp.TripPlan
+    critic_factories: ClassVar[tuple[CriticFactory, ...]] = TRIP_CRITICS
+    cell_keys: ClassVar[tuple[str, ...]] = ("num_cities",)
+    prompts: ClassVar[dict[str, str]] = {
+        "direct": "natural_plan/trip/direct",
+        "cot": "natural_plan/trip/cot",
+        "json": "natural_plan/trip/json",
+        "reformulate": "natural_plan/trip/reformulate",
+    }
+    #: Mind Evolution's split of the 1,600: the first 40 of each num_cities cell validate, the rest test
+    VALIDATION_PER_CELL: ClassVar[int] = 40
+    test_splits: ClassVar[tuple[str, ...]] = ("test",)
+
+    def splits(self) -> list[str]:
+        return [SPLIT_FULL, SPLIT_SUBSET, "validation", "test"]
+
+    def _file_split(self, split: str) -> str:
+        return SPLIT_FULL if split in ("validation", "test") else split
+
+    def _split_keys(self, split: str, raw: dict[str, dict[str, Any]]) -> list[str]:
+        if split not in ("validation", "test"):
+            return list(raw)
+        seen: dict[str, int] = defaultdict(int)
+        keys = []
+        for key, item in raw.items():
+            cell = str(item.get("num_cities"))
+            first = seen[cell] < self.VALIDATION_PER_CELL
+            seen[cell] += 1
+            if first == (split == "validation"):
+                keys.append(key)
+        return keys
+
+    def _problem(self, key: str, item: dict[str, Any], split: str) -> Problem:
+        prompt = self._prompt(key, item)
+        require_fields(key, item, ("num_cities", "cities", "durations"), self.task)
+        constraints = trp.parse_trip_constraints(prompt)
+        cities = [c for c in str(item["cities"]).split("**") if c]
+        durations = [int(d) for d in str(item["durations"]).split("**") if d]
+        return Problem(
+            id=key,
+            benchmark=self.name,
+            query=prompt,
+            constraints=constraints,
+            metadata={
+                "task": self.task,
+                "split": split,
+                "shots": self.shots,
+                "num_cities": int(item["num_cities"]),
+                "total_days": constraints["total_days"],
+                "gold": item["golden_plan"],
+                "gold_cities": cities,
+                "gold_durations": durations,
+                "gold_plan": trp.plan_from_sequence(cities, durations),
+            },
+        )
+
+    def check_format(self, problem: Problem, plan: PlanJSON) -> list[str]:
+        return [
+            f"the stay in {s['city']} ends on day {s['end_day']}, before it starts on day {s['start_day']}"
+            for s in plan["stays"]
+            if s["end_day"] < s["start_day"]
+        ]
+
+    def render(self, plan: PlanJSON, problem: Problem | None = None) -> str:
+        total = problem.constraints.get("total_days") if problem is not None else None
+        return trp.render_trip(plan, total)
+
+    def _parse_text(self, text: str) -> PlanJSON:
+        return trp.parse_trip(text)
+
+    def official_solved(self, problem: Problem, text: str) -> bool:
+        md = problem.metadata
+        return trp.official_solved(text, list(md["gold_cities"]), list(md["gold_durations"]))
+
+    def example_plan(self) -> PlanJSON:
+        return {
+            "stays": [
+                {"city": "Lisbon", "start_day": 1, "end_day": 3},
+                {"city": "Paris", "start_day": 3, "end_day": 7},
+            ]
+        }
+
+
+class MeetingPlanning(NaturalPlanBenchmark):
+    """NATURAL PLAN Meeting Planning (1,000 instances, 1-10 people; 100 in the subset here)."""
+
+    name: ClassVar[str] = "natural_plan/meeting"
+    description: ClassVar[str] = "NATURAL PLAN meeting planning: meet as many friends in San Francisco as possible"
+    task: ClassVar[str] = "meeting"
+    plan_model: ClassVar[type[BaseModel] | None] = mtg.MeetingPlan
+    critic_factories: ClassVar[tuple[CriticFactory, ...]] = MEETING_CRITICS
+    cell_keys: ClassVar[tuple[str, ...]] = ("num_people",)
+    prompts: ClassVar[dict[str, str]] = {
+        "direct": "natural_plan/meeting/direct",
+        "cot": "natural_plan/meeting/cot",
+        "json": "natural_plan/meeting/json",
+        "reformulate": "natural_plan/meeting/reformulate",
+    }
+    #: the official reader keeps what follows the FIRST "SOLUTION:", and so does the parser
+    answer_marker: ClassVar[str | None] = None
+
+    def _problem(self, key: str, item: dict[str, Any], split: str) -> Problem:
+        prompt = self._prompt(key, item)
+        require_fields(key, item, ("num_people", "constraints", "dist_matrix"), self.task)
+        constraints = mtg.parse_meeting_constraints(prompt)
+        _cross_check_meeting(key, constraints, mtg.constraints_from_fields(item))
+        gold = item["golden_plan"]
+        gold_steps = list(gold) if isinstance(gold, list) else mtg.solution_steps(str(gold))
+        gold_score = mtg.official_score(gold_steps, constraints)
+        if gold_score.crashed:
+            raise DataError(f"{self.name}: the golden plan of {key} does not simulate: {gold_score.reason}")
+        try:
+            gold_plan: PlanJSON = mtg.parse_meeting(" ".join(gold_steps))
+        except PlanFormatError:
+            gold_plan = None
+        return Problem(
+            id=key,
+            benchmark=self.name,
+            query=prompt,
+            constraints=constraints,
+            metadata={
+                "task": self.task,
+                "split": split,
+                "shots": self.shots,
+                "num_people": int(item["num_people"]),
+                "gold": gold,
+                "gold_count": gold_score.score,
+                "gold_plan": gold_plan,
+            },
+        )
+
+    def check_format(self, problem: Problem, plan: PlanJSON) -> list[str]:
+        return [
+            f"step {i + 1} is a 'start' step, which may only come first"
+            for i, s in enumerate(plan["steps"])
+            if s["action"] == "start" and i > 0
+        ]
+
+    def render(self, plan: PlanJSON, problem: Problem | None = None) -> str:
+        return mtg.render_meeting(plan)
+
+    def _parse_text(self, text: str) -> PlanJSON:
+        return mtg.parse_meeting(text)
+
+    def official_solved(self, problem: Problem, text: str) -> bool:
+        result = mtg.official_score(mtg.solution_steps(text), problem.constraints)
+        return not result.crashed and result.score == int(problem.metadata["gold_count"])
+
+    def example_plan(self) -> PlanJSON:
+        return {
+            "steps": [
+                {"action": "start", "location": "Nob Hill", "time": "9:00AM"},
+                {"action": "travel", "destination": "Marina District", "minutes": 11, "arrival": "9:11AM"},
+                {"action": "wait", "until": "10:00AM"},
+                {"action": "meet", "person": "Alex", "minutes": 60, "start": "10:00AM", "end": "11:00AM"},
+            ]
+        }
+
+
+def _cross_check_meeting(key: str, parsed: dict[str, Any], fields: dict[str, Any]) -> None:
+    same = (
+        parsed["start_location"] == fields["start_location"]
+        and parsed["start_time"] == fields["start_time"]
+        and parsed["distances"] == fields["distances"]
+        and {p["name"]: (p["location"], p["start"], p["end"], p["min_minutes"]) for p in parsed["people"]}
+        == {p["name"]: (p["location"], p["start"], p["end"], p["min_minutes"]) for p in fields["people"]}
+    )
+    if not same:
+        raise DataError(f"natural_plan/meeting: {key}: the prompt text and the constraints/dist_matrix fields disagree")
+
+
+class CalendarScheduling(NaturalPlanBenchmark):
+    """NATURAL PLAN Calendar Scheduling (1,000 instances; 100 in the subset here)."""
+
+    name: ClassVar[str] = "natural_plan/calendar"
+    description: ClassVar[str] = "NATURAL PLAN calendar scheduling: one meeting slot that fits every calendar"
+    task: ClassVar[str] = "calendar"
+    plan_model: ClassVar[type[BaseModel] | None] = cal.CalendarSlot
+    critic_factories: ClassVar[tuple[CriticFactory, ...]] = CALENDAR_CRITICS
+    cell_keys: ClassVar[tuple[str, ...]] = ("num_people", "num_days")
+    prompts: ClassVar[dict[str, str]] = {
+        "direct": "natural_plan/calendar/direct",
+        "cot": "natural_plan/calendar/cot",
+        "json": "natural_plan/calendar/json",
+        "reformulate": "natural_plan/calendar/reformulate",
+    }
+
+    def _problem(self, key: str, item: dict[str, Any], split: str) -> Problem:
+        prompt = self._prompt(key, item)
+        require_fields(key, item, ("num_people", "num_days", "duration"), self.task)
+        constraints = cal.parse_calendar_constraints(prompt)
+        gold = str(item["golden_plan"])
+        try:
+            gold_plan: PlanJSON = cal.parse_calendar(gold)
+        except PlanFormatError:
+            gold_plan = None
+        return Problem(
+            id=key,
+            benchmark=self.name,
+            query=prompt,
+            constraints=constraints,
+            metadata={
+                "task": self.task,
+                "split": split,
+                "shots": self.shots,
+                "num_people": int(item["num_people"]),
+                "num_days": int(item["num_days"]),
+                "duration_hours": str(item["duration"]),
+                "gold": gold,
+                "gold_plan": gold_plan,
+            },
+        )
+
+    def render(self, plan: PlanJSON, problem: Problem | None = None) -> str:
+        return cal.render_calendar(plan)
+
+    def _parse_text(self, text: str) -> PlanJSON:
+        return cal.parse_calendar(text)
+
+    def official_solved(self, problem: Problem, text: str) -> bool:
+        return cal.official_solved(text, str(problem.metadata["gold"]))
+
+    def example_plan(self) -> PlanJSON:
+        return {"day": "Tuesday", "start": "10:30", "end": "11:00"}
+
+
+BENCHMARKS: dict[str, type[NaturalPlanBenchmark]] = {
+    "trip": TripPlanning,
+    "meeting": MeetingPlanning,
+    "calendar": CalendarScheduling,
+}
