@@ -17,7 +17,9 @@ group. The core never imports a benchmark; it looks one up by name. A benchmark 
 
 from __future__ import annotations
 
+import copy
 import json
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -28,7 +30,7 @@ import jsonschema
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from .errors import PlanFormatError
-from .types import PlanJSON, Problem
+from .types import PlanJSON, Problem, canonical_json
 
 
 @dataclass(frozen=True)
@@ -108,24 +110,20 @@ class Benchmark(ABC):
         """The JSON Schema of a plan (from ``plan_model``), for structured output and validation."""
         if self.plan_model is None:
             return None
-        return TypeAdapter(self.plan_model).json_schema()
+        return copy.deepcopy(_plan_tools(self.plan_model)[1])
 
     def validate_plan(self, value: Any) -> PlanJSON:
         """Validate a plan that came from outside; return its normalised JSON or raise PlanFormatError."""
-        schema = self.plan_json_schema()
-        if schema is not None:
-            try:
-                jsonschema.validate(value, schema)
-            except jsonschema.ValidationError as exc:
-                where = "/".join(str(p) for p in exc.absolute_path) or "the top level"
-                raise PlanFormatError(f"at {where}: {exc.message}") from None
-        if self.plan_model is not None:
-            try:
-                model = TypeAdapter(self.plan_model).validate_python(value)
-            except ValidationError as exc:
-                raise PlanFormatError(_short_validation_error(exc)) from None
-            return json.loads(TypeAdapter(self.plan_model).dump_json(model))
-        return value
+        if self.plan_model is None:
+            return value
+        try:
+            key = canonical_json(value)
+        except (TypeError, ValueError) as exc:
+            raise PlanFormatError(f"the plan is not JSON data: {exc}") from None
+        ok, result = _validate_cached(self.plan_model, key)
+        if not ok:
+            raise PlanFormatError(result)
+        return copy.deepcopy(result)
 
     def check_format(self, problem: Problem, plan: PlanJSON) -> list[str]:
         """Structural problems beyond the schema (day count, missing keys, ...). Empty when fine."""
@@ -188,6 +186,32 @@ class DataReport:
 
     ok: bool
     lines: list[str] = field(default_factory=list)
+
+
+@functools.lru_cache(maxsize=64)
+def _plan_tools(model: type[BaseModel]) -> tuple[TypeAdapter[Any], dict[str, Any], Any]:
+    """A TypeAdapter, the JSON Schema and a compiled jsonschema validator for a plan model (built once)."""
+    adapter: TypeAdapter[Any] = TypeAdapter(model)
+    schema = adapter.json_schema()
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return adapter, schema, cls(schema)
+
+
+@functools.lru_cache(maxsize=4096)
+def _validate_cached(model: type[BaseModel], key: str) -> tuple[bool, Any]:
+    """(True, normalised plan) or (False, reason), memoised on the plan's canonical JSON text."""
+    adapter, _, validator = _plan_tools(model)
+    value = json.loads(key)
+    error = jsonschema.exceptions.best_match(validator.iter_errors(value))
+    if error is not None:
+        where = "/".join(str(p) for p in error.absolute_path) or "the top level"
+        return False, f"at {where}: {error.message}"
+    try:
+        model_obj = adapter.validate_python(value)
+    except ValidationError as exc:
+        return False, _short_validation_error(exc)
+    return True, adapter.dump_python(model_obj, mode="json")
 
 
 def _short_validation_error(exc: ValidationError) -> str:

@@ -27,7 +27,7 @@ from .settings import data_dir as resolve_data_dir
 from .types import Problem
 
 
-@dataclass
+@dataclass(repr=False)
 class Session:
     """Everything a run needs, bound and checked."""
 
@@ -39,6 +39,9 @@ class Session:
     critics: list[Critic]
     llm: Any = None
     info: dict[str, Any] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        return f"<Session {self.benchmark.name}/{self.split} {len(self.problems)} problems>"
 
     async def aclose(self) -> None:
         if self.llm is not None:

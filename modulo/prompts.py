@@ -39,9 +39,14 @@ class Template:
 
     def render(self, **variables: Any) -> str:
         try:
-            return _env().from_string(self.source).render(**variables).strip() + "\n"
+            return _compiled(self.source).render(**variables).strip() + "\n"
         except jinja2.TemplateError as exc:
             raise PromptError(f"template {self.id} failed to render: {exc}") from exc
+
+
+@lru_cache(maxsize=512)
+def _compiled(source: str) -> jinja2.Template:
+    return _env().from_string(source)
 
 
 @lru_cache(maxsize=1)
@@ -69,6 +74,7 @@ def load_template(template_id: str, root: Path | None = None) -> Template:
     return Template(id=template_id, version=m.group(1), sha=sha, source=body)
 
 
+@lru_cache(maxsize=512)
 def resolve(namespace: str, role: str, root: Path | None = None) -> Template:
     """``<namespace>/<role>`` if it exists, else ``core/<role>``."""
     base = root or prompts_root()

@@ -46,7 +46,7 @@ class RunState:
         return self.outcomes[Outcome.FAILED.value] + self.outcomes[Outcome.ERROR.value]
 
 
-@dataclass
+@dataclass(repr=False)
 class RunResult:
     run_dir: RunDir
     results: list[ProblemResult]
@@ -54,6 +54,9 @@ class RunResult:
     summary: dict[str, Any]
     evaluation: dict[str, Any] | None
     aborted: str | None = None
+
+    def __repr__(self) -> str:  # cheap: asyncio may repr a finished task's result
+        return f"<RunResult {self.run_dir.path} {len(self.results)} problems {dict(self.state.outcomes)}>"
 
 
 async def run_session(
@@ -87,8 +90,9 @@ async def run_session(
     aborted: list[str] = []
     n_workers = max(1, min(concurrency or cfg.run.concurrency, len(todo) or 1))
 
-    def finish(result: ProblemResult) -> None:
-        run_dir.append(result)
+    async def finish(result: ProblemResult) -> None:
+        # flushed and fsync'ed off the event loop, so other problems keep running meanwhile
+        await asyncio.to_thread(run_dir.append, result)
         results[result.problem_id] = result
         state.done += 1
         state.outcomes[result.outcome.value] += 1
@@ -103,15 +107,15 @@ async def run_session(
             except asyncio.QueueEmpty:
                 return
             if aborted or budget.exhausted:
-                finish(_skipped(problem, session, "run_aborted" if aborted else "run_budget"))
+                await finish(_skipped(problem, session, "run_aborted" if aborted else "run_budget"))
                 continue
             try:
                 result = await session.loop.solve(problem, budget)
             except RunAborted as exc:
                 aborted.append(exc.result.error or "critic error")
-                finish(exc.result)
+                await finish(exc.result)
                 continue
-            finish(result)
+            await finish(result)
 
     if progress is not None:
         progress(state)

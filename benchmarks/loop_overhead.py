@@ -1,0 +1,122 @@
+"""Loop overhead: 180 problems, budget 10, a fake backend with a fixed 50 ms latency, 32 calls in flight.
+
+Every reply fails a critic, so each problem makes exactly 10 sequential calls (1,800 in all). With 32
+calls in flight the ideal time is 1800 x 50 ms / 32 = 2.81 s; the goal is to finish within 1.05 times
+that. The whole stack is real (build_session, Loop, LLMClient with its semaphore and accounting,
+scripted backend, run directory with fsync'ed records); only the benchmark is a stand-in, defined here.
+
+    python benchmarks/loop_overhead.py [--problems 180] [--budget 10] [--latency 0.05] [--concurrency 32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import RootModel
+
+from modulo import components
+from modulo.benchmark import Benchmark, EvalResult, MetricSpec
+from modulo.build import build_session
+from modulo.config import ModuloConfig
+from modulo.critic import critic
+from modulo.runner import run_session
+from modulo.runs import RunDir
+from modulo.types import Problem, Verdict
+
+
+class Numbers(RootModel[list[int]]):
+    pass
+
+
+class Overhead(Benchmark):
+    name = "bench/overhead"
+    plan_model = Numbers
+    metrics = (MetricSpec("solved", "Solved"),)
+    primary_metric = "solved"
+
+    def __init__(self, data_dir: Any = None, *, n: int = 180) -> None:
+        super().__init__(None)
+        self.n = n
+
+    def splits(self) -> list[str]:
+        return ["all"]
+
+    def load(self, split: str) -> list[Problem]:
+        return [Problem(id=f"p{i}", benchmark=self.name, query=f"Give three numbers summing to {i}.") for i in range(self.n)]
+
+    def critic_names(self) -> list[str]:
+        return ["format", "bench/never"]
+
+    def evaluate(self, problems: Any, plans: Any) -> EvalResult:
+        return EvalResult(metrics={"solved": 0.0})
+
+
+@critic("bench/never", group="hard", description="rejects every plan, so the loop runs to its budget")
+def never(problem: Problem, plan: Any) -> Verdict:
+    return Verdict.fail("Not yet: try again.")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--problems", type=int, default=180)
+    ap.add_argument("--budget", type=int, default=10)
+    ap.add_argument("--latency", type=float, default=0.05)
+    ap.add_argument("--concurrency", type=int, default=32, help="LLM calls in flight")
+    ap.add_argument("--problem-concurrency", type=int, default=None, help="problems in flight (default: all)")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+
+    components.benchmarks.register("bench/overhead", Overhead, replace=True)
+    components.critics.register("bench/never", never, replace=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = ModuloConfig()
+        cfg.benchmark.name = "bench/overhead"
+        cfg.benchmark.args = {"n": args.problems}
+        cfg.generator.prompt = "direct"
+        cfg.reformulator.mode = "none"
+        cfg.critics = "all"
+        cfg.metacontroller.max_iterations = args.budget
+        cfg.llm.name = "scripted"
+        cfg.llm.concurrency = args.concurrency
+        cfg.llm.args = {"replies": {"*": ["[1, 2, 3]"] * args.budget}, "latency_s": args.latency}
+        cfg.cache.mode = "off"
+        cfg.run.concurrency = args.problem_concurrency or args.problems
+        cfg.run.progress = False
+        session = build_session(cfg)
+        t0 = time.perf_counter()
+        result = asyncio.run(run_session(session, RunDir(Path(tmp) / "run")))
+        wall = time.perf_counter() - t0
+    calls = result.summary["usage"]["calls"]
+    ideal = calls * args.latency / args.concurrency
+    chains = math.ceil(args.problems / args.concurrency) * args.budget * args.latency
+    out = {
+        "problems": args.problems,
+        "budget": args.budget,
+        "calls": calls,
+        "latency_s": args.latency,
+        "llm_concurrency": args.concurrency,
+        "problem_concurrency": cfg.run.concurrency,
+        "wall_s": round(wall, 3),
+        "ideal_s": round(ideal, 3),
+        "ratio": round(wall / ideal, 4),
+        "ideal_if_one_problem_per_slot_s": round(chains, 3),
+    }
+    if args.json:
+        print(json.dumps(out))
+    else:
+        for k, v in out.items():
+            print(f"{k:>32}: {v}")
+        print("goal: ratio <= 1.05:", "met" if out["ratio"] <= 1.05 else "NOT met")
+    return 0 if calls == args.problems * args.budget else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
