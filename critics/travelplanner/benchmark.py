@@ -1,0 +1,489 @@
+"""The TravelPlanner benchmark (sole-planning): problems, plan schema, prompts, parser and evaluator."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar, TextIO
+
+from pydantic import BaseModel, ConfigDict, Field, RootModel
+
+from modulo import settings
+from modulo.benchmark import Benchmark, DataReport, EvalResult, MetricSpec
+from modulo.errors import ConfigError, DataError
+from modulo.types import PlanJSON, Problem
+
+from . import data as tpdata
+from .checks import DAY_FIELDS
+from .critics import ALL_CRITICS
+from .evaluate import (
+    METRIC_KEYS,
+    MODES,
+    OFFICIAL_METRIC_NAMES,
+    PlanEvaluation,
+    evaluate_plan,
+    official_split_of,
+    summarise,
+)
+from .planformat import parse_text, render_text
+from .store import FULL_FLIGHTS, Sources, Store
+
+
+class Day(BaseModel):
+    """One day of a TravelPlanner plan, with the official keys."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    days: int = Field(description="the day number, 1 for the first day")
+    current_city: str = Field(description="'from <city> to <city>' on a travel day, else the city of the day")
+    transportation: str = Field(
+        description="'Flight Number: F..., from A to B, Departure Time: hh:mm, Arrival Time: hh:mm', "
+        "'Self-driving, from A to B, ...', 'Taxi, from A to B, ...', or '-'"
+    )
+    breakfast: str = Field(description="'<restaurant name>, <city>' or '-'")
+    attraction: str = Field(description="'<name>, <city>;' for each attraction, each ending with ';', or '-'")
+    lunch: str = Field(description="'<restaurant name>, <city>' or '-'")
+    dinner: str = Field(description="'<restaurant name>, <city>' or '-'")
+    accommodation: str = Field(description="'<accommodation name>, <city>' or '-' (on the last day)")
+
+
+class Plan(RootModel[list[Day]]):
+    """A TravelPlanner plan: one object per day of the trip."""
+
+
+_METRICS = (
+    MetricSpec("delivery_rate", "Delivery rate", description="plans delivered (non-empty) over all queries"),
+    MetricSpec("commonsense_micro", "Commonsense micro", description="passed commonsense checks / 8N"),
+    MetricSpec("commonsense_macro", "Commonsense macro", description="plans passing every commonsense check / N"),
+    MetricSpec("hard_micro", "Hard micro", description="passed hard checks / applicable hard constraints"),
+    MetricSpec("hard_macro", "Hard macro", description="plans passing every applicable hard check / N"),
+    MetricSpec("final_pass_rate", "Final pass rate", description="plans passing every check / N"),
+)
+
+
+class TravelPlanner(Benchmark):
+    """TravelPlanner sole-planning (Xie et al., 2024): plan a trip from the given reference information.
+
+    ``data_dir`` is the data folder holding ``travelplanner/`` (default: ``modulo.settings.data_dir()``);
+    the database store goes under ``store_dir`` (default: ``modulo.settings.cache_dir()``); ``flights_csv``
+    replaces the flights table (for example a full-size one).
+    """
+
+    name: ClassVar[str] = "travelplanner"
+    description: ClassVar[str] = (
+        "TravelPlanner sole-planning: multi-day travel plans under commonsense and hard constraints"
+    )
+    plan_model: ClassVar[type[BaseModel] | None] = Plan
+    prompts: ClassVar[dict[str, str]] = {
+        "direct": "travelplanner/direct",
+        "cot": "travelplanner/cot",
+        "json": "travelplanner/json",
+        "reformulate": "travelplanner/reformulate",
+    }
+    metrics: ClassVar[tuple[MetricSpec, ...]] = _METRICS
+    primary_metric: ClassVar[str] = "final_pass_rate"
+    test_splits: ClassVar[tuple[str, ...]] = ("test",)
+    critic_source: ClassVar[str] = "oracle"
+
+    #: where ``data_download`` fetches the splits (the Hugging Face dataset's CSV files)
+    HF_URL: ClassVar[str] = "https://huggingface.co/datasets/osunlp/TravelPlanner/resolve/main/{split}.csv"
+
+    def __init__(
+        self,
+        data_dir: Path | None = None,
+        *,
+        store_dir: Path | None = None,
+        flights_csv: Path | None = None,
+        database_url: str | None = None,
+    ) -> None:
+        super().__init__(settings.data_dir(data_dir))
+        assert self.data_dir is not None
+        self.root = tpdata.split_root(self.data_dir)
+        self._store_dir = store_dir
+        self._flights_csv = Path(flights_csv) if flights_csv else None
+        self.database_url = database_url
+        self._store: Store | None = None
+        self._lock = threading.Lock()
+        self._loaded: dict[str, list[Problem]] = {}
+
+    # -- data ------------------------------------------------------------------------------------------
+    @property
+    def sources(self) -> Sources:
+        return Sources.from_database_dir(self.root / "database", flights=self._flights_csv)
+
+    @property
+    def store(self) -> Store:
+        """The database store (built on first use, rebuilt when a source file changes)."""
+        if self._store is None:
+            with self._lock:
+                if self._store is None:
+                    self._store = Store.open(self.sources, settings.cache_dir(self._store_dir))
+        return self._store
+
+    def splits(self) -> list[str]:
+        return list(tpdata.SPLIT_FILES)
+
+    def load(self, split: str) -> list[Problem]:
+        if split not in self._loaded:
+            self._loaded[split] = tpdata.load_split(self.root, split)
+        return list(self._loaded[split])
+
+    def query_of(self, problem: Problem) -> dict[str, Any]:
+        """The structured query the checks read (validated)."""
+        return tpdata.structured_query(problem.constraints, f"problem {problem.id}")
+
+    # -- plans -----------------------------------------------------------------------------------------
+    def check_format(self, problem: Problem, plan: PlanJSON) -> list[str]:
+        issues: list[str] = []
+        days = problem.constraints.get("days")
+        if not isinstance(plan, list):
+            return [f"the plan must be a list of day objects, not {type(plan).__name__}"]
+        if isinstance(days, int) and len(plan) != days:
+            issues.append(f"the trip has {days} days but the plan has {len(plan)} day objects")
+        for i, day in enumerate(plan, start=1):
+            if not isinstance(day, dict):
+                issues.append(f"day {i} is not an object")
+                continue
+            missing = [k for k in DAY_FIELDS if k not in day]
+            if missing:
+                issues.append(f"day {i} lacks {', '.join(missing)}")
+            bad = [k for k in DAY_FIELDS[1:] if k in day and not isinstance(day[k], str)]
+            if bad:
+                issues.append(f"day {i}: {', '.join(bad)} must be text")
+            if "days" in day and day["days"] != i:
+                issues.append(f"day {i} is numbered {day['days']!r}")
+        return issues
+
+    def parse(self, text: str, problem: Problem) -> PlanJSON:
+        days = problem.constraints.get("days")
+        return parse_text(text, days if isinstance(days, int) else None)
+
+    def render_plan(self, plan: PlanJSON) -> str:
+        return render_text(plan)
+
+    # -- prompts ---------------------------------------------------------------------------------------
+    def prompt_variables(self, problem: Problem) -> dict[str, Any]:
+        """``query``, ``context`` (the reference information) and the structured fields.
+
+        Raises DataError for a problem without reference information: sole-planning needs it.
+        """
+        tpdata.require_reference([problem])
+        c = problem.constraints
+        return {
+            "query": problem.query,
+            "context": problem.context,
+            "days": c.get("days"),
+            "org": c.get("org"),
+            "dest": c.get("dest"),
+            "dates": c.get("date"),
+            "people_number": c.get("people_number"),
+            "budget": c.get("budget"),
+        }
+
+    # -- critics and evaluation ------------------------------------------------------------------------
+    def critic_names(self) -> list[str]:
+        return ["format", *ALL_CRITICS]
+
+    def evaluate(
+        self, problems: Sequence[Problem], plans: Sequence[PlanJSON | None], *, mode: str = "official"
+    ) -> EvalResult:
+        """The official figures for ``plans`` (None = not delivered), aligned with ``problems``."""
+        if len(problems) != len(plans):
+            raise ConfigError(f"evaluate: {len(problems)} problems but {len(plans)} plans")
+        if mode not in MODES:
+            raise ConfigError(f"evaluate: mode must be one of {list(MODES)}, not {mode!r}")
+        evaluations = [
+            evaluate_plan(self.query_of(p), plan, self.store, mode=mode, id=p.id, idx=p.metadata.get("idx"))
+            for p, plan in zip(problems, plans, strict=True)
+        ]
+        splits = {str(p.metadata.get("split")) for p in problems}
+        distinct = len({p.id for p in problems}) == len(problems)
+        split = official_split_of(splits, len(problems)) if distinct else None
+        summary = summarise(evaluations, split=split)
+        return EvalResult(metrics=summary.metrics, per_problem=[ev.row() for ev in evaluations], tables=summary.tables)
+
+    def evaluate_command(self, argv: list[str]) -> int:
+        return run_evaluate_command(self, argv)
+
+    # -- data commands ---------------------------------------------------------------------------------
+    def data_check(self) -> DataReport:
+        lines: list[str] = [f"travelplanner data folder: {self.root}"]
+        ok = True
+        for split, size in (("train", 45), ("validation", 180)):
+            path = self.root / f"{split}.jsonl"
+            if not path.is_file():
+                ok = False
+                lines.append(f"MISSING {path}: the {split} split cannot be loaded or evaluated")
+                continue
+            try:
+                problems = self.load(split)
+            except DataError as exc:
+                ok = False
+                lines.append(f"BAD {path}: {exc}")
+                continue
+            with_ref = sum(1 for p in problems if p.metadata["has_reference"])
+            lines.append(
+                f"ok {path.name}: {len(problems)} rows (expected {size}), {with_ref} with reference information"
+            )
+            if split == "validation" and with_ref < len(problems):
+                lines.append(
+                    f"   {len(problems) - with_ref} validation rows have no reference information: sole-planning "
+                    f"uses 'validation-ref' ({with_ref} rows); evaluation of plans covers all {len(problems)}"
+                )
+        missing = self.sources.missing()
+        if missing:
+            ok = False
+            lines += [f"MISSING {p}" for p in missing]
+            lines.append("   without the database no plan can be checked or evaluated")
+        else:
+            try:
+                store = self.store
+            except DataError as exc:
+                return DataReport(ok=False, lines=[*lines, f"BAD database: {exc}"])
+            lines.append(f"ok database store {store.path}: " + ", ".join(f"{k} {v}" for k, v in store.counts.items()))
+            flights = Path(store.sources.get("flights", ""))
+            if flights.name == FULL_FLIGHTS:
+                lines.append(f"ok flights: the full table {flights.name}")
+            else:
+                lines.append(
+                    f"PARTIAL flights: {flights.name} ({store.counts.get('flights', 0)} rows) stands in for "
+                    f"the 3.8M-row {FULL_FLIGHTS}. The official sandbox check ignores the date, so a real "
+                    "flight missing here is judged 'not in the sandbox'. Figures are exact for sole-planning "
+                    "on train and validation-ref (every flight of their reference information is present) "
+                    "and for the golden verdicts, but may be too low for plans on the 51 derived easy "
+                    "validation queries or from two-stage agents."
+                )
+        if not (self.root / "test.jsonl").is_file():
+            lines.append("absent test split: test-set figures need the official leaderboard")
+        return DataReport(ok=ok, lines=lines)
+
+    def data_download(self) -> DataReport:
+        """Fetch the official splits (Hugging Face) and database archive, then check them."""
+        import httpx
+
+        self.root.mkdir(parents=True, exist_ok=True)
+        lines: list[str] = []
+        for split in ("train", "validation"):
+            url = self.HF_URL.format(split=split)
+            try:
+                response = httpx.get(url, timeout=30.0, follow_redirects=True)
+                response.raise_for_status()
+            except httpx.HTTPError as exc:
+                raise DataError(
+                    f"cannot download the TravelPlanner {split} split from {url} ({type(exc).__name__}: {exc}). "
+                    f"Without a network, copy train.jsonl, validation.jsonl and database/ into {self.root} "
+                    "by hand and run `modulo data check travelplanner`."
+                ) from None
+            written = _hf_csv_to_jsonl(response.content, self.root / f"{split}.jsonl")
+            lines.append(f"downloaded {split}: {written} rows from {url}")
+        archive_url = self.database_url
+        if not archive_url:
+            raise DataError(
+                "the TravelPlanner database archive has no fixed download address (the official one is a Google Drive "
+                "link in the OSU-NLP-Group/TravelPlanner README): download and unzip it into "
+                f"{self.root / 'database'}, or pass database_url=..., then run `modulo data check travelplanner`."
+            )
+        try:
+            archive = httpx.get(archive_url, timeout=120.0, follow_redirects=True)
+            archive.raise_for_status()
+        except httpx.HTTPError as exc:
+            raise DataError(
+                f"cannot download the database archive from {archive_url} ({type(exc).__name__}: {exc})"
+            ) from None
+        _unzip_database(archive.content, self.root)
+        report = self.data_check()
+        return DataReport(ok=report.ok, lines=lines + report.lines)
+
+
+def _hf_csv_to_jsonl(content: bytes, target: Path) -> int:
+    """The HF CSV (string fields kept) as our JSONL layout, ``idx`` from 1."""
+    import io
+
+    import pandas as pd
+
+    try:
+        frame = pd.read_csv(io.BytesIO(content), keep_default_na=False)
+    except ValueError as exc:
+        raise DataError(f"the downloaded file is not the TravelPlanner CSV ({exc})") from None
+    rows = []
+    for i, record in enumerate(frame.to_dict("records"), start=1):
+        row = {"idx": i, **{str(k): v for k, v in record.items() if not str(k).startswith("Unnamed")}}
+        for key in ("days", "visiting_city_number", "people_number", "budget"):
+            if key in row and row[key] != "":
+                row[key] = int(row[key])
+        for key in ("reference_information", "annotated_plan"):
+            if row.get(key) == "":
+                row[key] = None
+        tpdata.structured_query(row, f"{target.name} row {i}")
+        rows.append(row)
+    target.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    return len(rows)
+
+
+def _unzip_database(content: bytes, root: Path) -> None:
+    import io
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(io.BytesIO(content)) as archive:
+            for member in archive.namelist():
+                parts = Path(member).parts
+                if "database" not in parts or ".." in parts:
+                    continue
+                rel = Path(*parts[parts.index("database") :])
+                if member.endswith("/"):
+                    (root / rel).mkdir(parents=True, exist_ok=True)
+                    continue
+                (root / rel).parent.mkdir(parents=True, exist_ok=True)
+                (root / rel).write_bytes(archive.read(member))
+    except zipfile.BadZipFile as exc:
+        raise DataError(f"the database archive is not a zip file ({exc})") from None
+
+
+# -- the evaluate command --------------------------------------------------------------------------------
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="modulo evaluate travelplanner",
+        description=(
+            "Score TravelPlanner plans as the official eval.py does. PLANS is JSONL, one object per line with "
+            "'idx' (1-based query index) and 'plan'. Lines may also carry 'id' and their own structured 'query' "
+            "(corpus mode: any number of plans per query)."
+        ),
+    )
+    parser.add_argument("plans", type=Path, help="the plans file (JSONL)")
+    parser.add_argument("--split", default="validation", choices=["train", "validation"], help="query split")
+    parser.add_argument("--mode", default="official", choices=list(MODES), help="official (bug for bug) or strict")
+    parser.add_argument("--json", action="store_true", help="print the six figures as JSON fractions")
+    parser.add_argument("--per-plan", type=Path, default=None, metavar="OUT", help="write per-plan verdicts (JSONL)")
+    return parser
+
+
+def _read_lines(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    if not path.is_file():
+        raise DataError(f"plans file {path} does not exist")
+    out = []
+    with path.open(encoding="utf-8") as handle:
+        for lineno, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                value = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataError(f"{path.name} line {lineno}: not valid JSON ({exc})") from None
+            if isinstance(value, str):  # eval.py accepts a line holding a Python-literal string
+                value = tpdata.literal(value, f"{path.name} line {lineno}")
+            if not isinstance(value, dict):
+                raise DataError(f"{path.name} line {lineno}: expected a JSON object, got {type(value).__name__}")
+            out.append((lineno, value))
+    return out
+
+
+def _line_idx(line: dict[str, Any], position: int, where: str) -> int:
+    idx = line.get("idx", line.get("query_idx", position))
+    if isinstance(idx, bool) or not isinstance(idx, int):
+        raise DataError(f"{where}: 'idx' must be an integer, got {idx!r}")
+    return idx
+
+
+def collect(
+    benchmark: TravelPlanner, path: Path, split: str, mode: str
+) -> tuple[list[PlanEvaluation], list[tuple[dict[str, Any], PlanEvaluation]], str | None]:
+    """Evaluate a plans file. Returns (evaluations to aggregate, (line, evaluation) per input line, split).
+
+    Submission mode (each idx at most once, no line with its own query): the N queries of the split,
+    those without a line undelivered, official denominators. Corpus mode: one evaluation per line.
+    """
+    lines = _read_lines(path)
+    rows: dict[str, dict[int, Problem]] = {}
+
+    def row(line_split: str, idx: int, where: str) -> Problem:
+        if line_split not in rows:
+            rows[line_split] = {int(p.metadata["idx"]): p for p in benchmark.load(line_split)}
+        if idx not in rows[line_split]:
+            raise DataError(f"{where}: idx {idx} is not a query of the {line_split} split")
+        return rows[line_split][idx]
+
+    parsed = []
+    for position, (lineno, line) in enumerate(lines, start=1):
+        where = f"{path.name} line {lineno}"
+        idx = _line_idx(line, position, where)
+        own = line.get("query") if isinstance(line.get("query"), dict) else None
+        line_split = str(line.get("split") or split)
+        if line_split not in ("train", "validation"):
+            raise DataError(f"{where}: unknown split {line_split!r}")
+        parsed.append((where, idx, own, line_split, line))
+    idxs = [idx for _, idx, _, _, _ in parsed]
+    corpus = any(own is not None for _, _, own, _, _ in parsed) or len(set(idxs)) != len(idxs)
+    corpus = corpus or any(ls != split for _, _, _, ls, _ in parsed)
+
+    per_line: list[tuple[dict[str, Any], PlanEvaluation]] = []
+    for where, idx, own, line_split, line in parsed:
+        if own is not None:
+            query = tpdata.structured_query(own, f"{where}: query")
+            query["level"] = query.get("level") or row(line_split, idx, where).constraints.get("level")
+        else:
+            query = benchmark.query_of(row(line_split, idx, where))
+        ident = line.get("id", line.get("plan_id")) or f"{line_split}-{idx}"
+        note = None if "plan" in line else "the line has no 'plan' (eval.py would crash): counted as not delivered"
+        ev = evaluate_plan(query, line.get("plan"), benchmark.store, mode=mode, id=str(ident), idx=idx, note=note)
+        per_line.append((line, ev))
+    if corpus:
+        return [ev for _, ev in per_line], per_line, None
+    by_idx = {ev.idx: ev for _, ev in per_line}
+    evaluations = []
+    for problem in benchmark.load(split):
+        idx = int(problem.metadata["idx"])
+        if idx in by_idx:
+            evaluations.append(by_idx[idx])
+        else:
+            evaluations.append(
+                PlanEvaluation(
+                    id=problem.id, query=benchmark.query_of(problem), delivered=False, idx=idx, note="no line"
+                )
+            )
+    return evaluations, per_line, split
+
+
+def _print_report(out: TextIO, metrics: dict[str, float], summary: Any, *, mode: str, n_lines: int) -> None:
+    n, cs_total, hard_total = summary.denominators
+    out.write(
+        f"TravelPlanner evaluation ({mode} mode): {n_lines} plan line(s), N = {n} ({summary.denominator_source})\n"
+    )
+    for key in METRIC_KEYS:
+        out.write(f"{OFFICIAL_METRIC_NAMES[key]}: {metrics[key] * 100:.2f}%\n")
+    out.write(f"(commonsense total {cs_total}, hard total {hard_total})\n\nper constraint:\n")
+    for row in summary.tables["per_constraint"]:
+        out.write(
+            f"  {row['name']:<26} true {row['true']:>5}  false {row['false']:>5}  error {row['error']:>4}  "
+            f"n/a {row['not_applicable']:>5}  not evaluated {row['not_evaluated']:>5}\n"
+        )
+
+
+def run_evaluate_command(benchmark: TravelPlanner, argv: list[str], out: TextIO | None = None) -> int:
+    """``modulo evaluate travelplanner ...``; returns the exit code (2 on bad input, with a message)."""
+    out = out or sys.stdout
+    args = _parser().parse_args(argv)
+    try:
+        evaluations, per_line, split = collect(benchmark, args.plans, args.split, args.mode)
+    except DataError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 2
+    summary = summarise(evaluations, split=split)
+    if args.per_plan is not None:
+        args.per_plan.parent.mkdir(parents=True, exist_ok=True)
+        with args.per_plan.open("w", encoding="utf-8") as handle:
+            for _line, ev in per_line:
+                record: dict[str, Any] = {"id": ev.id, "idx": ev.idx, **ev.values()}
+                record["delivered"] = ev.delivered
+                record["hard_evaluated"] = ev.hard_evaluated
+                record["reasons"] = ev.reasons()
+                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+    if args.json:
+        out.write(json.dumps({k: summary.metrics[k] for k in METRIC_KEYS}) + "\n")
+    else:
+        _print_report(out, summary.metrics, summary, mode=args.mode, n_lines=len(per_line))
+    return 0

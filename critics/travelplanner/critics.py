@@ -1,0 +1,160 @@
+"""The 13 TravelPlanner critics: 8 commonsense and 5 hard constraints.
+
+Every critic takes the options ``mode`` (``"strict"``, the default: the sound reading; or
+``"official"``: bug for bug the published evaluator) and ``hints`` (add a constructive suggestion from
+the database), and is given the bound :class:`~critics.travelplanner.benchmark.TravelPlanner` as
+``benchmark`` (it owns the database store). The checks are the very functions the evaluator uses.
+
+A hard critic whose constraint the query does not state answers ``Verdict.not_applicable()``.
+Feedback names the day, the field, the offending value and the reason; ``details`` carries the same
+as data (plus ``key``: the official constraint name, ``mode`` and ``source``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from modulo.critic import CriticFactory, critic
+from modulo.errors import ConfigError
+from modulo.types import PlanJSON, Problem, Verdict
+
+from .checks import PAPER_NAMES, CheckResult, money
+from .evaluate import MODES, check_module
+from .hints import hint_for
+
+if TYPE_CHECKING:
+    from .benchmark import TravelPlanner
+
+BENCHMARKS = ("travelplanner",)
+
+
+def _located(result: CheckResult, text: str) -> str:
+    d = result.details
+    if d.get("day") and d.get("field") and d.get("value") not in (None, "-"):
+        return f"Day {d['day']} {d['field']} {d['value']!r}: {text}"
+    return text
+
+
+def official_feedback(key: str, result: CheckResult) -> str:
+    """The official message, located (day, field, value) and completed with the evidence behind it."""
+    d = result.details
+    if result.error is not None:
+        return (
+            f"{PAPER_NAMES[key]}: the official evaluator crashes on this plan ({result.message}). "
+            "Check that every day has all its fields written as text in the usual format."
+        )
+    message = result.message or f"{PAPER_NAMES[key]} failed."
+    extra = ""
+    if key == "is_valid_accommodation" and "minimum_nights" in d:
+        extra = f" It is booked for {d['nights']} night(s) but requires at least {d['minimum_nights']:g}."
+    elif key == "valid_room_rule" and "house_rules" in d:
+        extra = f" Its house rules are '{d['house_rules']}'."
+    elif key == "valid_room_type" and "room_type" in d:
+        extra = f" It is a '{d['room_type']}'."
+    elif key == "valid_cost" and "total_cost" in d:
+        message = (
+            f"The plan costs {money(d['total_cost'])} in total, over the budget of {money(d['budget'])} by "
+            f"{money(d['total_cost'] - d['budget'])}."
+        )
+    elif key == "valid_cuisine" and d.get("missing"):
+        extra = f" No meal outside the origin serves {', '.join(d['missing'])}."
+    elif key == "is_valid_information_in_sandbox" and d.get("kind") == "flight":
+        extra = f" There is no flight {d.get('number')!r} from {d.get('origin')} to {d.get('dest')}."
+    elif key == "is_valid_information_in_sandbox" and d.get("kind") in ("self-driving", "taxi"):
+        extra = f" There is no {d['kind']} route from {d.get('origin')} to {d.get('dest')} in the database."
+    elif key == "is_valid_information_in_sandbox" and d.get("kind"):
+        extra = f" No {d['kind']} in {d.get('city')!r} has a name containing {d.get('name')!r}."
+    elif key == "is_valid_transportation" and d.get("modes"):
+        extra = f" Modes used: {', '.join(d['modes'])}; self-driving cannot be combined with flights or taxis."
+    elif key == "is_not_absent" and d.get("reason") == "days":
+        extra = f" The trip has {d['expected']} days; filled days: {d.get('filled_days')}."
+    elif key == "is_not_absent" and d.get("reason") == "city_number":
+        extra = f" The query asks for {d['expected']} city/cities; the plan visits {d.get('cities')}."
+    elif key == "is_reasonable_visiting_city" and d.get("cities"):
+        extra = f" Cities in order: {d['cities']}."
+    return _located(result, message) + extra
+
+
+def _make(name: str, key: str, group: str, description: str, priority: int) -> CriticFactory:
+    def check(
+        problem: Problem,
+        plan: PlanJSON,
+        *,
+        benchmark: TravelPlanner,
+        mode: str = "strict",
+        hints: bool = False,
+    ) -> Verdict:
+        if mode not in MODES:
+            raise ConfigError(f"critic {name!r}: mode must be one of {list(MODES)}, not {mode!r}")
+        source = "oracle" if mode == "official" else "reimplemented"
+        if plan is None:
+            return Verdict.fail("There is no plan to check.", key=key, mode=mode, source=source)
+        query = benchmark.query_of(problem)
+        result: CheckResult = check_module(mode).check(key, query, plan, benchmark.store)
+        if result.error is None and result.value is None:
+            return Verdict.not_applicable(f"the query states no {PAPER_NAMES[key].lower()} constraint")
+        details: dict[str, Any] = {"key": key, "mode": mode, "source": source, **result.details}
+        if result.passed:
+            return Verdict.ok(**details)
+        feedback = official_feedback(key, result) if mode == "official" else (result.message or name)
+        hint = hint_for(key, benchmark.store, query, plan, result) if hints else None
+        if result.error is not None:
+            details["error"] = result.error
+        return Verdict.fail(feedback, hint=hint, **details)
+
+    check.__name__ = name
+    check.__qualname__ = name
+    check.__doc__ = description
+    return critic(
+        name, group=group, description=description, benchmarks=BENCHMARKS, priority=priority, source="oracle"
+    )(check)
+
+
+_SPECS: list[tuple[str, str, str, str]] = [
+    # name, official key, group, description
+    ("within_sandbox", "is_valid_information_in_sandbox", "commonsense",
+     "every flight, road trip, restaurant, attraction and accommodation exists in the database"),
+    ("complete_information", "is_not_absent", "commonsense",
+     "every day of the trip is filled in: transport, meals, attractions and accommodation"),
+    ("within_current_city", "is_valid_information_in_current_city", "commonsense",
+     "each day's activities and accommodation are in the city where the traveller is"),
+    ("reasonable_city_route", "is_reasonable_visiting_city", "commonsense",
+     "the trip starts and ends at the origin and visits each city in one stay"),
+    ("diverse_restaurants", "is_valid_restaurants", "commonsense", "no restaurant is visited twice"),
+    ("diverse_attractions", "is_valid_attractions", "commonsense", "no attraction is visited twice"),
+    ("non_conflicting_transportation", "is_valid_transportation", "commonsense",
+     "transport modes do not conflict (self-driving with flights or taxis)"),
+    ("minimum_nights_stay", "is_valid_accommodation", "commonsense",
+     "each stay is at least the accommodation's minimum number of nights"),
+    ("budget", "valid_cost", "hard", "the total cost is within the budget"),
+    ("room_rule", "valid_room_rule", "hard", "accommodations allow what the query needs (pets, parties, ...)"),
+    ("room_type", "valid_room_type", "hard", "accommodations are of the requested room type"),
+    ("cuisine", "valid_cuisine", "hard", "meals cover every requested cuisine"),
+    ("transportation", "valid_transportation", "hard", "the trip avoids the transport mode the query rules out"),
+]  # fmt: skip
+
+_FACTORIES: dict[str, CriticFactory] = {
+    name: _make(name, key, group, description, priority=10 + n)
+    for n, (name, key, group, description) in enumerate(_SPECS)
+}
+
+within_sandbox = _FACTORIES["within_sandbox"]
+complete_information = _FACTORIES["complete_information"]
+within_current_city = _FACTORIES["within_current_city"]
+reasonable_city_route = _FACTORIES["reasonable_city_route"]
+diverse_restaurants = _FACTORIES["diverse_restaurants"]
+diverse_attractions = _FACTORIES["diverse_attractions"]
+non_conflicting_transportation = _FACTORIES["non_conflicting_transportation"]
+minimum_nights_stay = _FACTORIES["minimum_nights_stay"]
+budget = _FACTORIES["budget"]
+room_rule = _FACTORIES["room_rule"]
+room_type = _FACTORIES["room_type"]
+cuisine = _FACTORIES["cuisine"]
+transportation = _FACTORIES["transportation"]
+
+COMMONSENSE_CRITICS: tuple[str, ...] = tuple(n for n, _, g, _ in _SPECS if g == "commonsense")
+HARD_CRITICS: tuple[str, ...] = tuple(n for n, _, g, _ in _SPECS if g == "hard")
+ALL_CRITICS: tuple[str, ...] = COMMONSENSE_CRITICS + HARD_CRITICS
+#: registered name -> factory, for callers that want them without going through the registry
+FACTORIES: dict[str, Callable[..., Any]] = dict(_FACTORIES)

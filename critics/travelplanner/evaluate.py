@@ -1,0 +1,305 @@
+"""Evaluation of TravelPlanner plans, aggregated exactly as the official ``eval.py`` does.
+
+Per plan (:func:`evaluate_plan`): a plan is *delivered* when ``bool(plan)`` holds; the 8 commonsense
+checks run on every delivered plan; the 5 hard checks run only behind the official gate (the plan was
+delivered, no commonsense check crashed, and both ``is_not_absent`` and
+``is_valid_information_in_sandbox`` passed). Where the official script would crash, the check that
+raised is reported failed with the exception as its reason, and the hard gate stays closed.
+
+Aggregation (:func:`aggregate`), for N queries:
+
+* delivery rate = delivered / N;
+* commonsense micro = number of True over the commonsense results of delivered plans / 8N;
+* hard micro = number of True in the hard boxes / the hard total (one budget check per query plus the
+  applicable local constraints: house rule, cuisine and room type for medium queries, and also
+  transportation for hard ones), hard-coded as 105 / 420 / 2290 for train / validation / test;
+* commonsense macro, hard macro, final = plans with a hard box and no False (None passes) / N; a plan
+  without a hard box counts for neither macro, an undelivered plan for nothing.
+
+On a whole official split the hard-coded denominators are used; on any other set of queries (a subset,
+the 129 validation-ref rows, a corpus of plans) the same quantities are computed from the queries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from modulo.errors import ConfigError
+
+from . import official, strict
+from .checks import ALL_KEYS, COMMONSENSE_KEYS, HARD_KEYS, PAPER_NAMES, CheckResult
+from .data import LEVELS, SPLIT_SIZES
+from .store import Store
+
+Mode = Literal["official", "strict"]
+MODES: tuple[str, ...] = ("official", "strict")
+
+#: eval.py's hard-coded (N, commonsense total, hard total) per split
+OFFICIAL_DENOMINATORS: dict[str, tuple[int, int, int]] = {
+    "train": (45, 360, 105),
+    "validation": (180, 1440, 420),
+    "test": (1000, 8000, 2290),
+}
+METRIC_KEYS: tuple[str, ...] = (
+    "delivery_rate",
+    "commonsense_micro",
+    "commonsense_macro",
+    "hard_micro",
+    "hard_macro",
+    "final_pass_rate",
+)
+#: eval.py's names of the six figures
+OFFICIAL_METRIC_NAMES: dict[str, str] = {
+    "delivery_rate": "Delivery Rate",
+    "commonsense_micro": "Commonsense Constraint Micro Pass Rate",
+    "commonsense_macro": "Commonsense Constraint Macro Pass Rate",
+    "hard_micro": "Hard Constraint Micro Pass Rate",
+    "hard_macro": "Hard Constraint Macro Pass Rate",
+    "final_pass_rate": "Final Pass Rate",
+}
+_LOCAL_FOR_LEVEL = {
+    "medium": ("house rule", "cuisine", "room type"),
+    "hard": ("house rule", "cuisine", "room type", "transportation"),
+}
+
+
+def check_module(mode: str) -> Any:
+    if mode == "official":
+        return official
+    if mode == "strict":
+        return strict
+    raise ConfigError(f"travelplanner: mode must be 'official' or 'strict', not {mode!r}")
+
+
+@dataclass
+class PlanEvaluation:
+    """The verdicts on one plan."""
+
+    id: str
+    query: Mapping[str, Any]
+    delivered: bool
+    commonsense: dict[str, CheckResult] | None = None
+    hard: dict[str, CheckResult] | None = None
+    idx: Any = None
+    note: str | None = None
+
+    @property
+    def raised(self) -> bool:
+        """Some commonsense check crashed (the official eval.py would stop here)."""
+        return self.commonsense is not None and any(r.error is not None for r in self.commonsense.values())
+
+    @property
+    def hard_evaluated(self) -> bool:
+        return self.hard is not None
+
+    @property
+    def commonsense_pass(self) -> bool:
+        return self.commonsense is not None and all(r.verdict is not False for r in self.commonsense.values())
+
+    @property
+    def hard_pass(self) -> bool:
+        return self.hard is not None and all(r.verdict is not False for r in self.hard.values())
+
+    @property
+    def passed(self) -> bool:
+        """Both macros: the plan counts for the final pass rate."""
+        return self.commonsense_pass and self.hard_pass
+
+    def values(self) -> dict[str, bool | None]:
+        """The 13 official keys: True / False (a crash reads False) / None (not applicable, not evaluated)."""
+        out: dict[str, bool | None] = {}
+        for key in COMMONSENSE_KEYS:
+            out[key] = self.commonsense[key].verdict if self.commonsense is not None else None
+        for key in HARD_KEYS:
+            out[key] = self.hard[key].verdict if self.hard is not None else None
+        return out
+
+    def reasons(self) -> dict[str, str]:
+        """Key -> message for every failed (or crashed) check."""
+        out: dict[str, str] = {}
+        for box in (self.commonsense, self.hard):
+            for key, result in (box or {}).items():
+                if not result.passed:
+                    out[key] = result.message or ("crashed: " + (result.error or "") if result.error else "failed")
+        return out
+
+    def row(self) -> dict[str, Any]:
+        """A per-problem dict for :class:`~modulo.benchmark.EvalResult`."""
+        return {
+            "problem_id": self.id,
+            "passed": self.passed,
+            **self.values(),
+            "delivered": self.delivered,
+            "hard_evaluated": self.hard_evaluated,
+            "commonsense_pass": self.commonsense_pass,
+            "hard_pass": self.hard_pass,
+            "level": self.query.get("level"),
+            "days": self.query.get("days"),
+            "reasons": self.reasons(),
+            **({"note": self.note} if self.note else {}),
+        }
+
+
+def evaluate_plan(
+    query: Mapping[str, Any],
+    plan: Any,
+    store: Store,
+    *,
+    mode: str = "official",
+    id: str = "",
+    idx: Any = None,
+    note: str | None = None,
+) -> PlanEvaluation:
+    """Run the commonsense checks (if delivered) and the hard checks (behind the gate)."""
+    checks = check_module(mode)
+    result = PlanEvaluation(id=id, query=query, delivered=bool(plan), idx=idx, note=note)
+    if not result.delivered:
+        return result
+    result.commonsense = checks.commonsense(query, plan, store)
+    box = result.commonsense
+    if (
+        not result.raised
+        and box["is_not_absent"].value is True
+        and box["is_valid_information_in_sandbox"].value is True
+    ):
+        result.hard = checks.hard(query, plan, store)
+    return result
+
+
+# -- aggregation -----------------------------------------------------------------------------------------
+def computed_denominators(queries: Iterable[Mapping[str, Any]]) -> tuple[int, int, int]:
+    """(N, 8N, N + applicable local constraints of medium and hard queries), as eval.py derives them."""
+    n = hard_total = 0
+    for q in queries:
+        n += 1
+        hard_total += 1
+        local = q.get("local_constraint") or {}
+        for key in _LOCAL_FOR_LEVEL.get(str(q.get("level")), ()):
+            if local.get(key) is not None:
+                hard_total += 1
+    return n, 8 * n, hard_total
+
+
+def aggregate(evaluations: Sequence[PlanEvaluation], denominators: tuple[int, int, int]) -> dict[str, float]:
+    """The six official rates (fractions)."""
+    n, cs_total, hard_total = denominators
+    delivered = cs_true = hard_true = cs_macro = hard_macro = final = 0
+    for ev in evaluations:
+        if ev.delivered:
+            delivered += 1
+        if ev.commonsense is not None:
+            cs_true += sum(1 for r in ev.commonsense.values() if r.verdict is True)
+        if ev.hard is not None:
+            hard_true += sum(1 for r in ev.hard.values() if r.verdict is True)
+        if ev.commonsense is None or ev.hard is None:
+            continue
+        cs_ok, hard_ok = ev.commonsense_pass, ev.hard_pass
+        cs_macro += cs_ok
+        hard_macro += hard_ok
+        final += cs_ok and hard_ok
+
+    def rate(count: int, total: int) -> float:
+        return count / total if total else 0.0
+
+    return {
+        "delivery_rate": rate(delivered, n),
+        "commonsense_micro": rate(cs_true, cs_total),
+        "commonsense_macro": rate(cs_macro, n),
+        "hard_micro": rate(hard_true, hard_total),
+        "hard_macro": rate(hard_macro, n),
+        "final_pass_rate": rate(final, n),
+    }
+
+
+def per_constraint_table(evaluations: Sequence[PlanEvaluation]) -> list[dict[str, Any]]:
+    rows = []
+    for key in ALL_KEYS:
+        counts = {"true": 0, "false": 0, "error": 0, "not_applicable": 0, "not_evaluated": 0, "not_delivered": 0}
+        for ev in evaluations:
+            box = ev.commonsense if key in COMMONSENSE_KEYS else ev.hard
+            if not ev.delivered:
+                counts["not_delivered"] += 1
+            elif box is None:
+                counts["not_evaluated"] += 1
+            else:
+                r = box[key]
+                if r.error is not None:
+                    counts["error"] += 1
+                elif r.value is None:
+                    counts["not_applicable"] += 1
+                else:
+                    counts["true" if r.value else "false"] += 1
+        judged = counts["true"] + counts["false"] + counts["error"]
+        rows.append(
+            {
+                "constraint": key,
+                "name": PAPER_NAMES[key],
+                "group": "commonsense" if key in COMMONSENSE_KEYS else "hard",
+                **counts,
+                "pass_rate_of_judged": counts["true"] / judged if judged else None,
+            }
+        )
+    return rows
+
+
+def per_level_days_table(evaluations: Sequence[PlanEvaluation]) -> list[dict[str, Any]]:
+    groups: dict[tuple[str, int], list[PlanEvaluation]] = {}
+    for ev in evaluations:
+        groups.setdefault((str(ev.query.get("level")), int(ev.query.get("days") or 0)), []).append(ev)
+    order = {lvl: i for i, lvl in enumerate(LEVELS)}
+    rows = []
+    for (level, days), evs in sorted(groups.items(), key=lambda kv: (order.get(kv[0][0], 9), kv[0][1])):
+        row: dict[str, Any] = {
+            "level": level,
+            "days": days,
+            "n": len(evs),
+            "delivered": sum(ev.delivered for ev in evs),
+            "commonsense_macro": sum(ev.commonsense_pass and ev.hard is not None for ev in evs),
+            "hard_macro": sum(ev.hard_pass for ev in evs),
+            "final": sum(ev.passed for ev in evs),
+        }
+        for key in ALL_KEYS:
+            row[f"{key}_true"] = sum(1 for ev in evs if ev.values()[key] is True)
+        rows.append(row)
+    return rows
+
+
+def official_split_of(split_names: set[str], n: int) -> str | None:
+    """The official split whose hard-coded denominators apply, when the set is exactly that whole split."""
+    if len(split_names) == 1:
+        split = next(iter(split_names))
+        if split in OFFICIAL_DENOMINATORS and SPLIT_SIZES.get(split) == n:
+            return split
+    return None
+
+
+@dataclass
+class Aggregate:
+    metrics: dict[str, float]
+    denominators: tuple[int, int, int]
+    denominator_source: str
+    tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+
+def summarise(evaluations: Sequence[PlanEvaluation], *, split: str | None) -> Aggregate:
+    """Metrics and tables; hard-coded denominators for a whole official split, computed ones otherwise."""
+    if split is not None:
+        denominators, source = OFFICIAL_DENOMINATORS[split], f"eval.py ({split})"
+    else:
+        denominators, source = computed_denominators(ev.query for ev in evaluations), "computed from the queries"
+    metrics = aggregate(evaluations, denominators)
+    tables = {
+        "per_constraint": per_constraint_table(evaluations),
+        "per_level_days": per_level_days_table(evaluations),
+        "denominators": [
+            {
+                "n": denominators[0],
+                "commonsense_total": denominators[1],
+                "hard_total": denominators[2],
+                "source": source,
+            }
+        ],
+    }
+    return Aggregate(metrics, denominators, source, tables)

@@ -1,0 +1,130 @@
+"""Plans as text: the day-by-day layout of the TravelPlanner paper, both ways.
+
+::
+
+    Day 1:
+    Current City: from Sacramento to Atlanta
+    Transportation: Flight Number: F3543986, from Sacramento to Atlanta, Departure Time: 06:17, ...
+    Breakfast: -
+    Attraction: Atlanta Botanical Garden, Atlanta;Piedmont Park, Atlanta;
+    Lunch: ...
+    Dinner: ...
+    Accommodation: ...
+
+:func:`render_text` writes a plan this way (for backprompts); :func:`parse_text` reads it back (the
+deterministic ``reformulator=parser``), accepting a plan JSON list in the text as well.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from modulo.errors import PlanFormatError
+
+from .checks import DAY_FIELDS
+
+LABELS = {
+    "current_city": "Current City",
+    "transportation": "Transportation",
+    "breakfast": "Breakfast",
+    "attraction": "Attraction",
+    "lunch": "Lunch",
+    "dinner": "Dinner",
+    "accommodation": "Accommodation",
+}
+_FIELD_OF = {
+    "current city": "current_city",
+    "current_city": "current_city",
+    "city": "current_city",
+    "transportation": "transportation",
+    "transport": "transportation",
+    "breakfast": "breakfast",
+    "attraction": "attraction",
+    "attractions": "attraction",
+    "lunch": "lunch",
+    "dinner": "dinner",
+    "accommodation": "accommodation",
+    "accommodations": "accommodation",
+}
+_DAY = re.compile(r"^[\s#>*_-]*day\s*(\d+)\s*[:.)\-]*[\s*_]*(.*)$", re.IGNORECASE)
+_LINE = re.compile(r"^[\s>*_-]*([A-Za-z_ ]+?)[\s*_]*:[\s*_]*(.*?)\s*$")
+
+
+def render_text(plan: Any) -> str:
+    """The plan in the paper's text layout; non-list plans are shown as JSON."""
+    if not isinstance(plan, list):
+        return json.dumps(plan, ensure_ascii=False)
+    blocks = []
+    for i, day in enumerate(plan, start=1):
+        if not isinstance(day, dict):
+            blocks.append(f"Day {i}: {json.dumps(day, ensure_ascii=False)}")
+            continue
+        if not day:
+            continue
+        lines = [f"Day {day.get('days', i)}:"]
+        for field, label in LABELS.items():
+            lines.append(f"{label}: {day.get(field, '')}")
+        extra = {k: v for k, v in day.items() if k not in DAY_FIELDS}
+        for key, value in extra.items():
+            lines.append(f"{key}: {value}")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
+
+
+def _json_plan(text: str) -> list[dict[str, Any]] | None:
+    start = text.find("[")
+    while start != -1:
+        try:
+            value, _ = json.JSONDecoder().raw_decode(text, start)
+        except json.JSONDecodeError:
+            start = text.find("[", start + 1)
+            continue
+        if isinstance(value, list) and value and all(isinstance(d, dict) for d in value):
+            return value
+        start = text.find("[", start + 1)
+    return None
+
+
+def parse_text(text: str, days: int | None = None) -> list[dict[str, Any]]:
+    """Read a text plan (``Day N:`` blocks of ``Field: value`` lines, or a JSON day list).
+
+    The result has the 8 official keys on every day (missing fields become ``-``), days numbered
+    from 1, at most ``days`` days. Raises :class:`PlanFormatError` when no day can be read.
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise PlanFormatError("the answer is empty")
+    found: list[dict[str, Any]] = []
+    current: dict[str, Any] | None = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        day_match = _DAY.match(line)
+        if day_match:
+            current = {"days": int(day_match.group(1))}
+            found.append(current)
+            rest = day_match.group(2).strip()
+            field_match = _LINE.match(rest) if rest else None
+            if field_match and field_match.group(1).strip().lower() in _FIELD_OF:
+                current[_FIELD_OF[field_match.group(1).strip().lower()]] = field_match.group(2)
+            continue
+        field_match = _LINE.match(line)
+        if current is not None and field_match:
+            key = field_match.group(1).strip().lower()
+            if key in _FIELD_OF and _FIELD_OF[key] not in current:
+                current[_FIELD_OF[key]] = field_match.group(2).strip()
+    if not found:
+        plan = _json_plan(text)
+        if plan is None:
+            raise PlanFormatError("no 'Day N:' blocks and no JSON day list found in the answer")
+        found = [dict(d) for d in plan]
+    out = []
+    for i, day in enumerate(found[: days if days else None], start=1):
+        row: dict[str, Any] = {"days": i}
+        for field in DAY_FIELDS[1:]:
+            value = day.get(field, "-")
+            row[field] = value if isinstance(value, str) and value.strip() else "-"
+        out.append(row)
+    return out

@@ -1,0 +1,954 @@
+"""The sound reading of TravelPlanner's constraints.
+
+Where the official checks are lenient by accident, these are not:
+
+* names match the database **exactly** (after trimming spaces) and in the stated city; a ``; Cost: 14``
+  suffix, a prefix of a name or a changed case is not the listing;
+* a flight must exist with that number, route **and the day's date**;
+* ``Driving`` (any case) is self-driving: it conflicts with flights and taxis, breaks "no self-driving"
+  and is checked against the distance table and priced;
+* the route is read from whole city names: every day starts where the previous one ended, the trip
+  starts and ends in the origin, visits each city in one stay, and only known cities (in the
+  destination state, or the destination city itself);
+* within-current-city compares whole city names on every day, not characters;
+* attractions are split on every ``;``, the last one included, and repeats are found by the listing
+  they name (a trailing space does not make a different restaurant);
+* minimum nights apply to every listing the stay names, the cuisine check reads every meal outside
+  the origin city, room rule and room type fail on a listing that cannot be found, and the budget
+  fails when an item cannot be priced;
+* a plan with extra filled days after the trip is incomplete.
+
+**Invariant: whatever passes strict passes official.** Each check first applies its sound reading; a
+plan that passes it is then also held to the official check, whose purely formal demands (such as
+the transportation text of a stay day containing every letter of the city's name, or a ``City (State)``
+written with a space) the sound reading does not make. Failing those is reported as such.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from . import official
+from .checks import (
+    COMMONSENSE_KEYS,
+    HARD_KEYS,
+    MEALS,
+    CheckFn,
+    CheckResult,
+    Outcome,
+    ceil_div,
+    money,
+    query_dates,
+    run_check,
+)
+from .store import Accommodation, Store
+from .text import (
+    PLACEHOLDER_DAY,
+    CityDay,
+    is_blank,
+    normalise,
+    split_attractions,
+    strict_current_city,
+    strict_flight_number,
+    strict_modes,
+    strict_name_city,
+    strict_route,
+)
+
+Query = Mapping[str, Any]
+CONTENT_FIELDS = ("current_city", "transportation", "breakfast", "attraction", "lunch", "dinner", "accommodation")
+
+
+class Malformed(Exception):
+    """The plan does not have the shape a check needs; becomes a failed result with this message."""
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.details = details
+
+
+def _fail(message: str, **details: Any) -> Outcome:
+    return False, message, details
+
+
+# -- reading the plan ----------------------------------------------------------------------------------
+def _examined(query: Query, plan: Any) -> list[tuple[int, Mapping[str, Any]]]:
+    """``(day number, day dict)`` for the trip's days present in the plan."""
+    if not isinstance(plan, list):
+        raise Malformed(f"The plan must be a list of day objects, not {type(plan).__name__}.", field="plan")
+    out = []
+    for i, unit in enumerate(plan[: query["days"]]):
+        if not isinstance(unit, Mapping):
+            raise Malformed(
+                f"Day {i + 1} must be an object with the day's fields, not {type(unit).__name__}.", day=i + 1
+            )
+        out.append((i + 1, unit))
+    return out
+
+
+def _text(unit: Mapping[str, Any], field: str, day: int) -> str | None:
+    """The field's text, None when missing; Malformed when it is not text."""
+    value = unit.get(field)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise Malformed(f"Day {day} {field} must be text, not {type(value).__name__}.", day=day, field=field)
+    return value
+
+
+def _city_day(unit: Mapping[str, Any], day: int) -> CityDay:
+    value = unit.get("current_city")
+    if value == PLACEHOLDER_DAY:
+        raise Malformed(
+            f"Day {day} is marked 'You don't need to fill in ...' but is one of the trip's days.",
+            day=day,
+            field="current_city",
+            value=value,
+        )
+    parsed = strict_current_city(value)
+    if parsed is None:
+        raise Malformed(
+            f"Day {day} current_city {value!r} is neither a city name nor 'from <city> to <city>'.",
+            day=day,
+            field="current_city",
+            value=value,
+        )
+    return parsed
+
+
+def _entry(value: str, day: int, field: str) -> tuple[str, str]:
+    parsed = strict_name_city(value)
+    if parsed is None:
+        raise Malformed(
+            f"Day {day} {field} {value!r} is not written as '<name>, <city>'.", day=day, field=field, value=value
+        )
+    return parsed
+
+
+@dataclass(frozen=True)
+class Entity:
+    """What an entry names: a database listing when it resolves exactly, else its normalised text."""
+
+    key: tuple[str, ...]
+    resolved: bool
+
+
+def _restaurant_key(store: Store, value: str) -> Entity:
+    parsed = strict_name_city(value)
+    if parsed and store.exact_restaurants(*parsed):
+        return Entity(("restaurant", parsed[0], parsed[1]), True)
+    return Entity(("text", normalise(value)), False)
+
+
+def _attraction_key(store: Store, value: str) -> Entity:
+    parsed = strict_name_city(value)
+    if parsed and store.exact_attractions(*parsed):
+        return Entity(("attraction", parsed[0], parsed[1]), True)
+    return Entity(("text", normalise(value)), False)
+
+
+def _accommodation_key(store: Store, value: str) -> Entity:
+    parsed = strict_name_city(value)
+    if parsed and store.exact_accommodations(*parsed):
+        return Entity(("accommodation", parsed[0], parsed[1]), True)
+    return Entity(("text", normalise(value)), False)
+
+
+def _listing(store: Store, value: str, day: int) -> tuple[str, str, tuple[Accommodation, ...]]:
+    name, city = _entry(value, day, "accommodation")
+    return name, city, store.exact_accommodations(name, city)
+
+
+def _states(store: Store) -> set[str]:
+    return set(store.city_state.values())
+
+
+# -- commonsense -------------------------------------------------------------------------------------------
+def reasonable_city_route(query: Query, plan: Any, store: Store) -> Outcome:
+    days = _examined(query, plan)
+    org, dest = query["org"], query["dest"]
+    if len(days) < query["days"]:
+        return _fail(
+            f"The route is incomplete: the plan has {len(days)} of the trip's {query['days']} days.",
+            reason="incomplete",
+        )
+    parsed = [(day, _city_day(unit, day)) for day, unit in days]
+    _first_day, first = parsed[0]
+    if not first.travel or first.origin != org:
+        return _fail(
+            f"Day 1 must travel from {org}, but its current_city is {days[0][1].get('current_city')!r}.",
+            day=1,
+            field="current_city",
+            value=days[0][1].get("current_city"),
+            reason="wrong_origin",
+            expected=f"from {org} to ...",
+        )
+    position = org
+    visited: list[str] = []
+    left: dict[str, int] = {}
+    for day, cd in parsed:
+        start = cd.origin if cd.travel else cd.city
+        if start != position:
+            what = f"departs from {start}" if cd.travel else f"stays in {start}"
+            return _fail(
+                f"Day {day} {what}, but the traveller is in {position} after day {day - 1}.",
+                day=day,
+                field="current_city",
+                value=days[day - 1][1].get("current_city"),
+                reason="discontinuous",
+                expected_city=position,
+            )
+        if cd.travel:
+            arrive = cd.city
+            if arrive == org and day != query["days"]:
+                return _fail(
+                    f"Day {day} returns to the origin {org} before the last day.",
+                    day=day,
+                    field="current_city",
+                    value=days[day - 1][1].get("current_city"),
+                    reason="early_return",
+                )
+            if arrive != org:
+                if arrive in left:
+                    return _fail(
+                        f"Day {day} comes back to {arrive}, which the trip left on day {left[arrive]}; "
+                        "each city is visited in one stay.",
+                        day=day,
+                        field="current_city",
+                        value=days[day - 1][1].get("current_city"),
+                        reason="revisit",
+                        city=arrive,
+                    )
+                visited.append(arrive)
+            left[position] = day
+            position = arrive
+    last_day, last = parsed[-1]
+    if not (last.travel and last.city == org):
+        return _fail(
+            f"The trip must end with travel back to {org} on day {last_day}, but day {last_day}'s current_city "
+            f"is {days[-1][1].get('current_city')!r}.",
+            day=last_day,
+            field="current_city",
+            value=days[-1][1].get("current_city"),
+            reason="open_loop",
+        )
+    # the destination is a city for one-city trips (even 'Washington'), else a state
+    dest_is_state = dest in _states(store) and not (query["visiting_city_number"] == 1 and dest in store.city_state)
+    for city in visited:
+        if city not in store.city_state:
+            return _fail(f"{city} is not a city of the database.", reason="unknown_city", city=city, cities=visited)
+        if dest_is_state and store.city_state[city] != dest:
+            return _fail(
+                f"{city} is in {store.city_state[city]}, not in {dest}.",
+                reason="wrong_state",
+                city=city,
+                state=store.city_state[city],
+                cities=visited,
+            )
+        if not dest_is_state and dest in store.city_state and city != dest:
+            return _fail(f"The trip visits {city} instead of {dest}.", reason="wrong_city", city=city, cities=visited)
+    if org not in store.city_state:
+        return _fail(f"{org} is not a city of the database.", reason="unknown_city", city=org)
+    return True, None, {"cities": [org, *visited, org]}
+
+
+def diverse_restaurants(query: Query, plan: Any, store: Store) -> Outcome:
+    seen: dict[tuple[str, ...], tuple[int, str, str]] = {}
+    for day, unit in _examined(query, plan):
+        for meal in MEALS:
+            value = _text(unit, meal, day)
+            if is_blank(value):
+                continue
+            assert value is not None
+            entity = _restaurant_key(store, value)
+            if entity.key in seen:
+                d0, m0, v0 = seen[entity.key]
+                return _fail(
+                    f"Day {day} {meal} {value!r} repeats the restaurant of day {d0} {m0} ({v0!r}); "
+                    "every meal must be at a different restaurant.",
+                    day=day,
+                    field=meal,
+                    value=value,
+                    first={"day": d0, "field": m0, "value": v0},
+                )
+            seen[entity.key] = (day, meal, value)
+    return True, None, {}
+
+
+def diverse_attractions(query: Query, plan: Any, store: Store) -> Outcome:
+    seen: dict[tuple[str, ...], tuple[int, str]] = {}
+    for day, unit in _examined(query, plan):
+        value = _text(unit, "attraction", day)
+        if is_blank(value):
+            continue
+        assert value is not None
+        for piece in split_attractions(value):
+            entity = _attraction_key(store, piece)
+            if entity.key in seen:
+                d0, v0 = seen[entity.key]
+                where = "the same day" if d0 == day else f"day {d0}"
+                return _fail(
+                    f"Day {day} attraction {piece!r} was already visited on {where}; each attraction is visited once.",
+                    day=day,
+                    field="attraction",
+                    value=piece,
+                    first={"day": d0, "value": v0},
+                )
+            seen[entity.key] = (day, piece)
+    return True, None, {}
+
+
+def minimum_nights_stay(query: Query, plan: Any, store: Store) -> Outcome:
+    runs: list[tuple[Entity, str, int, int]] = []  # entity, first text, first day, nights
+    for day, unit in _examined(query, plan):
+        if "accommodation" not in unit:
+            return _fail(f"Day {day} has no accommodation field.", day=day, field="accommodation", reason="missing_key")
+        value = _text(unit, "accommodation", day)
+        if is_blank(value):
+            runs.append((Entity(("blank",), False), "-", day, 0))
+            continue
+        assert value is not None
+        entity = _accommodation_key(store, value)
+        if runs and runs[-1][0] == entity and entity.key != ("blank",):
+            ent, text, start, nights = runs[-1]
+            runs[-1] = (ent, text, start, nights + 1)
+        else:
+            runs.append((entity, value, day, 1))
+    for entity, text, start, nights in runs:
+        if not entity.resolved:
+            continue  # unknown listings are the sandbox critic's business
+        _, name, city = entity.key
+        rows = store.exact_accommodations(name, city)
+        need = max(r.minimum_nights for r in rows)
+        if nights < need:
+            span = f"day {start}" if nights == 1 else f"days {start}-{start + nights - 1}"
+            return _fail(
+                f"{text!r} is booked for {nights} night(s) ({span}) but requires a stay of at least {need:g} nights.",
+                day=start,
+                field="accommodation",
+                value=text,
+                nights=nights,
+                minimum_nights=need,
+                city=city,
+            )
+    return True, None, {}
+
+
+def non_conflicting_transportation(query: Query, plan: Any, store: Store) -> Outcome:
+    days = _examined(query, plan)
+    if not days or is_blank(_text(days[0][1], "transportation", 1)):
+        return _fail("Day 1 has no transportation: the trip must start by travelling.", day=1, field="transportation")
+    used: dict[str, tuple[int, str]] = {}
+    for day, unit in days:
+        value = _text(unit, "transportation", day)
+        if is_blank(value):
+            continue
+        assert value is not None
+        for mode in sorted(strict_modes(value)):
+            used.setdefault(mode, (day, value))
+    for a, b in (("self-driving", "flight"), ("self-driving", "taxi")):
+        if a in used and b in used:
+            (da, va), (db, vb) = used[a], used[b]
+            return _fail(
+                f"The plan mixes {a} (day {da}: {va!r}) with {b} (day {db}: {vb!r}); a self-driving trip cannot "
+                "also take flights or taxis.",
+                day=max(da, db),
+                field="transportation",
+                value=vb if db >= da else va,
+                modes=sorted(used),
+            )
+    return True, None, {"modes": sorted(used)}
+
+
+def within_current_city(query: Query, plan: Any, store: Store) -> Outcome:
+    for day, unit in _examined(query, plan):
+        cd = _city_day(unit, day)
+        allowed = cd.cities
+        where = f"from {cd.origin} to {cd.city}" if cd.travel else cd.city
+        transport = _text(unit, "transportation", day)
+        if cd.travel and not is_blank(transport):
+            assert transport is not None
+            route = strict_route(transport)
+            if route is not None and route != (cd.origin, cd.city):
+                return _fail(
+                    f"Day {day} transportation goes from {route[0]} to {route[1]}, but the day travels {where}.",
+                    day=day,
+                    field="transportation",
+                    value=transport,
+                    current_city=where,
+                )
+            if route is None and not all(c in transport for c in allowed):
+                return _fail(
+                    f"Day {day} transportation {transport!r} does not name the day's route {where}.",
+                    day=day,
+                    field="transportation",
+                    value=transport,
+                    current_city=where,
+                )
+        for field in (*MEALS, "attraction"):
+            value = _text(unit, field, day)
+            if is_blank(value):
+                continue
+            assert value is not None
+            pieces = split_attractions(value) if field == "attraction" else [value]
+            for piece in pieces:
+                _, city = _entry(piece, day, field)
+                if city not in allowed:
+                    return _fail(
+                        f"Day {day} {field} {piece!r} is in {city}, but on day {day} the traveller is "
+                        + (f"travelling {where}." if cd.travel else f"in {where}."),
+                        day=day,
+                        field=field,
+                        value=piece,
+                        city=city,
+                        current_city=where,
+                    )
+        stay = _text(unit, "accommodation", day)
+        if not is_blank(stay):
+            assert stay is not None
+            _, city = _entry(stay, day, "accommodation")
+            if city != cd.city:
+                return _fail(
+                    f"Day {day} accommodation {stay!r} is in {city}, but the night of day {day} is spent in {cd.city}.",
+                    day=day,
+                    field="accommodation",
+                    value=stay,
+                    city=city,
+                    current_city=where,
+                )
+    return True, None, {}
+
+
+def _leg_route(cd: CityDay | None, text: str) -> tuple[str, str] | None:
+    route = strict_route(text)
+    if route is not None:
+        return route
+    if cd is not None and cd.travel:
+        assert cd.origin is not None
+        return cd.origin, cd.city
+    return None
+
+
+def within_sandbox(query: Query, plan: Any, store: Store) -> Outcome:
+    dates = query_dates(query)
+    for day, unit in _examined(query, plan):
+        transport = _text(unit, "transportation", day)
+        if not is_blank(transport):
+            assert transport is not None
+            outcome = _transport_in_sandbox(store, unit, day, transport, dates[day - 1] if day <= len(dates) else None)
+            if outcome is not None:
+                return outcome
+        for field in MEALS:
+            value = _text(unit, field, day)
+            if is_blank(value):
+                continue
+            assert value is not None
+            name, city = _entry(value, day, field)
+            if not store.exact_restaurants(name, city):
+                return _not_found("restaurant", store.match_restaurants(name, city), day, field, value, name, city)
+        attractions = _text(unit, "attraction", day)
+        if not is_blank(attractions):
+            assert attractions is not None
+            for piece in split_attractions(attractions):
+                name, city = _entry(piece, day, "attraction")
+                if not store.exact_attractions(name, city):
+                    return _not_found(
+                        "attraction", store.match_attractions(name, city), day, "attraction", piece, name, city
+                    )
+        stay = _text(unit, "accommodation", day)
+        if not is_blank(stay):
+            assert stay is not None
+            name, city = _entry(stay, day, "accommodation")
+            if not store.exact_accommodations(name, city):
+                return _not_found(
+                    "accommodation", store.match_accommodations(name, city), day, "accommodation", stay, name, city
+                )
+    return True, None, {}
+
+
+def _not_found(kind: str, near: tuple[Any, ...], day: int, field: str, value: str, name: str, city: str) -> Outcome:
+    close = f" Did you mean {near[0].name!r}?" if near else ""
+    return _fail(
+        f"Day {day} {field} {value!r}: there is no {kind} named exactly {name!r} in {city}.{close}",
+        day=day,
+        field=field,
+        value=value,
+        kind=kind,
+        name=name,
+        city=city,
+    )
+
+
+def _transport_in_sandbox(
+    store: Store, unit: Mapping[str, Any], day: int, text: str, date: str | None
+) -> Outcome | None:
+    modes = strict_modes(text)
+    cd = strict_current_city(unit.get("current_city"))
+    route = _leg_route(cd, text)
+    travel = cd is not None and cd.travel
+    if "flight" in modes:
+        number = strict_flight_number(text)
+        if number is None:
+            return _fail(
+                f"Day {day} transportation {text!r} is a flight without a 'Flight Number: F...'.",
+                day=day,
+                field="transportation",
+                value=text,
+                kind="flight",
+            )
+        if route is None:
+            return _fail(
+                f"Day {day} transportation {text!r}: the flight's route 'from A to B' is not stated.",
+                day=day,
+                field="transportation",
+                value=text,
+                kind="flight",
+            )
+        rows = store.flights_by_number(number)
+        on_route = [f for f in rows if (f.origin, f.dest) == route]
+        if not on_route:
+            actual = f" ({number} flies {rows[0].origin} to {rows[0].dest} on {rows[0].date})" if rows else ""
+            return _fail(
+                f"Day {day}: there is no flight {number} from {route[0]} to {route[1]}{actual}.",
+                day=day,
+                field="transportation",
+                value=text,
+                kind="flight",
+                number=number,
+                origin=route[0],
+                dest=route[1],
+                date=date,
+            )
+        if date is not None and not any(f.date == date for f in on_route):
+            return _fail(
+                f"Day {day}: flight {number} from {route[0]} to {route[1]} flies on {on_route[0].date}, "
+                f"not on the day's date {date}.",
+                day=day,
+                field="transportation",
+                value=text,
+                kind="flight",
+                number=number,
+                origin=route[0],
+                dest=route[1],
+                date=date,
+                flight_date=on_route[0].date,
+            )
+        return None
+    for mode in ("self-driving", "taxi"):
+        if mode in modes:
+            if route is None:
+                return _fail(
+                    f"Day {day} transportation {text!r}: {mode} needs a route 'from A to B' between two cities "
+                    "of the database.",
+                    day=day,
+                    field="transportation",
+                    value=text,
+                    kind=mode,
+                )
+            road = store.road(*route)
+            if road is None or road.cost(mode) is None:
+                why = "no distance data" if road is None else "no drivable route within a day"
+                return _fail(
+                    f"Day {day}: {mode} from {route[0]} to {route[1]} is not possible ({why} in the database).",
+                    day=day,
+                    field="transportation",
+                    value=text,
+                    kind=mode,
+                    origin=route[0],
+                    dest=route[1],
+                )
+            return None
+    if travel:
+        return _fail(
+            f"Day {day} transportation {text!r} is not a flight, taxi or self-driving trip from the database.",
+            day=day,
+            field="transportation",
+            value=text,
+            kind="unknown",
+        )
+    return None
+
+
+def complete_information(query: Query, plan: Any, store: Store) -> Outcome:
+    if not isinstance(plan, list):
+        raise Malformed(f"The plan must be a list of day objects, not {type(plan).__name__}.", field="plan")
+    n = query["days"]
+    filled = [
+        i + 1
+        for i, unit in enumerate(plan)
+        if not (isinstance(unit, Mapping) and (not unit or unit.get("current_city") == PLACEHOLDER_DAY))
+    ]
+    if filled != list(range(1, n + 1)):
+        extra = [d for d in filled if d > n]
+        missing = [d for d in range(1, n + 1) if d not in filled]
+        why = f"days {missing} are empty or missing" if missing else f"it has filled days after the trip ({extra})"
+        return _fail(
+            f"The plan must fill exactly the trip's {n} days: {why}.",
+            reason="days",
+            expected=n,
+            filled_days=filled,
+        )
+    days = _examined(query, plan)
+    cities: set[str] = set()
+    for day, unit in days:
+        missing_keys = [k for k in CONTENT_FIELDS if k not in unit]
+        if missing_keys:
+            return _fail(
+                f"Day {day} lacks the field(s) {', '.join(missing_keys)}.",
+                day=day,
+                field=missing_keys[0],
+                reason="missing_key",
+            )
+        cities.update(_city_day(unit, day).cities)
+    cities.discard(query["org"])
+    if len(cities) != query["visiting_city_number"]:
+        return _fail(
+            f"The query asks to visit {query['visiting_city_number']} city/cities, but the plan visits "
+            f"{len(cities)}: {', '.join(sorted(cities)) or 'none'}.",
+            reason="city_number",
+            expected=query["visiting_city_number"],
+            cities=sorted(cities),
+        )
+    for day, unit in days:
+        cd = _city_day(unit, day)
+        if cd.travel and is_blank(_text(unit, "transportation", day)):
+            return _fail(
+                f"Day {day} travels from {cd.origin} to {cd.city} but gives no transportation.",
+                day=day,
+                field="transportation",
+                value=unit.get("transportation"),
+            )
+        if not cd.travel:
+            attraction = _text(unit, "attraction", day)
+            if is_blank(attraction) or not split_attractions(attraction or ""):
+                return _fail(
+                    f"Day {day} is spent in {cd.city} but lists no attraction.",
+                    day=day,
+                    field="attraction",
+                    value=attraction,
+                )
+            for meal in MEALS:
+                if is_blank(_text(unit, meal, day)):
+                    return _fail(
+                        f"Day {day} is spent in {cd.city} but has no {meal}.", day=day, field=meal, value=unit.get(meal)
+                    )
+        if day != n and is_blank(_text(unit, "accommodation", day)):
+            return _fail(
+                f"Day {day} has no accommodation for the night (in {cd.city}).",
+                day=day,
+                field="accommodation",
+                value=unit.get("accommodation"),
+                city=cd.city,
+            )
+    return True, None, {}
+
+
+# -- hard ----------------------------------------------------------------------------------------------------
+def cuisine(query: Query, plan: Any, store: Store) -> Outcome:
+    wanted = query["local_constraint"]["cuisine"]
+    if not wanted:
+        return None, None, {}
+    served: dict[str, list[dict[str, Any]]] = {c: [] for c in wanted}
+    for day, unit in _examined(query, plan):
+        for meal in MEALS:
+            value = _text(unit, meal, day)
+            if is_blank(value):
+                continue
+            assert value is not None
+            parsed = strict_name_city(value)
+            if parsed is None or parsed[1] == query["org"]:
+                continue  # unreadable entries are the sandbox critic's business; origin meals do not count
+            rows = store.exact_restaurants(*parsed)
+            if not rows:
+                continue
+            kinds = {c.strip().casefold() for c in rows[0].cuisines.split(",")}
+            for c in wanted:
+                if c.strip().casefold() in kinds:
+                    served[c].append({"day": day, "field": meal, "value": value})
+    missing = [c for c in wanted if not served[c]]
+    if missing:
+        return _fail(
+            f"The query asks for {', '.join(wanted)} cuisine; no meal outside {query['org']} is at a restaurant "
+            f"serving {', '.join(missing)}.",
+            missing=missing,
+            wanted=list(wanted),
+            served={c: v for c, v in served.items() if v},
+        )
+    return True, None, {"served": served}
+
+
+_RULES = {
+    "smoking": "No smoking",
+    "parties": "No parties",
+    "children under 10": "No children under 10",
+    "visitors": "No visitors",
+    "pets": "No pets",
+}
+_ROOM_TYPES: dict[str, Callable[[str], bool]] = {
+    "not shared room": lambda t: t in ("Private room", "Entire home/apt"),
+    "shared room": lambda t: t == "Shared room",
+    "private room": lambda t: t == "Private room",
+    "entire room": lambda t: t == "Entire home/apt",
+}
+
+
+def _stays(query: Query, plan: Any) -> list[tuple[int, str]]:
+    out = []
+    for day, unit in _examined(query, plan):
+        value = _text(unit, "accommodation", day)
+        if not is_blank(value):
+            assert value is not None
+            out.append((day, value))
+    return out
+
+
+def room_rule(query: Query, plan: Any, store: Store) -> Outcome:
+    rule = query["local_constraint"]["house rule"]
+    if rule is None:
+        return None, None, {}
+    if rule not in _RULES:
+        return None, f"unknown house rule {rule!r}", {}
+    for day, value in _stays(query, plan):
+        _name, city, rows = _listing(store, value, day)
+        if not rows:
+            return _fail(
+                f"Day {day} accommodation {value!r} is not a listing in {city}, so its house rules "
+                f"cannot be checked against the request for {rule}.",
+                day=day,
+                field="accommodation",
+                value=value,
+                city=city,
+                reason="unknown_listing",
+            )
+        rules = {r.strip() for r in rows[0].house_rules.split("&")}
+        if _RULES[rule] in rules:
+            return _fail(
+                f"Day {day} accommodation {value!r} has the house rules '{rows[0].house_rules}', but the query "
+                f"needs {rule} to be allowed.",
+                day=day,
+                field="accommodation",
+                value=value,
+                city=city,
+                house_rules=rows[0].house_rules,
+            )
+    return True, None, {}
+
+
+def room_type(query: Query, plan: Any, store: Store) -> Outcome:
+    wanted = query["local_constraint"]["room type"]
+    if wanted is None:
+        return None, None, {}
+    if wanted not in _ROOM_TYPES:
+        return None, f"unknown room type {wanted!r}", {}
+    for day, value in _stays(query, plan):
+        _name, city, rows = _listing(store, value, day)
+        if not rows:
+            return _fail(
+                f"Day {day} accommodation {value!r} is not a listing in {city}, so its room type cannot be checked.",
+                day=day,
+                field="accommodation",
+                value=value,
+                city=city,
+                reason="unknown_listing",
+            )
+        if not _ROOM_TYPES[wanted](rows[0].room_type):
+            return _fail(
+                f"Day {day} accommodation {value!r} is a '{rows[0].room_type}', but the query asks for a {wanted}.",
+                day=day,
+                field="accommodation",
+                value=value,
+                city=city,
+                room_type=rows[0].room_type,
+            )
+    return True, None, {}
+
+
+def transportation(query: Query, plan: Any, store: Store) -> Outcome:
+    rule = query["local_constraint"]["transportation"]
+    if rule is None:
+        return None, None, {}
+    banned = {"no flight": "flight", "no self-driving": "self-driving"}.get(rule)
+    if banned is None:
+        return None, f"unknown transportation rule {rule!r}", {}
+    for day, unit in _examined(query, plan):
+        value = _text(unit, "transportation", day)
+        if not is_blank(value) and banned in strict_modes(value or ""):
+            return _fail(
+                f"Day {day} transportation {value!r} uses {banned}, but the query asks for {rule}.",
+                day=day,
+                field="transportation",
+                value=value,
+                banned=banned,
+            )
+    return True, None, {}
+
+
+def cost_items(query: Query, plan: Any, store: Store) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(priced items, items that cannot be priced) of the trip's days, read strictly."""
+    people = query["people_number"]
+    dates = query_dates(query)
+    priced: list[dict[str, Any]] = []
+    unpriced: list[dict[str, Any]] = []
+
+    def add(day: int, field: str, value: str, cost: float | None, why: str = "", **extra: Any) -> None:
+        item = {"day": day, "field": field, "value": value, **extra}
+        if cost is None:
+            unpriced.append({**item, "reason": why})
+        else:
+            priced.append({**item, "cost": cost})
+
+    for day, unit in _examined(query, plan):
+        text = _text(unit, "transportation", day)
+        cd = strict_current_city(unit.get("current_city"))
+        if not is_blank(text):
+            assert text is not None
+            modes = strict_modes(text)
+            route = _leg_route(cd, text)
+            if "flight" in modes:
+                number = strict_flight_number(text)
+                rows = (
+                    [f for f in store.flights_by_number(number) if route is None or (f.origin, f.dest) == route]
+                    if number
+                    else []
+                )
+                date = dates[day - 1] if day <= len(dates) else None
+                rows.sort(key=lambda f: f.date != date)
+                add(
+                    day,
+                    "transportation",
+                    text,
+                    rows[0].price * people if rows else None,
+                    "flight not found",
+                    unit_cost=rows[0].price if rows else None,
+                )
+            elif "self-driving" in modes or "taxi" in modes:
+                mode = "self-driving" if "self-driving" in modes else "taxi"
+                road = store.road(*route) if route else None
+                unit_cost = road.cost(mode) if road else None
+                per = ceil_div(people, 5 if mode == "self-driving" else 4)
+                add(
+                    day,
+                    "transportation",
+                    text,
+                    unit_cost * per if unit_cost is not None else None,
+                    f"no {mode} route",
+                    unit_cost=unit_cost,
+                    vehicles=per,
+                )
+            elif cd is not None and cd.travel:
+                add(day, "transportation", text, None, "unknown mode of transport")
+        for meal in MEALS:
+            value = _text(unit, meal, day)
+            if is_blank(value):
+                continue
+            assert value is not None
+            parsed = strict_name_city(value)
+            rows_r = store.exact_restaurants(*parsed) if parsed else ()
+            add(
+                day,
+                meal,
+                value,
+                rows_r[0].average_cost * people if rows_r else None,
+                "restaurant not found",
+                unit_cost=rows_r[0].average_cost if rows_r else None,
+            )
+        stay = _text(unit, "accommodation", day)
+        if not is_blank(stay):
+            assert stay is not None
+            parsed = strict_name_city(stay)
+            rows_a = store.exact_accommodations(*parsed) if parsed else ()
+            rooms = ceil_div(people, rows_a[0].maximum_occupancy) if rows_a else 0
+            add(
+                day,
+                "accommodation",
+                stay,
+                rows_a[0].price * rooms if rows_a else None,
+                "listing not found",
+                unit_cost=rows_a[0].price if rows_a else None,
+                rooms=rooms,
+            )
+    return priced, unpriced
+
+
+def total_cost(query: Query, plan: Any, store: Store) -> float:
+    """The strict total of the items that can be priced."""
+    return float(sum(item["cost"] for item in cost_items(query, plan, store)[0]))
+
+
+def budget(query: Query, plan: Any, store: Store) -> Outcome:
+    priced, unpriced = cost_items(query, plan, store)
+    total = float(sum(item["cost"] for item in priced))
+    details = {"total_cost": total, "budget": query["budget"], "items": priced, "unpriced": unpriced}
+    if unpriced:
+        first = unpriced[0]
+        return _fail(
+            f"The cost cannot be checked: day {first['day']} {first['field']} {first['value']!r} cannot be priced "
+            f"({first['reason']}).",
+            day=first["day"],
+            field=first["field"],
+            value=first["value"],
+            **details,
+        )
+    if total > query["budget"]:
+        return _fail(
+            f"The plan costs {money(total)} in total for {query['people_number']} people, which is "
+            f"{money(total - query['budget'])} over the budget of {money(query['budget'])}.",
+            **details,
+        )
+    return True, None, details
+
+
+# -- the strict checks, each held to the official one as well ----------------------------------------------
+def _guarded(key: str, sound: CheckFn) -> CheckFn:
+    def check(query: Query, plan: Any, store: Store) -> Outcome:
+        try:
+            value, message, details = sound(query, plan, store)
+        except Malformed as exc:
+            return False, str(exc), {**exc.details, "reason": "malformed"}
+        if value is False:
+            return value, message, details
+        ref = official.check(key, query, plan, store)
+        if not ref.passed:
+            why = ref.message if ref.error is None else f"it crashes on this plan ({ref.message})"
+            return (
+                False,
+                f"The official evaluator rejects this plan: {why}",
+                {**ref.details, "official": True, "official_message": ref.message, "official_error": ref.error},
+            )
+        return value, message, details
+
+    check.__name__ = f"strict_{key}"
+    check.__doc__ = sound.__doc__
+    return check
+
+
+SOUND_CHECKS: dict[str, CheckFn] = {
+    "is_reasonable_visiting_city": reasonable_city_route,
+    "is_valid_restaurants": diverse_restaurants,
+    "is_valid_attractions": diverse_attractions,
+    "is_valid_accommodation": minimum_nights_stay,
+    "is_valid_transportation": non_conflicting_transportation,
+    "is_valid_information_in_current_city": within_current_city,
+    "is_valid_information_in_sandbox": within_sandbox,
+    "is_not_absent": complete_information,
+    "valid_cuisine": cuisine,
+    "valid_room_rule": room_rule,
+    "valid_transportation": transportation,
+    "valid_room_type": room_type,
+    "valid_cost": budget,
+}
+CHECKS: dict[str, CheckFn] = {key: _guarded(key, fn) for key, fn in SOUND_CHECKS.items()}
+
+
+def check(key: str, query: Query, plan: Any, store: Store) -> CheckResult:
+    return run_check(CHECKS[key], query, plan, store)
+
+
+def commonsense(query: Query, plan: Any, store: Store) -> dict[str, CheckResult]:
+    return {key: check(key, query, plan, store) for key in COMMONSENSE_KEYS}
+
+
+def hard(query: Query, plan: Any, store: Store) -> dict[str, CheckResult]:
+    return {key: check(key, query, plan, store) for key in HARD_KEYS}
