@@ -32,6 +32,7 @@ from .stats import FloatArray
 #: per-problem keys that are never constraint columns
 RESERVED_KEYS = frozenset({"problem_id", "passed", "delivered", "level", "id", "plan"})
 LEVEL_ORDER = ("easy", "medium", "hard")
+_SUMMARY_SUFFIXES = ("_pass", "_passed", "_ok", "_evaluated")
 _TOLERANCE = 1e-6
 
 
@@ -49,15 +50,26 @@ class Parts:
         return float(self.num.sum()) / total if total else float("nan")
 
 
-def constraint_columns(rows: Sequence[Mapping[str, Any]], exclude: Sequence[str] = ()) -> list[str]:
-    """Keys whose values are all True/False/None (at least one not None), in first-seen order."""
+def _is_summary_flag(key: str) -> bool:
+    """Per-problem roll-ups such as ``hard_pass`` or ``hard_evaluated``: not constraints of their own."""
+    return key.endswith(_SUMMARY_SUFFIXES)
+
+
+def constraint_columns(
+    rows: Sequence[Mapping[str, Any]], exclude: Sequence[str] = (), *, require_value: bool = True
+) -> list[str]:
+    """Keys whose values are all True/False/None (at least one not None, unless ``require_value`` is false).
+
+    Left out: ``problem_id``, ``passed``, ``delivered``, ``level``, metric keys, keys starting with ``_``
+    and roll-up flags ending in ``_pass``, ``_passed``, ``_ok`` or ``_evaluated``.
+    """
     skip = set(RESERVED_KEYS) | set(exclude)
     order: list[str] = []
     ok: dict[str, bool] = {}
     seen_value: dict[str, bool] = {}
     for row in rows:
         for key, value in row.items():
-            if key in skip or key.startswith("_"):
+            if key in skip or key.startswith("_") or _is_summary_flag(key):
                 continue
             if key not in ok:
                 order.append(key)
@@ -69,7 +81,41 @@ def constraint_columns(rows: Sequence[Mapping[str, Any]], exclude: Sequence[str]
                 seen_value[key] = True
             else:
                 ok[key] = False
-    return [k for k in order if ok[k] and seen_value[k]]
+    return [k for k in order if ok[k] and (seen_value[k] or not require_value)]
+
+
+@dataclass(frozen=True)
+class ConstraintInfo:
+    """The constraint columns of an evaluation, their groups and display names."""
+
+    columns: list[str]
+    groups: dict[str, str]
+    names: dict[str, str]
+
+
+def constraint_info(run: RunData, metric_keys: Sequence[str] = ()) -> ConstraintInfo:
+    """Constraint columns of the run's evaluation.
+
+    When the evaluation has a ``per_constraint`` table whose rows name a ``constraint`` (and its
+    ``group`` and display ``name``), those are the columns, in that order; otherwise every True/False/None
+    column of the per-problem rows is one, grouped by the critic of the same name.
+    """
+    evaluation = run.evaluation or {}
+    rows = evaluation.get("per_problem") or []
+    table = (evaluation.get("tables") or {}).get("per_constraint") or []
+    present = set(constraint_columns(rows, exclude=metric_keys, require_value=False)) if rows else set()
+    declared = [r for r in table if isinstance(r, dict) and isinstance(r.get("constraint"), str)]
+    if declared:
+        columns = [str(r["constraint"]) for r in declared if str(r["constraint"]) in present]
+        if columns:
+            groups = {str(r["constraint"]): str(r.get("group") or "") for r in declared}
+            names = {str(r["constraint"]): str(r.get("name") or r["constraint"]) for r in declared}
+            fallback = critic_groups(run, [c for c in columns if not groups.get(c)])
+            groups = {c: groups.get(c) or fallback.get(c, "") for c in columns}
+            return ConstraintInfo(columns, groups, {c: names[c] for c in columns})
+    columns = constraint_columns(rows, exclude=metric_keys) if rows else []
+    known = critic_groups(run, columns)
+    return ConstraintInfo(columns, {c: known.get(c, "") for c in columns}, {c: c for c in columns})
 
 
 def critic_groups(run: RunData, names: Sequence[str] = ()) -> dict[str, str]:
@@ -184,6 +230,11 @@ def _group_candidates(
     for group in sorted(set(groups.values())):
         if not group or not (group in text or (len(group) >= 6 and group[:6] in text)):
             continue
+        if "micro" not in text:
+            for suffix in _SUMMARY_SUFFIXES[:3]:
+                flag = _flag(rows, f"{group}{suffix}")
+                if flag is not None:
+                    yield flag
         cols = [c for c in columns if groups.get(c) == group]
         if not cols:
             continue
@@ -222,6 +273,7 @@ def metric_parts(
     plans: Sequence[PlanJSON] | None = None,
     primary: str = "",
     metric_keys: Sequence[str] = (),
+    columns: Sequence[str] | None = None,
 ) -> Parts | None:
     """The per-problem parts of metric ``key`` that reproduce ``value``, or None (see the module notes)."""
     if value is None or not rows:
@@ -242,8 +294,8 @@ def metric_parts(
         if "deliver" in text:
             yield _flag(rows, "delivered")
             yield _arrays([(float(d), 1.0) for d in delivered], "plan delivered")
-        columns = constraint_columns(rows, exclude=metric_keys)
-        yield from _group_candidates(text, rows, columns, groups, delivered)
+        cols = list(columns) if columns is not None else constraint_columns(rows, exclude=metric_keys)
+        yield from _group_candidates(text, rows, cols, groups, delivered)
 
     for cand in candidates():
         if cand is not None and cand.den.sum() > 0 and abs(cand.value - float(value)) <= _TOLERANCE:

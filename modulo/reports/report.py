@@ -348,7 +348,9 @@ class _Builder:
             headers = ["Constraint", "Group", *[f"{c} (%)" for c in cols], "applicable (all)"]
             rows: list[list[Any]] = []
             for name, group, cells in table.rows:
-                rows.append([name, group, *[pct(cells[c].rate) for c in cols], cells["all"].applicable])
+                shown = table.names.get(name, name)
+                label = name if shown == name else f"{shown} ({name})"
+                rows.append([label, group, *[pct(cells[c].rate) for c in cols], cells["all"].applicable])
                 for c in cols:
                     csv_rows.append(
                         {
@@ -461,6 +463,7 @@ class _Builder:
                 )
         if problems:
             self.md += ["Budget curve notes: " + "; ".join(problems), ""]
+        self.md += ["Runs in these figures:", "", *_run_labels(runs), ""]
 
     def usage_section(self, runs: list[RunData]) -> None:
         headers = [
@@ -633,3 +636,13 @@ def _figure_subtitle(bench: str, runs: list[RunData]) -> str:
         f"model: {', '.join(models[:3])}{', ...' if len(models) > 3 else ''}; git {', '.join(revs[:2])}"
     )
     return text
+
+
+def _run_labels(runs: list[RunData]) -> list[str]:
+    """One honest label line per run: what produced the numbers next to it."""
+    return [
+        f"- **{r.name}**: {r.benchmark_name}/{r.split}; model {r.model}; generator {generator_label(r)}; "
+        f"critics {critics_label(r)} (source: {r.critic_source}); strategy {strategy_label(r)}; "
+        f"budget {budget_label(r)}; templates {templates_label(r)}; git {r.git_revision}; {_status(r)}"
+        for r in runs
+    ]

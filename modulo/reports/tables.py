@@ -16,7 +16,7 @@ from ..errors import ModuloError
 from ..types import Usage
 from .load import RunData
 from .metrics import (
-    constraint_columns,
+    constraint_info,
     critic_groups,
     metric_parts,
     order_levels,
@@ -139,7 +139,7 @@ def headline_rows(
         per_problem = evaluation.get("per_problem") or []
         specs = run.metric_specs()
         keys = [s.key for s in specs]
-        groups = critic_groups(run, constraint_columns(per_problem, exclude=keys)) if per_problem else {}
+        info = constraint_info(run, keys)
         plans = [
             run.records[str(r.get("problem_id"))].best_plan if str(r.get("problem_id")) in run.records else None
             for r in per_problem
@@ -160,10 +160,11 @@ def headline_rows(
                 spec.label,
                 value,
                 per_problem,
-                groups=groups,
+                groups=info.groups,
                 plans=plans,
                 primary=run.primary_metric(),
                 metric_keys=keys,
+                columns=info.columns,
             )
             if parts is None:
                 row.values[spec.key] = Interval(value, NAN, NAN)
@@ -194,6 +195,8 @@ class ConstraintTable:
     levels: list[str]
     #: (constraint, group, {level or "all": cell})
     rows: list[tuple[str, str, dict[str, ConstraintCell]]]
+    #: constraint -> display name (the paper's name where the evaluation gives one)
+    names: dict[str, str] = field(default_factory=dict)
 
 
 def constraint_rows(run: RunData) -> ConstraintTable | None:
@@ -202,14 +205,13 @@ def constraint_rows(run: RunData) -> ConstraintTable | None:
     per_problem = evaluation.get("per_problem") or []
     if not per_problem:
         return None
-    keys = [s.key for s in run.metric_specs()]
-    columns = constraint_columns(per_problem, exclude=keys)
+    info = constraint_info(run, [s.key for s in run.metric_specs()])
+    columns, groups = info.columns, info.groups
     if not columns:
         return None
-    groups = critic_groups(run, columns)
     levels = problem_levels(run, per_problem)
     ordered = order_levels(levels)
-    table = ConstraintTable(run, ordered if ordered != ["all"] else [], [])
+    table = ConstraintTable(run, ordered if ordered != ["all"] else [], [], dict(info.names))
     # group order: format, commonsense, hard, then others; constraints keep their first-seen order
     rank = {"format": 0, "commonsense": 1, "hard": 2}
     columns = sorted(columns, key=lambda c: (rank.get(groups.get(c, ""), 3), groups.get(c, "")))

@@ -56,7 +56,7 @@ def test_table1_numbers(tmp_path: Path, make_run: Any, run_a_plans: Any) -> None
 
 def test_table1_csv_and_printed_table(tmp_path: Path, make_run: Any, run_a_plans: Any, capsys: Any) -> None:
     make_run(tmp_path / "a", run_a_plans, critics=("format", "c_nonneg", "c_even"), method="LLM-Modulo")
-    rc = report_main([str(tmp_path / "a"), "--resamples", "500", "--no-budget-curve"])
+    rc = report_main([str(tmp_path / "a"), "--resamples", "500", "--no-budget-curve", "--no-figures"])
     assert rc == 0
     printed = capsys.readouterr().out
     assert "83.3 [" in printed and "33.3 [" in printed and "[Common]" in printed
@@ -174,7 +174,9 @@ def test_comparison_between_runs(tmp_path: Path, make_run: Any, run_a_plans: Any
     assert (t.n, t.only_a, t.only_b) == (6, 1, 3)
     assert t.mcnemar_p == pytest.approx(stats.binomtest(1, 4, 0.5).pvalue) == pytest.approx(10 / 16)
     assert t.difference.value == pytest.approx(2 / 6)
-    result = build_report([tmp_path / "a", tmp_path / "b"], ReportOptions(out=tmp_path / "out", n_resamples=500))
+    result = build_report(
+        [tmp_path / "a", tmp_path / "b"], ReportOptions(out=tmp_path / "out", n_resamples=500, figures=False)
+    )
     df = pd.read_csv(tmp_path / "out" / "comparisons.csv")
     assert list(df["a"]) == ["a"] and list(df["b"]) == ["b"]
     assert df.loc[0, "mcnemar_p"] == pytest.approx(0.625)
@@ -185,9 +187,12 @@ def test_compare_flag_uses_shared_problems(tmp_path: Path, make_run: Any, run_a_
     make_run(tmp_path / "a", run_a_plans)
     make_run(tmp_path / "b", {k: v for k, v in run_b_plans.items() if k != "p2"})
     # by default runs over different problem sets are not compared
-    build_report([tmp_path], ReportOptions(out=tmp_path / "o1", n_resamples=200, budget_curves=False))
+    build_report([tmp_path], ReportOptions(out=tmp_path / "o1", n_resamples=200, budget_curves=False, figures=False))
     assert not (tmp_path / "o1" / "comparisons.csv").exists()
-    build_report([tmp_path], ReportOptions(out=tmp_path / "o2", compare=True, n_resamples=200, budget_curves=False))
+    build_report(
+        [tmp_path],
+        ReportOptions(out=tmp_path / "o2", compare=True, n_resamples=200, budget_curves=False, figures=False),
+    )
     df = pd.read_csv(tmp_path / "o2" / "comparisons.csv")
     assert df.loc[0, "n"] == 5 and "5 problems" in df.loc[0, "note"]
 
@@ -213,14 +218,14 @@ def test_killed_run_is_reevaluated(tmp_path: Path, make_run: Any, run_a_plans: A
     assert run.evaluation_status == "re-evaluated"
     (row,) = headline_rows([run], n_resamples=200)
     assert row.values["final_pass_rate"].value == pytest.approx(2 / 5)
-    result = build_report([path], ReportOptions(n_resamples=200))
+    result = build_report([path], ReportOptions(n_resamples=200, figures=False))
     assert "killed (5/6), re-evaluated" in result.text
     assert "re-evaluated by the benchmark" in result.markdown
 
 
 def test_killed_run_reported_incomplete_without_reevaluation(tmp_path: Path, make_run: Any, run_a_plans: Any) -> None:
     path = make_run(tmp_path / "k", run_a_plans, evaluate=False, truncate_last=True)
-    result = build_report([path], ReportOptions(n_resamples=200, reevaluate=False, budget_curves=False))
+    result = build_report([path], ReportOptions(n_resamples=200, reevaluate=False, budget_curves=False, figures=False))
     assert "incomplete (5/6, not evaluated)" in result.text
     df = pd.read_csv(path / "table1.csv")
     assert df["final_pass_rate"].isna().all()
@@ -231,7 +236,7 @@ def test_unknown_benchmark_is_reported_incomplete(tmp_path: Path, make_run: Any,
     info = json.loads((path / "run.json").read_text())
     info["benchmark"]["name"] = "no_such_benchmark"
     (path / "run.json").write_text(json.dumps(info))
-    result = build_report([path], ReportOptions(n_resamples=100))
+    result = build_report([path], ReportOptions(n_resamples=100, figures=False))
     assert "not evaluated" in result.text
     assert "no_such_benchmark" in result.markdown and "u: no budget curve" in result.markdown
 
@@ -242,3 +247,78 @@ def test_report_errors_are_clear(tmp_path: Path, capsys: Any) -> None:
     (tmp_path / "empty").mkdir()
     assert report_main([str(tmp_path / "empty")]) == 2
     assert "no run directories found" in capsys.readouterr().err
+
+
+CS_KEYS = [
+    "is_reasonable_visiting_city",
+    "is_valid_restaurants",
+    "is_valid_attractions",
+    "is_valid_accommodation",
+    "is_valid_transportation",
+    "is_valid_information_in_current_city",
+    "is_valid_information_in_sandbox",
+    "is_not_absent",
+]
+HARD_KEYS = ["valid_cuisine", "valid_room_rule", "valid_transportation", "valid_room_type", "valid_cost"]
+
+
+def _tp_row(pid: str, level: str, cs: dict[str, Any] | None, hard: dict[str, Any] | None) -> dict[str, Any]:
+    cs_vals = {k: (None if cs is None else cs.get(k, True)) for k in CS_KEYS}
+    hard_vals = {k: (None if hard is None else hard.get(k)) for k in HARD_KEYS}
+    cs_pass = cs is not None and all(v is not False for v in cs_vals.values())
+    hard_pass = hard is not None and all(v is not False for v in hard_vals.values())
+    return {
+        "problem_id": pid,
+        "passed": cs_pass and hard_pass,
+        **cs_vals,
+        **hard_vals,
+        "delivered": cs is not None,
+        "hard_evaluated": hard is not None,
+        "commonsense_pass": cs_pass,
+        "hard_pass": hard_pass,
+        "level": level,
+        "days": 3,
+        "reasons": {},
+    }
+
+
+def test_travelplanner_shaped_evaluation(tmp_path: Path, make_run: Any, run_a_plans: Any) -> None:
+    """Rows shaped like the TravelPlanner evaluator's: official keys, roll-up flags, a per_constraint table."""
+    path = make_run(tmp_path / "tp", {k: run_a_plans[k] for k in ("p0", "p1", "p2", "p3")})
+    rows = [
+        _tp_row("p0", "easy", {}, {"valid_cost": True}),
+        _tp_row("p1", "easy", {"is_not_absent": False}, None),  # hard gate closed
+        _tp_row("p2", "medium", None, None),  # nothing delivered
+        _tp_row("p3", "medium", {}, {"valid_cost": False, "valid_cuisine": True}),
+    ]
+    metrics = {
+        "delivery_rate": 3 / 4,
+        "commonsense_micro": 23 / 32,
+        "commonsense_macro": 2 / 4,
+        "hard_micro": 2 / 9,  # a denominator from the queries, not from the rows
+        "hard_macro": 1 / 4,
+        "final_pass_rate": 1 / 4,
+    }
+    per_constraint = [
+        {"constraint": k, "name": k.replace("_", " ").title(), "group": "commonsense"} for k in CS_KEYS
+    ] + [{"constraint": k, "name": k.title(), "group": "hard"} for k in HARD_KEYS]
+    evaluation = {"metrics": metrics, "per_problem": rows, "tables": {"per_constraint": per_constraint}}
+    (path / "evaluation.json").write_text(json.dumps(evaluation))
+    run = load_run(path)
+    (row,) = headline_rows([run], n_resamples=500)
+    assert {k: iv.value for k, iv in row.values.items()} == pytest.approx(metrics)
+    assert row.rules["delivery_rate"] == "per-problem 'delivered'"
+    assert row.rules["commonsense_micro"] == "commonsense constraints passed / all 8, per problem"
+    assert row.rules["commonsense_macro"] == "per-problem 'commonsense_pass'"
+    assert row.rules["hard_macro"] == "per-problem 'hard_pass'"
+    assert row.rules["final_pass_rate"] == "per-problem 'passed'"
+    assert row.rules["hard_micro"].startswith("no interval")  # honest: not reproducible from the rows
+    assert np.isnan(row.values["hard_micro"].low)
+    table = constraint_rows(run)
+    assert table is not None
+    assert [name for name, _, _ in table.rows] == CS_KEYS + HARD_KEYS  # no roll-up flags among them
+    cells = {name: cells for name, _, cells in table.rows}
+    assert (cells["is_not_absent"]["easy"].passed, cells["is_not_absent"]["easy"].applicable) == (1, 2)
+    assert (cells["valid_cost"]["medium"].passed, cells["valid_cost"]["medium"].applicable) == (0, 1)
+    assert cells["valid_room_rule"]["all"].applicable == 0
+    assert table.names["valid_cost"] == "Valid_Cost"

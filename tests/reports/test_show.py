@@ -1,0 +1,76 @@
+"""``modulo show``: the story of one problem (flips, backprompt text, plan diffs, usage)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from modulo.reports import build_story, load_run, render_plain, show_main
+
+
+def _story(tmp_path: Path, make_run: Any, plans: Any, pid: str) -> str:
+    run = load_run(make_run(tmp_path / "a", plans))
+    run.name = "a"
+    return render_plain(build_story(run, pid))
+
+
+def test_story_of_a_certified_problem(tmp_path: Path, make_run: Any, run_a_plans: Any) -> None:
+    text = _story(tmp_path, make_run, run_a_plans, "p0")
+    assert "outcome: certified after 2 iteration(s) (stop reason: all_passed)" in text
+    assert "=== Iteration 0 ===" in text and "=== Iteration 1 ===" in text
+    # iteration 0: c_even fails; its feedback and the backprompt it produced, in full
+    assert "failing: c_even" in text
+    assert "- c_even: x=1 is odd" in text
+    assert (
+        "--- backprompt built from these verdicts (sent at iteration 1) ---\nYour plan has problems:\n- x=1 is odd\n"
+        in (text)
+    )
+    # iteration 1: the flip and the diff against iteration 0
+    assert "flips since iteration 0: c_even: FAIL -> pass" in text
+    assert '--- iteration 0\n+++ iteration 1\n@@ -1,3 +1,3 @@\n {\n-  "x": 1\n+  "x": 2\n }' in text
+    assert "critics accepting: 4/4 (certified)" in text
+    assert "usage: 2 call(s) (1 cache hit(s), 0 failed), 100 tokens in, 20 out, $0.0100" in text
+
+
+def test_story_flips_in_both_directions_and_repeats(tmp_path: Path, make_run: Any, run_a_plans: Any) -> None:
+    text = _story(tmp_path, make_run, run_a_plans, "p3")
+    it1 = text.split("=== Iteration 1 ===")[1].split("=== Iteration 2 ===")[0]
+    assert "flips since iteration 0: c_even: pass -> FAIL" in it1
+    assert '-  "x": 12\n+  "x": 11' in it1
+    it2 = text.split("=== Iteration 2 ===")[1].split("=== Iteration 3 ===")[0]
+    assert "c_even: FAIL -> pass" in it2
+    assert "(same plan as iteration 0)" in it2
+    it3 = text.split("=== Iteration 3 ===")[1]
+    assert "flips since iteration 2: no critic changed state" in it3
+    assert "plan diff: identical to the plan of iteration 2" in it3
+    assert "best plan so far" in it3
+    assert "not sent: the loop stopped here" in it3
+
+
+def test_story_without_a_plan_shows_gated_critics(tmp_path: Path, make_run: Any, run_a_plans: Any) -> None:
+    text = _story(tmp_path, make_run, run_a_plans, "p2")
+    assert "outcome: failed" in text
+    assert "no plan: no JSON found" in text
+    assert "format=FAIL  c_nonneg=gated  c_even=gated  h_max=gated" in text
+    assert "plan diff" not in text
+
+
+def test_show_main_plain_and_errors(tmp_path: Path, make_run: Any, run_a_plans: Any, capsys: Any) -> None:
+    path = make_run(tmp_path / "a", run_a_plans)
+    assert show_main([str(path), "p4", "--plain", "--prompts", "--replies"]) == 0
+    out = capsys.readouterr().out
+    assert "Problem p4" in out and "[user]\nsolve p4 (attempt 0)" in out and '{"x": 4}' in out
+    assert show_main([str(path), "p44", "--plain"]) == 2
+    err = capsys.readouterr().err
+    assert "no problem 'p44'" in err and "Did you mean p4" in err
+    assert show_main([str(tmp_path / "missing"), "p4"]) == 2
+    assert "no run.json" in capsys.readouterr().err
+
+
+def test_show_rich_renders(tmp_path: Path, make_run: Any, run_a_plans: Any, capsys: Any) -> None:
+    from modulo.reports import render_rich
+
+    run = load_run(make_run(tmp_path / "a", run_a_plans))
+    render_rich(build_story(run, "p0"), width=100)
+    out = capsys.readouterr().out
+    assert "Iteration 1" in out and "c_even: FAIL -> pass" in out and "Your plan has problems" in out
