@@ -136,8 +136,8 @@ class FirstStrategy(AllStrategy):
 class TopKStrategy(AllStrategy):
     """The ``k`` highest-priority failures."""
 
-    def __init__(self, *, k: int = 3, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    def __init__(self, *, k: int = 3, include_plan: bool = True, hints: bool = True, max_plan_chars: int = 20_000) -> None:
+        super().__init__(include_plan=include_plan, hints=hints, max_plan_chars=max_plan_chars)
         if k < 1:
             raise ValueError("k must be at least 1")
         self.k = k
@@ -151,8 +151,13 @@ class GroupedStrategy(BackpromptStrategy):
 
     role = "backprompt_grouped"
 
-    def __init__(self, *, order: tuple[str, ...] | list[str] = ("format", "commonsense", "hard"), **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    def __init__(
+        self,
+        *,
+        order: tuple[str, ...] | list[str] = ("format", "commonsense", "hard"),
+        include_plan: bool = True, hints: bool = True, max_plan_chars: int = 20_000,
+    ) -> None:
+        super().__init__(include_plan=include_plan, hints=hints, max_plan_chars=max_plan_chars)
         self.order = list(order)
 
     def build(self, ctx: BackpromptContext) -> Backprompt:
@@ -173,8 +178,8 @@ class HistoryStrategy(BackpromptStrategy):
 
     role = "backprompt_feedback"
 
-    def __init__(self, *, k: int = 3, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    def __init__(self, *, k: int = 3, include_plan: bool = True, hints: bool = True, max_plan_chars: int = 20_000) -> None:
+        super().__init__(include_plan=include_plan, hints=hints, max_plan_chars=max_plan_chars)
         if k < 1:
             raise ValueError("k must be at least 1")
         self.k = k
