@@ -112,7 +112,8 @@ def print_result(session: Session, result: RunResult) -> None:
     n = s["n_problems"]
     console.print(
         f"\n[bold]run[/] {result.run_dir.path}  ({result.state.resumed} resumed, "
-        f"{sum(len(r.iterations) for r in result.results)} iterations, {s['seconds']:.1f}s)"
+        f"{sum(len(r.iterations) for r in result.results)} iterations, {s['seconds']:.1f}s)",
+        soft_wrap=True,
     )
     outcome = Table(title=f"{session.benchmark.name}/{session.split}: outcomes of {n} problems")
     for key in ("certified", "exhausted", "failed", "unsolvable", "error", "skipped"):
@@ -135,7 +136,8 @@ def print_result(session: Session, result: RunResult) -> None:
     console.print(
         f"LLM calls {u['calls']} (cached {u['cached_calls']}, failed attempts {u['failed_calls']}), "
         f"tokens {u['input_tokens']}+{u['output_tokens']}, cost ${u['cost_usd']:.4f}"
-        + (f" (cache saved ${u['cached_cost_usd']:.4f})" if u["cached_cost_usd"] else "")
+        + (f" (cache saved ${u['cached_cost_usd']:.4f})" if u["cached_cost_usd"] else ""),
+        soft_wrap=True,
     )
     if result.aborted:
         err_console.print(f"[bold red]run stopped:[/] {result.aborted}")
