@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from modulo.benchmark import Benchmark, DataReport, EvalResult, MetricSpec
 from modulo.critic import Critic, CriticFactory
@@ -130,6 +130,17 @@ class NaturalPlanBenchmark(Benchmark):
         if self.answer_marker and self.answer_marker in text:
             text = text[text.rfind(self.answer_marker) + len(self.answer_marker) :]
         return self._parse_text(text)
+
+    def validate_plan(self, value: Any) -> PlanJSON:
+        """The base validation, with a fast path: a value the pydantic model accepts in strict mode
+        (no coercion) also satisfies its JSON Schema, so jsonschema (slow on the meeting steps'
+        ``oneOf``) only runs to explain a rejection."""
+        if self.plan_model is not None:
+            try:
+                return self.plan_model.model_validate(value, strict=True).model_dump(mode="json")
+            except ValidationError:
+                pass
+        return super().validate_plan(value)
 
     def render_plan(self, plan: PlanJSON) -> str:
         """A plan as its canonical text (used when a backprompt shows the previous plan)."""
