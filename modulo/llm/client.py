@@ -19,7 +19,8 @@ Usage fields of one :class:`~modulo.types.LLMCall`: ``calls`` is 1 when the call
 (from the backend or the cache) and 0 when it finally failed; ``failed_calls`` counts failed attempts
 (each retry's failure and the last one); ``cached_calls`` is 1 for a cache hit, which costs
 ``cost_usd=0`` and records ``cached_cost_usd``, what it would have cost; its tokens are the recorded
-reply's, so token budgets behave the same with or without the cache.
+reply's, so token budgets behave the same with or without the cache. A backend that answers from a
+recording (``recorded = True``: the replay backend) is accounted the same way as a cache hit.
 
 On final failure the error is raised with ``.call``: the :class:`LLMCall` (``reply=None``) holding
 the faults and the usage spent, so the caller can record them.
@@ -270,11 +271,17 @@ class LLMClient:
             raise self._fail(exc, request, stage, faults, spent, started) from None
 
         model = response.model or request.model
+        cost = self._cost(model, response.usage.input_tokens, response.usage.output_tokens)
+        # a backend that answers from a recording (replay) is accounted like a cache hit: free, with
+        # what the recorded call would cost now
+        recorded = bool(getattr(self.backend, "recorded", False))
         usage = spent + Usage(
             calls=1,
+            cached_calls=1 if recorded else 0,
             input_tokens=response.usage.input_tokens,
             output_tokens=response.usage.output_tokens,
-            cost_usd=self._cost(model, response.usage.input_tokens, response.usage.output_tokens),
+            cost_usd=0.0 if recorded else cost,
+            cached_cost_usd=cost if recorded else 0.0,
         )
         if key and self.cache_mode == "read-write":
             assert self.cache is not None
@@ -297,7 +304,7 @@ class LLMClient:
             reply=response.text,
             model=model,
             usage=usage,
-            cached=False,
+            cached=recorded,
             finish_reason=response.finish_reason,
             faults=faults,
             seconds=time.monotonic() - started,

@@ -8,7 +8,9 @@ request's stage (``tags["stage"]``) narrows the choice and successive identical 
 recorded replies in their recorded order. The recording may also be a JSONL file of
 ``{"messages": [...], "reply": "...", "stage": "...", "model": "...", "usage": {...}}`` lines.
 
-A request that is not in the recording raises :class:`~modulo.errors.ReplayMissError`.
+A request that is not in the recording raises :class:`~modulo.errors.ReplayMissError`. Replayed
+calls cost nothing: the client accounts them like cache hits (``cached=True``, ``cost_usd=0``,
+``cached_cost_usd`` = what they would cost now).
 """
 
 from __future__ import annotations
@@ -113,6 +115,8 @@ class ReplayBackend:
 
     name = "replay"
     free = True
+    #: answers are recorded, not paid for: the client accounts them like cache hits
+    recorded = True
 
     def __init__(self, settings: LLMSettings, *, recording: str | None = None) -> None:
         source = recording or settings.recording

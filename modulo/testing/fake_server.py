@@ -271,7 +271,9 @@ class FakeProvider:
         self._server = server
         self.port = server.server_address[1]
         self._stop.clear()
-        self._thread = threading.Thread(target=server.serve_forever, name="fake-llm-provider", daemon=True)
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.02}, name="fake-llm-provider", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -348,11 +350,14 @@ class FakeProvider:
             s.max_in_flight = max(s.max_in_flight, s.in_flight)
             s.arrivals.append(time.monotonic() - self._t0)
 
-    def _leave(self, fault: str, status: int | None) -> None:
+    def _note(self, fault: str) -> None:
+        with self._lock:
+            self._stats.by_fault[fault] = self._stats.by_fault.get(fault, 0) + 1
+
+    def _leave(self, status: int | None) -> None:
         with self._lock:
             s = self._stats
             s.in_flight -= 1
-            s.by_fault[fault] = s.by_fault.get(fault, 0) + 1
             key = str(status) if status is not None else "none"
             s.by_status[key] = s.by_status.get(key, 0) + 1
 
@@ -530,11 +535,11 @@ class _Handler(BaseHTTPRequestHandler):
             return
         provider = self.provider
         provider._arrive(path)
-        fault, status = "ok", None
+        status: int | None = None
         try:
-            fault, status = self._complete(api, path, body)
+            status = self._complete(api, path, body)
         finally:
-            provider._leave(fault, status)
+            provider._leave(status)
 
     def _error(self, api: Api, status: int, kind: str, message: str, headers: Mapping[str, str] | None = None) -> int:
         if api == "openai":
@@ -545,10 +550,11 @@ class _Handler(BaseHTTPRequestHandler):
         self._send_json(status, payload, headers)
         return status
 
-    def _complete(self, api: Api, path: str, body: dict[str, Any] | None) -> tuple[str, int | None]:
+    def _complete(self, api: Api, path: str, body: dict[str, Any] | None) -> int | None:
         provider = self.provider
         if body is None:
-            return "ok", self._error(api, 400, "invalid_request_error", "the request body is not a JSON object")
+            provider._note("bad_body")
+            return self._error(api, 400, "invalid_request_error", "the request body is not a JSON object")
         raw_messages = body.get("messages") or []
         messages = [{"role": str(m.get("role", "user")), "content": _text_of(m.get("content"))} for m in raw_messages]
         if api == "anthropic" and body.get("system"):
@@ -573,24 +579,27 @@ class _Handler(BaseHTTPRequestHandler):
         with provider._lock:
             provider.requests.append(req)
         if provider.latency_s and provider.wait(provider.latency_s):
-            return "stopped", None
+            provider._note("stopped")
+            return None
         fault = provider._draw_fault()
         item: ReplyItem | None = None
         if fault is None or fault not in TRANSPORT_FAULTS:
             try:
                 item = provider.next_item(req, consume=fault is None or fault == "slow")
             except _ScriptError as exc:
-                return "script_exhausted", self._error(api, 400, "invalid_request_error", str(exc))
+                provider._note("script_exhausted")
+                return self._error(api, 400, "invalid_request_error", str(exc))
             if isinstance(item, Mapping) and item.get("fault"):
                 fault = str(item["fault"])
+        provider._note(fault or "ok")
         if fault == "slow" and provider.wait(provider.slow_s):
-            return fault, None
+            return None
         if fault in TRANSPORT_FAULTS:
-            return fault, self._transport_fault(api, fault, req)
+            return self._transport_fault(api, fault, req)
         base = provider.generate(req) if item is None else item if isinstance(item, str) else item.get("text")
         if base is None:
             base = provider.generate(req)
-        return fault or "ok", self._reply(api, req, str(base), fault)
+        return self._reply(api, req, str(base), None if fault == "slow" else fault)
 
     def _transport_fault(self, api: Api, fault: str, req: FakeRequest) -> int | None:
         provider = self.provider

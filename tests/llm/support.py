@@ -1,0 +1,46 @@
+"""Helpers shared by the LLM layer tests."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from modulo.llm.base import LLMRequest, LLMSettings
+from modulo.testing import FakeProvider
+from modulo.types import Message
+
+#: a recognisable fake key: it must never show up in a repr, a log line, an exception or a trace
+SECRET = "sk-modulo-test-SECRET-7f3a9c1e5b"
+
+ProviderFactory = Callable[..., FakeProvider]
+
+
+def openai_settings(fake: FakeProvider, **overrides: Any) -> LLMSettings:
+    values: dict[str, Any] = {
+        "name": "openai",
+        "model": "gpt-4o-mini",
+        "base_url": fake.openai_base_url,
+        "timeout_s": 5.0,
+        "max_retries": 3,
+        "max_backoff_s": 0.05,
+    }
+    values.update(overrides)
+    return LLMSettings(**values)
+
+
+def anthropic_settings(fake: FakeProvider, **overrides: Any) -> LLMSettings:
+    values: dict[str, Any] = {
+        "name": "anthropic",
+        "model": "claude-haiku-4-5-20251001",
+        "base_url": fake.anthropic_base_url,
+        "timeout_s": 5.0,
+        "max_retries": 3,
+        "max_backoff_s": 0.05,
+    }
+    values.update(overrides)
+    return LLMSettings(**values)
+
+
+def request(text: str = "Plan a trip to Rome.", *, problem: str | None = None, **fields: Any) -> LLMRequest:
+    tags = {"problem_id": problem} if problem is not None else {}
+    return LLMRequest(messages=(Message(role="user", content=text),), tags=tags, **fields)

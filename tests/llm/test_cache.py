@@ -1,0 +1,169 @@
+"""The SQLite response cache: hits make no request, cost nothing and record what they would have cost."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from modulo.errors import CacheMissError, ConfigError
+from modulo.llm.base import LLMSettings
+from modulo.llm.cache import CACHE_FILE, ResponseCache
+from modulo.llm.client import build_client
+from modulo.llm.pricing import PRICES
+
+from .support import ProviderFactory, openai_settings, request
+
+
+async def test_hit_makes_no_request_and_reports_would_have_cost(provider: ProviderFactory, tmp_path: Path) -> None:
+    fake = provider(["first answer", "second answer"])
+    settings = openai_settings(fake)
+    writer = build_client(settings, cache_mode="read-write", cache_dir=tmp_path)
+    try:
+        miss = await writer.call(request("Plan Rome.", problem="p1"), "generate")
+        # same request, other tags: tags are not part of the key
+        hit = await writer.call(request("Plan Rome.", problem="p2"), "generate")
+    finally:
+        await writer.aclose()
+    assert fake.stats().requests == 1 and writer.backend_calls == 1
+    assert not miss.cached and hit.cached
+    assert hit.reply == miss.reply == "first answer"
+    assert hit.model == miss.model and hit.finish_reason == miss.finish_reason
+    assert hit.usage.cost_usd == 0.0 and hit.usage.cached_calls == 1 and hit.usage.calls == 1
+    assert hit.usage.cached_cost_usd == pytest.approx(miss.usage.cost_usd)
+    assert miss.usage.cost_usd == pytest.approx(
+        PRICES["gpt-4o-mini"].cost(miss.usage.input_tokens, miss.usage.output_tokens)
+    )
+    assert (hit.usage.input_tokens, hit.usage.output_tokens) == (miss.usage.input_tokens, miss.usage.output_tokens)
+    assert writer.usage.cost_usd == pytest.approx(miss.usage.cost_usd)
+    assert writer.usage.cached_calls == 1
+    assert (tmp_path / CACHE_FILE).is_file()
+
+    # a new process-like client reading the same file answers from disk
+    reader = build_client(settings, cache_mode="read-only", cache_dir=tmp_path)
+    try:
+        again = await reader.call(request("Plan Rome."), "generate")
+    finally:
+        await reader.aclose()
+    assert again.cached and again.reply == "first answer" and fake.stats().requests == 1
+
+
+async def test_sample_index_and_parameters_are_part_of_the_key(provider: ProviderFactory, tmp_path: Path) -> None:
+    fake = provider(["a", "b", "c", "d"])
+    client = build_client(openai_settings(fake), cache_mode="read-write", cache_dir=tmp_path)
+    try:
+        replies = [
+            (await client.call(request("q"), "generate")).reply,
+            (await client.call(request("q", sample_index=1), "generate")).reply,
+            (await client.call(request("q", temperature=0.7), "generate")).reply,
+            (await client.call(request("q"), "generate")).reply,
+        ]
+    finally:
+        await client.aclose()
+    assert replies == ["a", "b", "c", "a"]
+    assert fake.stats().requests == 3
+
+
+async def test_model_from_settings_is_part_of_the_key(provider: ProviderFactory, tmp_path: Path) -> None:
+    fake = provider(["from mini", "from 4o"])
+    mini = build_client(openai_settings(fake, model="gpt-4o-mini"), cache_mode="read-write", cache_dir=tmp_path)
+    big = build_client(openai_settings(fake, model="gpt-4o"), cache_mode="read-write", cache_dir=tmp_path)
+    try:
+        assert (await mini.call(request("q"), "generate")).reply == "from mini"
+        assert (await big.call(request("q"), "generate")).reply == "from 4o"
+    finally:
+        await mini.aclose()
+        await big.aclose()
+
+
+async def test_read_only_miss_is_a_clear_error(provider: ProviderFactory, tmp_path: Path) -> None:
+    fake = provider(["never"])
+    client = build_client(openai_settings(fake), cache_mode="read-only", cache_dir=tmp_path)
+    try:
+        with pytest.raises(CacheMissError, match=r"read-only.*problem 'p9'.*cache.mode=read-write") as info:
+            await client.call(request(problem="p9"), "generate")
+    finally:
+        await client.aclose()
+    assert fake.stats().requests == 0 and client.backend_calls == 0
+    call = info.value.call  # type: ignore[attr-defined]
+    assert call.reply is None and call.faults[0].kind == "cache_miss"
+    assert not (tmp_path / CACHE_FILE).exists()  # read-only never creates the file
+
+
+async def test_failed_calls_are_not_cached(provider: ProviderFactory, tmp_path: Path) -> None:
+    fake = provider(["later"], faults=["bad_request"])
+    client = build_client(openai_settings(fake), cache_mode="read-write", cache_dir=tmp_path)
+    try:
+        with pytest.raises(Exception):  # noqa: B017 - the 400 itself is tested elsewhere
+            await client.call(request(), "generate")
+        call = await client.call(request(), "generate")
+    finally:
+        await client.aclose()
+    assert call.reply == "later" and not call.cached and fake.stats().requests == 2
+
+
+async def test_concurrent_coroutines_share_the_cache(tmp_path: Path) -> None:
+    settings = LLMSettings(name="scripted", args={"fn": lambda r: r.messages[0].content.upper()})
+    client = build_client(settings, cache_mode="read-write", cache_dir=tmp_path)
+    try:
+        first = await asyncio.gather(*(client.call(request(f"q{i}"), "generate") for i in range(20)))
+        second = await asyncio.gather(*(client.call(request(f"q{i}"), "generate") for i in range(20)))
+    finally:
+        await client.aclose()
+    assert [c.reply for c in first] == [f"Q{i}" for i in range(20)] == [c.reply for c in second]
+    assert all(c.cached for c in second) and client.backend_calls == 20
+
+
+def _write_many(path: str, start: int, count: int) -> None:
+    cache = ResponseCache(path)
+    for i in range(start, start + count):
+        req = request(f"q{i}")
+        cache.put_sync(
+            req.key("x"),
+            backend="x",
+            request=req,
+            text=f"r{i}",
+            model="m",
+            finish_reason="stop",
+            input_tokens=1,
+            output_tokens=1,
+        )
+    cache.close()
+
+
+def test_parallel_processes_write_one_file(tmp_path: Path) -> None:
+    path = str(tmp_path / "shared.sqlite")
+    ResponseCache(path).close()
+    methods = multiprocessing.get_all_start_methods()
+    ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    workers = [ctx.Process(target=_write_many, args=(path, k * 40, 40)) for k in range(2)]
+    for w in workers:
+        w.start()
+    _write_many(path, 80, 40)
+    for w in workers:
+        w.join(timeout=60)
+        assert w.exitcode == 0
+    cache = ResponseCache(path, readonly=True)
+    assert len(cache) == 120
+    hit = cache.get_sync(request("q57").key("x"))
+    assert hit is not None and hit.text == "r57"
+    cache.close()
+    mode = sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0]
+    assert mode == "wal"
+
+
+def test_first_writer_wins_and_unknown_mode_is_rejected(tmp_path: Path) -> None:
+    cache = ResponseCache(tmp_path / "c.sqlite")
+    req = request()
+    for text in ("one", "two"):
+        cache.put_sync(
+            "k", backend="b", request=req, text=text, model="m", finish_reason=None, input_tokens=0, output_tokens=0
+        )
+    hit = cache.get_sync("k")
+    assert hit is not None and hit.text == "one"
+    cache.close()
+    with pytest.raises(ConfigError, match=r"cache mode"):
+        build_client(LLMSettings(name="scripted", args={"replies": []}), cache_mode="sometimes")  # type: ignore[arg-type]
