@@ -240,7 +240,13 @@ class _Builder:
             "[Hard] = format + hard constraints, [Json] = format only.",
             "",
         ]
-        self.text += ["Headline metrics (%, 95% bootstrap CI over problems):", text_table(headers, text_rows), ""]
+        self.text += [
+            "Headline metrics (%, 95% bootstrap CI over problems):",
+            text_table(headers, text_rows),
+            "",
+            *[line.replace("**", "") for line in _run_labels(runs)],
+            "",
+        ]
         path = self._name("table1", bench, "csv")
         self._csv(path, csv_rows)
 
