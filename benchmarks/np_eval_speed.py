@@ -16,6 +16,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from critics.natural_plan.benchmark import CalendarScheduling, MeetingPlanning, NaturalPlanBenchmark, TripPlanning
@@ -67,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
             subset = bench.load("subset100")
             stored = _texts(bench, "subset100")
             answers = [stored[p.id] for p in subset]
-            times, result = _time(lambda b=bench, s=subset, a=answers: b.evaluate(s, a), args.repeats)
+            times, result = _time(partial(bench.evaluate, subset, answers), args.repeats)
             official = sum(r["official"] for r in result.per_problem)
             valid = sum(r["valid"] for r in result.per_problem)
             scores = f"official {official}, valid {valid}"
