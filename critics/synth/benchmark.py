@@ -1,0 +1,506 @@
+"""The synthesized benchmarks ``synth/tasks``, ``synth/calendar`` and ``synth/trip``.
+
+Problems are generated on the fly from ``(n, seed, difficulty, knobs)``, identically for the same
+arguments (``benchmark.n=50 benchmark.seed=1``), or read from a JSONL file written by
+``modulo synth FAMILY --n N --seed S --out FILE.jsonl`` (``benchmark.path=FILE.jsonl``). Every
+problem carries its structured constraints (``constraints``: the spec the critics read), and in
+``metadata`` the witness plan found by Z3 (``witness``), whether it is the only plan (``unique``),
+whether the problem is solvable (``solvable``; unsolvable ones carry the id of the ``injected``
+contradiction), the knobs and the seeds.
+
+For error dissection, :meth:`SynthBenchmark.variant` re-renders a problem with other wordings
+(``wording_seed``), another skin (``topic``) or an equivalent, differently written constraint set
+(``restructure_seed``); the witness stays valid in every variant.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from modulo.benchmark import Benchmark, DataReport, EvalResult, MetricSpec
+from modulo.errors import ConfigError, DataError, PlanFormatError
+from modulo.types import PlanJSON, Problem
+
+from .common import derive_seed, rng_for
+from .families import get_family
+from .family import Family, problem_from
+
+SPLIT = "generated"
+
+
+class SynthBenchmark(Benchmark):
+    """Shared by the three synthesized families; subclasses set ``family_name`` and their knobs."""
+
+    family_name: ClassVar[str] = ""
+    test_splits: ClassVar[tuple[str, ...]] = ()
+    critic_source: ClassVar[str] = "derived"
+    primary_metric: ClassVar[str] = "success"
+    metrics: ClassVar[tuple[MetricSpec, ...]] = (
+        MetricSpec("success", "success", description="solved (solvable) or correctly abstained (unsolvable)"),
+        MetricSpec(
+            "solved", "solved", description="solvable problems whose plan passes every constraint (critics and Z3)"
+        ),
+        MetricSpec("abstention_recall", "abstention recall", description="unsolvable problems answered with no plan"),
+        MetricSpec("wrongful_abstention", "wrongful abstention", description="solvable problems answered with no plan"),
+        MetricSpec("delivery", "delivery", description="problems answered with a plan"),
+        MetricSpec(
+            "critic_z3_disagreements",
+            "critic/Z3 disagreements",
+            kind="count",
+            description="plans on which the critics and Z3 disagree (should be 0)",
+        ),
+    )
+
+    def __init__(
+        self,
+        data_dir: Path | None = None,
+        *,
+        n: int = 50,
+        seed: int = 0,
+        difficulty: str = "easy",
+        unsolvable_fraction: float = 0.0,
+        path: str | None = None,
+        wording_seed: int | None = None,
+        topic: str | None = None,
+        unique: bool | None = None,
+        knobs: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(data_dir)
+        self.family: Family = get_family(self.family_name)
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise ConfigError(f"{self.name}: n must be a non-negative integer, got {n!r}")
+        if not isinstance(seed, int) or isinstance(seed, bool):
+            raise ConfigError(f"{self.name}: seed must be an integer, got {seed!r}")
+        if not 0.0 <= float(unsolvable_fraction) <= 1.0:
+            raise ConfigError(f"{self.name}: unsolvable_fraction must be in [0, 1], got {unsolvable_fraction!r}")
+        if topic is not None and topic not in self.family.topics:
+            raise ConfigError(f"{self.name}: topic {topic!r} is not one of {list(self.family.topics)}")
+        self.n, self.seed, self.difficulty = n, seed, difficulty
+        self.unsolvable_fraction = float(unsolvable_fraction)
+        self.path = Path(path).expanduser() if path else None
+        self.wording_seed, self.topic = wording_seed, topic
+        self.unique = self.default_unique() if unique is None else bool(unique)
+        self.knobs = self.family.knobs(difficulty, knobs or {})
+        self._cache: list[Problem] | None = None
+
+    @classmethod
+    def default_unique(cls) -> bool:
+        return False
+
+    # -- problems --------------------------------------------------------------------------------
+    def splits(self) -> list[str]:
+        return [SPLIT]
+
+    def load(self, split: str) -> list[Problem]:
+        if split != SPLIT:
+            raise ConfigError(f"{self.name} has one split, {SPLIT!r}; got {split!r}")
+        if self._cache is None:
+            self._cache = self.read(self.path) if self.path else self.generate(self.n)
+        return list(self._cache)
+
+    def generate(self, n: int, start: int = 0) -> list[Problem]:
+        """Problems ``start .. start+n-1`` of this configuration (each depends only on its index)."""
+        return [self.make(i) for i in range(start, start + n)]
+
+    def make(self, index: int) -> Problem:
+        """Problem ``index`` of this configuration."""
+        instance_seed = derive_seed(self.family.name, self.seed, index)
+        unsolvable = rng_for("unsolvable", self.seed, index).random() < self.unsolvable_fraction
+        synthesis = self.family.synthesize(
+            instance_seed, self.knobs, topic=self.topic, unique=self.unique, unsolvable=unsolvable
+        )
+        wording = instance_seed if self.wording_seed is None else derive_seed("wording", self.wording_seed, index)
+        meta = {
+            "difficulty": self.difficulty,
+            "knobs": _jsonable(self.knobs),
+            "seed": self.seed,
+            "index": index,
+            "instance_seed": instance_seed,
+            "split": SPLIT,
+        }
+        tag = "u" if unsolvable else "s"
+        pid = f"{self.family.name}-{self.difficulty}-{self.seed}-{index:04d}{tag}"
+        return problem_from(self.family, synthesis, problem_id=pid, wording_seed=wording, meta=meta)
+
+    def read(self, path: Path) -> list[Problem]:
+        """Problems from a JSONL file written by :func:`write_problems` (``modulo synth ... --out``)."""
+        if not path.is_file():
+            raise DataError(f"{self.name}: problem file {path} does not exist (write one with 'modulo synth')")
+        problems = []
+        with path.open(encoding="utf-8") as fh:
+            for lineno, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    p = Problem.model_validate_json(line)
+                except ValueError as exc:
+                    raise DataError(f"{path}:{lineno}: not a problem record: {str(exc)[:200]}") from None
+                if p.benchmark != self.name:
+                    raise DataError(f"{path}:{lineno}: problem {p.id!r} belongs to {p.benchmark!r}, not {self.name!r}")
+                problems.append(p)
+        return problems
+
+    # -- variants for error dissection ------------------------------------------------------------
+    def variant(
+        self,
+        problem: Problem,
+        *,
+        wording_seed: int | None = None,
+        topic: str | None = None,
+        restructure_seed: int | None = None,
+    ) -> Problem:
+        """The same constraint set written differently (wording), under another skin (topic), or an
+        equivalent set written as another problem (restructure). The witness is carried over."""
+        spec = json.loads(json.dumps(problem.constraints))
+        for c in spec["constraints"]:
+            c.pop("text", None)
+        witness = problem.metadata.get("witness")
+        suffix = []
+        if topic is not None:
+            if topic not in self.family.topics:
+                raise ConfigError(f"{self.name}: topic {topic!r} is not one of {list(self.family.topics)}")
+            mapping = self.family.topic_names(rng_for("topic", problem.id, topic), spec, topic)
+            spec = self.family.rename(spec, mapping, topic)
+            witness = _rename(witness, mapping)
+            suffix.append(f"t-{topic}")
+        if restructure_seed is not None:
+            spec = self.family.restructure(rng_for("restructure", problem.id, restructure_seed), spec)
+            suffix.append(f"r{restructure_seed}")
+        wording = problem.metadata.get("wording_seed", 0) if wording_seed is None else wording_seed
+        if wording_seed is not None:
+            suffix.append(f"w{wording_seed}")
+        query, spec = self.family.render(spec, rng_for(self.family.name, "wording", wording))
+        metadata = {
+            **problem.metadata,
+            "witness": witness,
+            "wording_seed": wording,
+            "topic": spec["topic"],
+            "variant_of": problem.id,
+        }
+        pid = problem.id + ("~" + "~".join(suffix) if suffix else "")
+        return problem.model_copy(update={"id": pid, "query": query, "constraints": spec, "metadata": metadata})
+
+    # -- plans -----------------------------------------------------------------------------------
+    def check_format(self, problem: Problem, plan: PlanJSON) -> list[str]:
+        return self.family.check_format(problem.constraints, plan)
+
+    def parse(self, text: str, problem: Problem) -> PlanJSON:
+        if not text or not text.strip():
+            raise PlanFormatError("the answer is empty")
+        return self.family.parse_plan(text, problem.constraints)
+
+    def render_plan(self, plan: PlanJSON) -> str:
+        try:
+            return self.family.render_plan(plan)
+        except (KeyError, TypeError):
+            return super().render_plan(plan)
+
+    def prompt_variables(self, problem: Problem) -> dict[str, Any]:
+        example = self.family.render_plan(self.example_plan())
+        return {
+            "query": problem.query,
+            "context": problem.context,
+            "answer_format": self.family.format_hint(),
+            "example": json.dumps(self.example_plan()),
+            "example_text": example,
+            "schema": json.dumps(self.plan_json_schema(), indent=1),
+        }
+
+    def example_plan(self) -> PlanJSON:
+        raise NotImplementedError
+
+    # -- critics, evaluation, unsolvability ---------------------------------------------------------
+    def critic_names(self) -> list[str]:
+        return ["format", *self.family.critic_kinds]
+
+    def prove_unsolvable(self, problem: Problem) -> str | None:
+        """A minimal unsat core of the problem's constraints, in the query's words (None: satisfiable)."""
+        return self.family.explain_unsat(problem.constraints)
+
+    def evaluate(self, problems: Sequence[Problem], plans: Sequence[PlanJSON | None]) -> EvalResult:
+        if len(problems) != len(plans):
+            raise ConfigError(f"{self.name}: {len(problems)} problems but {len(plans)} plans")
+        rows = [self._score(p, plan) for p, plan in zip(problems, plans, strict=True)]
+        return EvalResult(
+            metrics=_aggregate(rows), per_problem=rows, tables=_tables(rows, list(self.family.critic_kinds))
+        )
+
+    def _score(self, problem: Problem, plan: PlanJSON | None) -> dict[str, Any]:
+        spec = problem.constraints
+        solvable = self.family.unsat_core_ids(spec) is None
+        row: dict[str, Any] = {
+            "problem_id": problem.id,
+            "solvable": solvable,
+            "abstained": plan is None,
+            "difficulty": problem.metadata.get("difficulty"),
+            "size": _size(problem),
+        }
+        if plan is None:
+            row.update(passed=not solvable, z3_valid=None, disagreement=False)
+            return row
+        problems = self.family.check_format(spec, plan)
+        try:
+            self.validate_plan(plan)
+        except PlanFormatError as exc:
+            problems.append(str(exc))
+        critics_pass = not problems
+        for name, kinds in self.family.critic_kinds.items():
+            if problems:
+                row[name] = False
+                continue
+            applicable, broken = self.family.violations(spec, plan, kinds)
+            row[name] = None if applicable == 0 else not broken
+            critics_pass = critics_pass and not broken
+        z3_ok = self.family.z3_valid(spec, plan)
+        row.update(format=not problems, z3_valid=z3_ok, disagreement=(critics_pass != z3_ok) and not problems)
+        row["passed"] = bool(solvable and critics_pass and z3_ok)
+        return row
+
+    def data_check(self) -> DataReport:
+        lines = [f"{self.name}: generated on the fly, needs no data files"]
+        if self.path is not None:
+            ok = self.path.is_file()
+            lines.append(f"problem file {self.path}: {'present' if ok else 'MISSING'}")
+            return DataReport(ok=ok, lines=lines)
+        return DataReport(ok=True, lines=lines)
+
+
+def _size(problem: Problem) -> int:
+    spec = problem.constraints
+    for key in ("actions", "people", "cities"):
+        if key in spec:
+            return len(spec[key])
+    return 0
+
+
+def _aggregate(rows: list[dict[str, Any]]) -> dict[str, float]:
+    n = len(rows)
+    solv = [r for r in rows if r["solvable"]]
+    unsolv = [r for r in rows if not r["solvable"]]
+    metrics: dict[str, float] = {}
+    if n:
+        metrics["success"] = sum(r["passed"] for r in rows) / n
+        metrics["delivery"] = sum(not r["abstained"] for r in rows) / n
+    if solv:
+        metrics["solved"] = sum(r["passed"] for r in solv) / len(solv)
+        metrics["wrongful_abstention"] = sum(r["abstained"] for r in solv) / len(solv)
+    if unsolv:
+        metrics["abstention_recall"] = sum(r["abstained"] for r in unsolv) / len(unsolv)
+    metrics["critic_z3_disagreements"] = float(sum(bool(r.get("disagreement")) for r in rows))
+    return metrics
+
+
+def _tables(rows: list[dict[str, Any]], critics: list[str]) -> dict[str, list[dict[str, Any]]]:
+    per_critic = []
+    for name in critics:
+        vals = [r[name] for r in rows if r.get(name) is not None]
+        if vals:
+            per_critic.append({"critic": name, "checked": len(vals), "pass_rate": sum(vals) / len(vals)})
+    groups: dict[tuple[Any, Any], list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        groups[(r["difficulty"], r["size"])].append(r)
+    per_size = [
+        {"difficulty": d, "size": s, "n": len(g), **_aggregate(g)} for (d, s), g in sorted(groups.items(), key=str)
+    ]
+    return {"per_critic": per_critic, "per_size": per_size}
+
+
+def _rename(value: Any, mapping: dict[str, str]) -> Any:
+    if isinstance(value, str):
+        return mapping.get(value, value)
+    if isinstance(value, list):
+        return [_rename(v, mapping) for v in value]
+    if isinstance(value, dict):
+        return {k: _rename(v, mapping) for k, v in value.items()}
+    return value
+
+
+def _jsonable(knobs: dict[str, Any]) -> dict[str, Any]:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in knobs.items()}
+
+
+class SynthTasks(SynthBenchmark):
+    """PDoctor-style daily tasks: order relations, time windows, durations, one task at a time."""
+
+    name = "synth/tasks"
+    description = "synthesized task schedules (PDoctor's order and time DSL), verified by Z3"
+    family_name = "tasks"
+    prompts: ClassVar[dict[str, str]] = {r: f"synth/tasks/{r}" for r in ("direct", "cot", "json", "reformulate")}
+    plan_model = get_family("tasks").plan_model
+
+    def __init__(
+        self,
+        data_dir: Path | None = None,
+        *,
+        n: int = 50,
+        seed: int = 0,
+        difficulty: str = "easy",
+        unsolvable_fraction: float = 0.0,
+        path: str | None = None,
+        wording_seed: int | None = None,
+        topic: str | None = None,
+        unique: bool | None = None,
+        n_actions: int | None = None,
+        n_constraints: int | None = None,
+        slack: int | None = None,
+        max_duration: int | None = None,
+        kinds: Sequence[str] | None = None,
+    ) -> None:
+        knobs = {
+            "n_actions": n_actions,
+            "n_constraints": n_constraints,
+            "slack": slack,
+            "max_duration": max_duration,
+            "kinds": tuple(kinds) if kinds is not None else None,
+        }
+        super().__init__(
+            data_dir,
+            n=n,
+            seed=seed,
+            difficulty=difficulty,
+            unsolvable_fraction=unsolvable_fraction,
+            path=path,
+            wording_seed=wording_seed,
+            topic=topic,
+            unique=unique,
+            knobs=knobs,
+        )
+
+    def example_plan(self) -> PlanJSON:
+        return {
+            "schedule": [
+                {"task": "task A", "start": "9:00", "end": "10:00"},
+                {"task": "task B", "start": "10:00", "end": "12:00"},
+            ]
+        }
+
+
+class SynthCalendar(SynthBenchmark):
+    """One meeting for a group over one or more days (NATURAL PLAN calendar style); small at easy."""
+
+    name = "synth/calendar"
+    description = "synthesized meeting scheduling (NATURAL PLAN calendar style), verified by Z3"
+    family_name = "calendar"
+    prompts: ClassVar[dict[str, str]] = {r: f"synth/calendar/{r}" for r in ("direct", "cot", "json", "reformulate")}
+    plan_model = get_family("calendar").plan_model
+
+    def __init__(
+        self,
+        data_dir: Path | None = None,
+        *,
+        n: int = 50,
+        seed: int = 0,
+        difficulty: str = "easy",
+        unsolvable_fraction: float = 0.0,
+        path: str | None = None,
+        wording_seed: int | None = None,
+        topic: str | None = None,
+        unique: bool | None = None,
+        n_people: int | None = None,
+        n_days: int | None = None,
+        blocks: int | None = None,
+        n_preferences: int | None = None,
+        duration: int | None = None,
+        earliest: bool | None = None,
+        kinds: Sequence[str] | None = None,
+    ) -> None:
+        knobs = {
+            "n_people": n_people,
+            "n_days": n_days,
+            "blocks": blocks,
+            "n_preferences": n_preferences,
+            "duration": duration,
+            "earliest": earliest,
+            "kinds": tuple(kinds) if kinds is not None else None,
+        }
+        super().__init__(
+            data_dir,
+            n=n,
+            seed=seed,
+            difficulty=difficulty,
+            unsolvable_fraction=unsolvable_fraction,
+            path=path,
+            wording_seed=wording_seed,
+            topic=topic,
+            unique=unique,
+            knobs=knobs,
+        )
+
+    @classmethod
+    def default_unique(cls) -> bool:
+        return True
+
+    def example_plan(self) -> PlanJSON:
+        return {"day": "Monday", "start": "13:30", "end": "14:30"}
+
+
+class SynthTrip(SynthBenchmark):
+    """Multi-city itineraries with stays, direct flights and dated events (NATURAL PLAN trip style)."""
+
+    name = "synth/trip"
+    description = "synthesized multi-city trips (NATURAL PLAN trip style), unique by default, verified by Z3"
+    family_name = "trip"
+    prompts: ClassVar[dict[str, str]] = {r: f"synth/trip/{r}" for r in ("direct", "cot", "json", "reformulate")}
+    plan_model = get_family("trip").plan_model
+
+    def __init__(
+        self,
+        data_dir: Path | None = None,
+        *,
+        n: int = 50,
+        seed: int = 0,
+        difficulty: str = "easy",
+        unsolvable_fraction: float = 0.0,
+        path: str | None = None,
+        wording_seed: int | None = None,
+        topic: str | None = None,
+        unique: bool | None = None,
+        n_cities: int | None = None,
+        n_events: int | None = None,
+        max_stay: int | None = None,
+        extra_flights: int | None = None,
+        endpoints: float | None = None,
+    ) -> None:
+        knobs = {
+            "n_cities": n_cities,
+            "n_events": n_events,
+            "max_stay": max_stay,
+            "extra_flights": extra_flights,
+            "endpoints": endpoints,
+        }
+        super().__init__(
+            data_dir,
+            n=n,
+            seed=seed,
+            difficulty=difficulty,
+            unsolvable_fraction=unsolvable_fraction,
+            path=path,
+            wording_seed=wording_seed,
+            topic=topic,
+            unique=unique,
+            knobs=knobs,
+        )
+
+    @classmethod
+    def default_unique(cls) -> bool:
+        return True
+
+    def example_plan(self) -> PlanJSON:
+        return {
+            "stays": [{"city": "Paris", "start_day": 1, "end_day": 3}, {"city": "Rome", "start_day": 3, "end_day": 5}]
+        }
+
+
+BENCHMARKS: dict[str, type[SynthBenchmark]] = {"tasks": SynthTasks, "calendar": SynthCalendar, "trip": SynthTrip}
+
+
+def write_problems(problems: Sequence[Problem], path: Path) -> None:
+    """One problem per line (the format ``benchmark.path=`` reads)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as fh:
+        for p in problems:
+            fh.write(p.model_dump_json() + "\n")

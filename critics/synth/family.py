@@ -1,0 +1,417 @@
+"""The common machinery of a synthesized problem family.
+
+A family knows how to build a constraint skeleton, propose candidate constraints, encode every
+constraint kind over *rows* (the items of a plan: Z3 terms while synthesizing, constants while
+checking a plan), turn a Z3 model into a plan, render the constraint set as text (several wordings
+per kind) and parse that text back. Everything else is shared here:
+
+* :meth:`Family.synthesize`: PDoctor's Alg. 1. Each candidate is added under ``push`` and kept when
+  the set stays satisfiable (and the candidate is not already implied); the last model is the
+  witness. Optionally a blocking clause on the witness is added and, while another plan exists, a
+  constraint that tells the two apart is added, until the witness is the only plan.
+* :meth:`Family.inject_contradiction`: a constraint that clashes with the set, proved by Z3.
+* :meth:`Family.explain_unsat`: ``assert_and_track`` + ``unsat_core`` (shrunk to a minimal core),
+  rendered in the query's own words.
+* :meth:`Family.z3_truths`: Z3's verdict on each constraint for a concrete plan (the oracle).
+* :meth:`Family.violations`: the pure-Python checks behind the critics.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import z3
+from pydantic import BaseModel
+
+from modulo.errors import ConfigError, PlanFormatError
+from modulo.types import PlanJSON, Problem
+
+from .common import Constraint, Formula, as_z3, check_choice, neg, new_solver, rng_for, truth, unsat_core
+
+Spec = dict[str, Any]
+Row = tuple[Any, ...]
+DIFFICULTIES = ("easy", "medium", "hard")
+
+
+@dataclass
+class Mutant:
+    """A changed plan and how it was made (``kind`` is the mutation operator, ``target`` what it aimed at)."""
+
+    kind: str
+    plan: PlanJSON
+    target: str = ""
+
+
+@dataclass
+class Synthesis:
+    """What the synthesizer produced for one seed."""
+
+    spec: Spec
+    witness: PlanJSON | None
+    unique: bool | None
+    injected: str | None = None
+    checks: int = 0
+    tries: int = 0
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+class Family(ABC):
+    """One family of synthesized problems (subclassed by tasks, calendar and trip)."""
+
+    name: ClassVar[str] = ""
+    benchmark: ClassVar[str] = ""
+    plan_model: ClassVar[type[BaseModel]]
+    #: critic name -> the constraint kinds it checks (one critic per kind of requirement)
+    critic_kinds: ClassVar[dict[str, tuple[str, ...]]] = {}
+    topics: ClassVar[tuple[str, ...]] = ()
+    #: difficulty -> default knobs
+    presets: ClassVar[dict[str, dict[str, Any]]] = {}
+    #: knobs the family accepts besides the presets' (name -> default)
+    mutation_kinds: ClassVar[tuple[str, ...]] = ()
+    #: how many rounds the uniqueness loop may add distinguishing constraints
+    unique_rounds: ClassVar[int] = 25
+    #: candidate tries per wanted constraint before giving up
+    tries_per_constraint: ClassVar[int] = 6
+
+    # == knobs ==================================================================================
+    def knobs(self, difficulty: str, overrides: dict[str, Any]) -> dict[str, Any]:
+        check_choice("difficulty", difficulty, DIFFICULTIES)
+        knobs = dict(self.presets[difficulty])
+        for key, value in overrides.items():
+            if value is None:
+                continue
+            if key not in knobs:
+                raise ConfigError(f"{self.benchmark} has no knob {key!r}; knobs: {sorted(knobs)}")
+            knobs[key] = value
+        self.validate_knobs(knobs)
+        return knobs
+
+    def validate_knobs(self, knobs: dict[str, Any]) -> None:  # noqa: B027 (optional hook)
+        """Raise ConfigError on impossible knob values."""
+
+    # == family-specific pieces =================================================================
+    @abstractmethod
+    def skeleton(self, rng: random.Random, knobs: dict[str, Any], topic: str) -> Spec:
+        """Entities plus the base constraints (durations, stays, work hours, ...), without texts."""
+
+    @abstractmethod
+    def symbolic_rows(self, spec: Spec) -> tuple[list[Row], list[Formula]]:
+        """Z3 rows for a plan of ``spec`` plus the domain formulas that tie them (never tracked)."""
+
+    @abstractmethod
+    def encode(self, c: Constraint, spec: Spec, rows: Sequence[Row]) -> Formula:
+        """The formula of one constraint over rows (symbolic or concrete)."""
+
+    @abstractmethod
+    def plan_rows(self, spec: Spec, plan: PlanJSON) -> list[Row]:
+        """Concrete rows of a plan (Z3 integer constants for times). Raise PlanFormatError."""
+
+    @abstractmethod
+    def model_plan(self, spec: Spec, model: Any, rows: Sequence[Row]) -> PlanJSON:
+        """The plan a Z3 model describes."""
+
+    @abstractmethod
+    def candidate(self, rng: random.Random, spec: Spec, witness: PlanJSON, knobs: dict[str, Any]) -> Constraint | None:
+        """A random constraint to try adding (often guided by the current witness)."""
+
+    @abstractmethod
+    def wanted(self, knobs: dict[str, Any]) -> int:
+        """How many candidate constraints the synthesizer should keep."""
+
+    def block(self, spec: Spec, rows: Sequence[Row], plan: PlanJSON) -> Formula:
+        """'The plan is not ``plan``' in the family's sense of sameness (for uniqueness)."""
+        raise NotImplementedError
+
+    def distinguish(self, rng: random.Random, spec: Spec, witness: PlanJSON, other: PlanJSON) -> Constraint | None:
+        """A constraint the witness satisfies and ``other`` violates."""
+        return None
+
+    @abstractmethod
+    def contradictions(self, rng: random.Random, spec: Spec, witness: PlanJSON) -> list[Constraint]:
+        """Candidate constraints that clash with the set (tried in order until one is UNSAT)."""
+
+    @abstractmethod
+    def render(self, spec: Spec, rng: random.Random) -> tuple[str, Spec]:
+        """The query text and the spec with every constraint's ``text`` filled in."""
+
+    @abstractmethod
+    def parse_query(self, text: str) -> Spec:
+        """Recover entities and constraints (without ids and texts) from a rendered query."""
+
+    @abstractmethod
+    def violation(self, c: Constraint, spec: Spec, plan: PlanJSON) -> str | None:
+        """Why ``plan`` breaks ``c`` (quoting the plan), or None when it keeps it. Pure Python."""
+
+    @abstractmethod
+    def parse_plan(self, text: str, spec: Spec) -> PlanJSON:
+        """Deterministic text -> plan. Raise PlanFormatError when no plan is in the text."""
+
+    @abstractmethod
+    def render_plan(self, plan: PlanJSON) -> str:
+        """A plan in the text format the prompts ask for (parse_plan reads it back)."""
+
+    @abstractmethod
+    def check_format(self, spec: Spec, plan: PlanJSON) -> list[str]:
+        """Problems that stop the critics from reading the plan at all."""
+
+    @abstractmethod
+    def mutants(self, rng: random.Random, spec: Spec, plan: PlanJSON) -> list[Mutant]:
+        """Plan mutants for critic audits (swap, shift, drop, duplicate, collide, boundary)."""
+
+    @abstractmethod
+    def rename(self, spec: Spec, mapping: dict[str, str], topic: str) -> Spec:
+        """The same spec with entities renamed (``mapping``) under another topic."""
+
+    @abstractmethod
+    def topic_names(self, rng: random.Random, spec: Spec, topic: str) -> dict[str, str]:
+        """A renaming of the spec's entities into ``topic``'s vocabulary."""
+
+    def restructure(self, rng: random.Random, spec: Spec) -> Spec:
+        """An equivalent constraint set written differently (default: shuffled order)."""
+        out = copy.deepcopy(spec)
+        rng.shuffle(out["constraints"])
+        return out
+
+    def format_hint(self) -> str:
+        """One line on the answer format, for prompts."""
+        return ""
+
+    # == shared machinery =======================================================================
+    def synthesize(
+        self,
+        seed: int,
+        knobs: dict[str, Any],
+        *,
+        topic: str | None = None,
+        unique: bool = False,
+        unsolvable: bool = False,
+    ) -> Synthesis:
+        """Alg. 1: grow a satisfiable constraint set for ``seed``; optionally make it unique or unsolvable."""
+        rng = rng_for(self.name, "synth", seed)
+        chosen_topic = topic or self.topics[rng.randrange(len(self.topics))]
+        check_choice("topic", chosen_topic, self.topics)
+        spec = self.skeleton(rng, knobs, chosen_topic)
+        for i, c in enumerate(spec["constraints"]):
+            c.setdefault("id", f"c{i + 1}")
+        rows, domain = self.symbolic_rows(spec)
+        meta = self.meta_kinds()
+        solver = self._solver(spec, rows, domain, include_meta=False)
+        checks = 1
+        if solver.check() != z3.sat:
+            raise RuntimeError(f"{self.name}: skeleton of seed {seed} is unsatisfiable (a generator bug)")
+        witness = self.model_plan(spec, solver.model(), rows)
+        want = self.wanted(knobs)
+        kept = tries = 0
+        seen = {self._key(c) for c in spec["constraints"]}
+        while kept < want and tries < want * self.tries_per_constraint:
+            tries += 1
+            cand = self.candidate(rng, spec, witness, knobs)
+            if cand is None or self._key(cand) in seen:
+                continue
+            f = self.encode(cand, spec, rows)
+            if f is True and not self.may_be_implied(cand):
+                continue
+            if not self.may_be_implied(cand):
+                solver.push()
+                solver.add(as_z3(neg(f)))
+                implied = solver.check() == z3.unsat
+                solver.pop()
+                checks += 1
+                if implied:
+                    continue
+            solver.push()
+            solver.add(as_z3(f))
+            checks += 1
+            if solver.check() == z3.sat:
+                self._append(spec, cand)
+                seen.add(self._key(cand))
+                witness = self.model_plan(spec, solver.model(), rows)
+                kept += 1
+            else:
+                solver.pop()
+        if any(c["kind"] in meta for c in spec["constraints"]):
+            solver = self._solver(spec, rows, domain, include_meta=True)
+            checks += 1
+            if solver.check() != z3.sat:
+                raise RuntimeError(f"{self.name}: seed {seed} lost its solution to a selection constraint (bug)")
+            witness = self.model_plan(spec, solver.model(), rows)
+        is_unique: bool | None = None
+        if unique:
+            is_unique = False
+            for _round in range(self.unique_rounds):
+                solver.push()
+                solver.add(as_z3(self.block(spec, rows, witness)))
+                checks += 1
+                if solver.check() == z3.unsat:
+                    solver.pop()
+                    is_unique = True
+                    break
+                other = self.model_plan(spec, solver.model(), rows)
+                solver.pop()
+                cand = self.distinguish(rng, spec, witness, other)
+                if cand is None or self._key(cand) in seen:
+                    break
+                if not truth(self.encode(cand, spec, self.plan_rows(spec, witness))):
+                    raise RuntimeError(f"{self.name}: distinguishing constraint rejects the witness (bug)")
+                self._append(spec, cand)
+                seen.add(self._key(cand))
+                if any(c["kind"] in meta for c in spec["constraints"]):
+                    solver = self._solver(spec, rows, domain, include_meta=True)
+                else:
+                    solver.add(as_z3(self.encode(cand, spec, rows)))
+        result = Synthesis(spec=spec, witness=witness, unique=is_unique, checks=checks, tries=tries)
+        result.stats = {"kept": kept, "wanted": want}
+        if unsolvable:
+            injected = self.inject_contradiction(rng, spec, witness)
+            result.injected = injected
+            result.witness = None
+            result.stats["witness_before_injection"] = witness
+        return result
+
+    def may_be_implied(self, c: Constraint) -> bool:
+        """Whether a candidate already implied by the set may still be kept (busy blocks: realism)."""
+        return False
+
+    def meta_kinds(self) -> tuple[str, ...]:
+        """Kinds whose formula depends on the other constraints (left out while the set grows)."""
+        return ()
+
+    def _solver(self, spec: Spec, rows: Sequence[Row], domain: Sequence[Formula], *, include_meta: bool) -> Any:
+        solver = new_solver()
+        for f in domain:
+            solver.add(as_z3(f))
+        meta = self.meta_kinds()
+        for c in spec["constraints"]:
+            if include_meta or c["kind"] not in meta:
+                solver.add(as_z3(self.encode(c, spec, rows)))
+        return solver
+
+    def inject_contradiction(self, rng: random.Random, spec: Spec, witness: PlanJSON) -> str:
+        """Add a constraint that makes ``spec`` unsatisfiable (at a random place); return its id."""
+        rows, domain = self.symbolic_rows(spec)
+        for cand in self.contradictions(rng, spec, witness):
+            trial = {**spec, "constraints": [*spec["constraints"], cand]}
+            solver = self._solver(trial, rows, domain, include_meta=True)
+            if solver.check() == z3.unsat:
+                cid = self._append(spec, cand)
+                cs = spec["constraints"]
+                moved = cs.pop()
+                lo = self._first_free_position(spec)
+                cs.insert(rng.randint(lo, len(cs)), moved)
+                return cid
+        raise RuntimeError(f"{self.name}: no contradiction could be injected (a generator bug)")
+
+    def _first_free_position(self, spec: Spec) -> int:
+        """Index from which constraints may be shuffled (skeleton constraints stay first)."""
+        return int(spec.get("n_base", 0))
+
+    def explain_unsat(self, spec: Spec) -> str | None:
+        """A readable explanation when ``spec`` has no plan (a minimal unsat core), else None."""
+        core = self.unsat_core_ids(spec)
+        if core is None:
+            return None
+        by_id = {c["id"]: c for c in spec["constraints"]}
+        quoted = "; ".join(f'"{by_id[cid].get("text") or self.describe(by_id[cid])}"' for cid in core)
+        return f"No plan can meet all of these requirements at once: {quoted}."
+
+    def unsat_core_ids(self, spec: Spec) -> list[str] | None:
+        rows, domain = self.symbolic_rows(spec)
+        tracked = [(c["id"], self.encode(c, spec, rows)) for c in spec["constraints"]]
+        structural = [c["id"] for c in spec["constraints"] if c["kind"] in self.structural_kinds()]
+        return unsat_core(domain, tracked, prefer_drop=structural)
+
+    def structural_kinds(self) -> tuple[str, ...]:
+        """Kinds an explanation should name only when nothing else explains the clash."""
+        return ()
+
+    def describe(self, c: Constraint) -> str:
+        args = ", ".join(f"{k}={v}" for k, v in c.items() if k not in ("id", "kind", "text"))
+        return f"{c['kind']}({args})"
+
+    def z3_truths(self, spec: Spec, plan: PlanJSON) -> dict[str, bool] | None:
+        """Z3's verdict on each constraint for ``plan``; None when the plan cannot be read at all."""
+        try:
+            rows = self.plan_rows(spec, plan)
+        except (PlanFormatError, KeyError, TypeError, ValueError):
+            return None
+        return {c["id"]: truth(self.encode(c, spec, rows)) for c in spec["constraints"]}
+
+    def z3_valid(self, spec: Spec, plan: PlanJSON) -> bool:
+        """Whether ``plan`` satisfies the whole constraint set, asked of a Z3 solver in one call."""
+        try:
+            rows = self.plan_rows(spec, plan)
+        except (PlanFormatError, KeyError, TypeError, ValueError):
+            return False
+        solver = new_solver()
+        for c in spec["constraints"]:
+            solver.add(as_z3(self.encode(c, spec, rows)))
+        return bool(solver.check() == z3.sat)
+
+    def violations(self, spec: Spec, plan: PlanJSON, kinds: Sequence[str]) -> tuple[int, list[tuple[Constraint, str]]]:
+        """(how many constraints of ``kinds`` apply, the broken ones with evidence)."""
+        cs = [c for c in spec["constraints"] if c["kind"] in kinds]
+        broken = []
+        for c in cs:
+            why = self.violation(c, spec, plan)
+            if why is not None:
+                broken.append((c, why))
+        return len(cs), broken
+
+    def kinds(self) -> tuple[str, ...]:
+        return tuple(k for ks in self.critic_kinds.values() for k in ks)
+
+    def critic_for_kind(self, kind: str) -> str:
+        for name, ks in self.critic_kinds.items():
+            if kind in ks:
+                return name
+        raise KeyError(kind)
+
+    # -- helpers ---------------------------------------------------------------------------------
+    @staticmethod
+    def _key(c: Constraint) -> str:
+        import json
+
+        return json.dumps({k: v for k, v in c.items() if k not in ("id", "text")}, sort_keys=True)
+
+    @staticmethod
+    def _append(spec: Spec, c: Constraint) -> str:
+        used = {x["id"] for x in spec["constraints"]}
+        n = len(spec["constraints"]) + 1
+        while f"c{n}" in used:
+            n += 1
+        c = dict(c)
+        c["id"] = f"c{n}"
+        spec["constraints"].append(c)
+        return str(c["id"])
+
+
+def problem_from(
+    family: Family,
+    synthesis: Synthesis,
+    *,
+    problem_id: str,
+    wording_seed: int,
+    meta: dict[str, Any],
+) -> Problem:
+    """Render a synthesis into a Problem (query text, constraints, metadata with the witness)."""
+    query, spec = family.render(synthesis.spec, rng_for(family.name, "wording", wording_seed))
+    metadata = {
+        "family": family.name,
+        "solvable": synthesis.injected is None,
+        "witness": synthesis.witness,
+        "unique": synthesis.unique,
+        "injected": synthesis.injected,
+        "z3_checks": synthesis.checks,
+        "candidate_tries": synthesis.tries,
+        "n_constraints": len(spec["constraints"]),
+        "wording_seed": wording_seed,
+        "topic": spec["topic"],
+        **synthesis.stats,
+        **meta,
+    }
+    return Problem(id=problem_id, benchmark=family.benchmark, query=query, constraints=spec, metadata=metadata)
