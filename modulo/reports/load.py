@@ -111,7 +111,10 @@ class RunData:
     @property
     def git_revision(self) -> str:
         rev = self.info.get("git_revision")
-        return str(rev)[:10] if rev else "unknown"
+        if not rev:
+            return "unknown"
+        text = str(rev)
+        return text[:10] + ("-dirty" if text.endswith("-dirty") else "")
 
     # -- benchmark -----------------------------------------------------------------------------------
     def benchmark(self) -> Benchmark:

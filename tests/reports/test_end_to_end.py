@@ -1,0 +1,113 @@
+"""A real run (``modulo run`` with a scripted model) read back by ``modulo report`` and ``modulo show``.
+
+This checks the reader against the run writer itself, not against a hand-made directory.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from modulo import components
+from modulo.critic import critic
+from modulo.types import Problem, Verdict
+
+SCRIPT = {
+    "p0": ['{"x": 1}', '{"x": 2}'],  # fixed at iteration 1
+    "p1": ['{"x": 3}'] * 4,  # odd forever
+    "p2": ["no plan here"] * 4,  # never a plan
+    "p3": ['{"x": 12}', '{"x": 8}'],  # above max, then fixed
+    "p4": ['{"x": 4}'],  # right at once
+    "p5": ['{"x": -1}', '{"x": -2}', '{"x": -2}', '{"x": -2}'],  # negative forever
+}
+
+
+@critic("c_nonneg", group="commonsense", description="x is not negative")
+def c_nonneg(problem: Problem, plan: Any) -> Verdict:
+    return Verdict.ok() if plan["x"] >= 0 else Verdict.fail(f"x={plan['x']} is negative.")
+
+
+@critic("c_even", group="commonsense", description="x is even")
+def c_even(problem: Problem, plan: Any) -> Verdict:
+    return Verdict.ok() if plan["x"] % 2 == 0 else Verdict.fail(f"x={plan['x']} is odd.")
+
+
+@critic("h_max", group="hard", description="x is at most the problem's max")
+def h_max(problem: Problem, plan: Any) -> Verdict:
+    top = problem.constraints.get("max")
+    if top is None:
+        return Verdict.not_applicable()
+    return Verdict.ok() if plan["x"] <= top else Verdict.fail(f"x={plan['x']} is above {top}.")
+
+
+@pytest.fixture
+def toy_critics(toy_bench: Any) -> Iterator[None]:
+    for name, obj in (("c_nonneg", c_nonneg), ("c_even", c_even), ("h_max", h_max)):
+        components.critics.register(name, obj, replace=True)
+    yield
+    for name in ("c_nonneg", "c_even", "h_max"):
+        components.critics.unregister(name)
+
+
+def _invoke(*args: str) -> tuple[int, str]:
+    from modulo.cli.main import cli
+
+    result = CliRunner().invoke(cli, list(args))
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result.exit_code, result.output
+
+
+def test_report_and_show_on_a_real_run(tmp_path: Path, toy_critics: None) -> None:
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(SCRIPT))
+    run_dir = tmp_path / "run"
+    code, out = _invoke(
+        "run",
+        "benchmark.name=toy_reports",
+        "benchmark.split=dev",
+        "llm=scripted",
+        f"llm.script={script}",
+        "reformulator=none",
+        "cache.mode=off",
+        "critics=all",
+        "metacontroller.max_iterations=4",
+        f"run.dir={run_dir}",
+        f"hydra.run.dir={run_dir}",
+        "run.progress=false",
+    )
+    assert code == 0, out
+    assert (run_dir / "evaluation.json").is_file()
+
+    code, out = _invoke("report", str(run_dir), "--resamples", "1000")
+    assert code == 0, out
+    df = pd.read_csv(run_dir / "table1.csv")
+    # final plans: p0 x=2 pass, p1 odd, p2 none, p3 x=8 pass, p4 pass, p5 x=-2 negative
+    assert df.loc[0, "final_pass_rate"] == pytest.approx(50.0)
+    assert df.loc[0, "delivery_rate"] == pytest.approx(500 / 6)
+    assert df.loc[0, "critics"] == "[All]"
+    curve = pd.read_csv(run_dir / "budget_curve.csv").sort_values("budget")["value_pct"].tolist()
+    assert curve == pytest.approx([0, 100 / 6, 300 / 6, 300 / 6, 300 / 6])
+    firing = pd.read_csv(run_dir / "critic_firing.csv")
+    at0 = firing[firing["iteration"] == 0].set_index("critic")["fired"].to_dict()
+    assert at0["c_even"] == 3 and at0["format"] == 1 and at0["h_max"] == 1
+    assert (run_dir / "critic_firing.png").stat().st_size > 10_000
+    md = (run_dir / "report.md").read_text()
+    info = json.loads((run_dir / "run.json").read_text())
+    for template in info["templates"].values():
+        assert template in md  # template versions are printed next to the figures
+    if info["git_revision"]:
+        assert str(info["git_revision"])[:10] in md
+
+    code, out = _invoke("show", str(run_dir), "p3", "--plain")
+    assert code == 0, out
+    assert "outcome: certified after 2 iteration(s)" in out
+    assert "flips since iteration 0: h_max: FAIL -> pass" in out
+    assert "x=12 is above 10." in out.split("backprompt built from these verdicts (sent at iteration 1)")[1]
+    assert '-  "x": 12\n+  "x": 8' in out
