@@ -232,13 +232,13 @@ def parse_meeting(text: str) -> dict[str, Any]:
     if not text or not text.strip():
         raise PlanFormatError("the answer is empty")
     sentences = solution_steps(text)
-    read: list[tuple[str, dict[str, Any] | None]] = []
+    read: list[tuple[str, dict[str, Any] | None, bool]] = []  # (sentence, step, bad clock time)
     for sentence in sentences:
         try:
-            read.append((sentence, _read_step(sentence)))
+            read.append((sentence, _read_step(sentence), False))
         except ValueError:
-            read.append((sentence, None))
-    last = max((i for i, (_, step) in enumerate(read) if step is not None), default=-1)
+            read.append((sentence, None, True))
+    last = max((i for i, (_, step, bad_time) in enumerate(read) if step is not None or bad_time), default=-1)
     if last < 0:
         raise PlanFormatError(
             "no plan found: expected steps like 'You start at Nob Hill at 9:00AM.', "
@@ -246,7 +246,12 @@ def parse_meeting(text: str) -> dict[str, Any]:
             "'You meet James for 75 minutes from 3:45PM to 5:00PM.'"
         )
     steps = []
-    for sentence, step in read[: last + 1]:
+    for sentence, step, bad_time in read[: last + 1]:
+        if bad_time:
+            raise PlanFormatError(
+                f"the step '{sentence}' has a time that is not a valid clock time "
+                "(hours 1 to 12, minutes 00 to 59, then AM or PM, like 2:15PM)"
+            )
         if step is None:
             raise PlanFormatError(
                 f"the step '{sentence}' is not one of the four allowed sentences (You start at P at T / "

@@ -163,6 +163,8 @@ def test_parser_conventions() -> None:
     # the official reader cannot read a wait time with a space before PM: neither can the parser
     with pytest.raises(PlanFormatError):
         mtg.parse_meeting(GOOD.replace("wait until 2:15PM", "wait until 2:15 PM"))
+    with pytest.raises(PlanFormatError, match="not a valid clock time"):
+        mtg.parse_meeting(GOOD.replace("to 3:45PM", "to 3:65PM"))
     # times elsewhere are normalised
     plan = mtg.parse_meeting(GOOD.replace("arrive at 9:19AM", "arrive at 09:19 am"))
     assert plan["steps"][1]["arrival"] == "9:19AM"
