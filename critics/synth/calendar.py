@@ -53,7 +53,7 @@ PREF_KINDS = ("avoid_before", "avoid_after", "avoid_day", "deadline")
 TEMPLATES: dict[str, tuple[str, ...]] = {
     "meeting_duration": (
         "You need to schedule a {meeting} for {people} for {d}",
-        "Please find a {d} slot for a {meeting} of {people}",
+        "Please find a time slot of {d} for a {meeting} of {people}",
     ),
     "work_hours": (
         "between the work hours of {t1} to {t2} on {days}",
