@@ -126,6 +126,67 @@ def ceil_div(people: int, capacity: float) -> int:
     return math.ceil(people * 1.0 / capacity)
 
 
+def people(n: int) -> str:
+    """``1 person`` / ``4 people``."""
+    return f"{n} person" if n == 1 else f"{n} people"
+
+
 def money(value: float) -> str:
     """``$123`` or ``$123.5``."""
     return f"${value:,.0f}" if float(value).is_integer() else f"${value:,.2f}"
+
+
+def _located(result: CheckResult, text: str) -> str:
+    d = result.details
+    if d.get("day") and d.get("field") and d.get("value") not in (None, "-"):
+        return f"Day {d['day']} {d['field']} {d['value']!r}: {text}"
+    return text
+
+
+def describe_official(key: str, result: CheckResult) -> str:
+    """The official message, located (day, field, value) and completed with the evidence behind it."""
+    d = result.details
+    if result.error is not None:
+        return (
+            f"{PAPER_NAMES[key]}: the official evaluator crashes on this plan ({result.message}). "
+            "Check that every day has all its fields written as text in the usual format."
+        )
+    message = result.message or f"{PAPER_NAMES[key]} failed."
+    extra = ""
+    if key == "is_valid_accommodation" and "minimum_nights" in d:
+        extra = f" It is booked for {d['nights']} night(s) but requires at least {d['minimum_nights']:g}."
+    elif key == "valid_room_rule" and "house_rules" in d:
+        extra = f" Its house rules are '{d['house_rules']}'."
+    elif key == "valid_room_type" and "room_type" in d:
+        extra = f" It is listed as '{d['room_type']}'."
+    elif key == "valid_cost" and "total_cost" in d:
+        message = (
+            f"The plan costs {money(d['total_cost'])} in total, over the budget of {money(d['budget'])} by "
+            f"{money(d['total_cost'] - d['budget'])}."
+        )
+    elif key == "valid_cuisine" and d.get("missing"):
+        extra = f" No meal outside the origin serves {', '.join(d['missing'])}."
+    elif key == "is_valid_information_in_sandbox" and d.get("kind") == "flight":
+        extra = f" There is no flight {d.get('number')!r} from {d.get('origin')} to {d.get('dest')}."
+    elif key == "is_valid_information_in_sandbox" and d.get("kind") in ("self-driving", "taxi"):
+        extra = f" There is no {d['kind']} route from {d.get('origin')} to {d.get('dest')} in the database."
+    elif key == "is_valid_information_in_sandbox" and d.get("kind"):
+        extra = f" No {d['kind']} in {d.get('city')!r} has a name containing {d.get('name')!r}."
+    elif key == "is_valid_transportation" and d.get("modes"):
+        extra = f" Modes used: {', '.join(d['modes'])}; self-driving cannot be combined with flights or taxis."
+    elif key == "is_not_absent" and d.get("reason") == "days":
+        extra = f" The trip has {d['expected']} days; filled days: {d.get('filled_days')}."
+    elif key == "is_not_absent" and d.get("reason") == "city_number":
+        extra = f" The query asks for {d['expected']} city/cities; the plan visits {d.get('cities')}."
+    elif key == "is_valid_information_in_current_city" and d.get("field") == "transportation":
+        where = str(d.get("current_city", ""))
+        if "from" not in where:
+            extra = (
+                f" On a day spent in {where}, the official check wants every letter of '{where}' in the "
+                "transportation text: write '-' when the day has no trip."
+            )
+        else:
+            extra = " The transportation text must name both cities of the day's route."
+    elif key == "is_reasonable_visiting_city" and d.get("cities"):
+        extra = f" Cities in order: {d['cities']}."
+    return _located(result, message) + extra

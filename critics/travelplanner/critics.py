@@ -19,7 +19,7 @@ from modulo.critic import CriticFactory, critic
 from modulo.errors import ConfigError
 from modulo.types import PlanJSON, Problem, Verdict
 
-from .checks import PAPER_NAMES, CheckResult, money
+from .checks import PAPER_NAMES, CheckResult, describe_official
 from .evaluate import MODES, check_module
 from .hints import hint_for
 
@@ -27,53 +27,6 @@ if TYPE_CHECKING:
     from .benchmark import TravelPlanner
 
 BENCHMARKS = ("travelplanner",)
-
-
-def _located(result: CheckResult, text: str) -> str:
-    d = result.details
-    if d.get("day") and d.get("field") and d.get("value") not in (None, "-"):
-        return f"Day {d['day']} {d['field']} {d['value']!r}: {text}"
-    return text
-
-
-def official_feedback(key: str, result: CheckResult) -> str:
-    """The official message, located (day, field, value) and completed with the evidence behind it."""
-    d = result.details
-    if result.error is not None:
-        return (
-            f"{PAPER_NAMES[key]}: the official evaluator crashes on this plan ({result.message}). "
-            "Check that every day has all its fields written as text in the usual format."
-        )
-    message = result.message or f"{PAPER_NAMES[key]} failed."
-    extra = ""
-    if key == "is_valid_accommodation" and "minimum_nights" in d:
-        extra = f" It is booked for {d['nights']} night(s) but requires at least {d['minimum_nights']:g}."
-    elif key == "valid_room_rule" and "house_rules" in d:
-        extra = f" Its house rules are '{d['house_rules']}'."
-    elif key == "valid_room_type" and "room_type" in d:
-        extra = f" It is a '{d['room_type']}'."
-    elif key == "valid_cost" and "total_cost" in d:
-        message = (
-            f"The plan costs {money(d['total_cost'])} in total, over the budget of {money(d['budget'])} by "
-            f"{money(d['total_cost'] - d['budget'])}."
-        )
-    elif key == "valid_cuisine" and d.get("missing"):
-        extra = f" No meal outside the origin serves {', '.join(d['missing'])}."
-    elif key == "is_valid_information_in_sandbox" and d.get("kind") == "flight":
-        extra = f" There is no flight {d.get('number')!r} from {d.get('origin')} to {d.get('dest')}."
-    elif key == "is_valid_information_in_sandbox" and d.get("kind") in ("self-driving", "taxi"):
-        extra = f" There is no {d['kind']} route from {d.get('origin')} to {d.get('dest')} in the database."
-    elif key == "is_valid_information_in_sandbox" and d.get("kind"):
-        extra = f" No {d['kind']} in {d.get('city')!r} has a name containing {d.get('name')!r}."
-    elif key == "is_valid_transportation" and d.get("modes"):
-        extra = f" Modes used: {', '.join(d['modes'])}; self-driving cannot be combined with flights or taxis."
-    elif key == "is_not_absent" and d.get("reason") == "days":
-        extra = f" The trip has {d['expected']} days; filled days: {d.get('filled_days')}."
-    elif key == "is_not_absent" and d.get("reason") == "city_number":
-        extra = f" The query asks for {d['expected']} city/cities; the plan visits {d.get('cities')}."
-    elif key == "is_reasonable_visiting_city" and d.get("cities"):
-        extra = f" Cities in order: {d['cities']}."
-    return _located(result, message) + extra
 
 
 def _make(name: str, key: str, group: str, description: str, priority: int) -> CriticFactory:
@@ -97,7 +50,7 @@ def _make(name: str, key: str, group: str, description: str, priority: int) -> C
         details: dict[str, Any] = {"key": key, "mode": mode, "source": source, **result.details}
         if result.passed:
             return Verdict.ok(**details)
-        feedback = official_feedback(key, result) if mode == "official" else (result.message or name)
+        feedback = describe_official(key, result) if mode == "official" else (result.message or name)
         hint = hint_for(key, benchmark.store, query, plan, result) if hints else None
         if result.error is not None:
             details["error"] = result.error

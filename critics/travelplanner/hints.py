@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .checks import MEALS, CheckResult, ceil_div, money, query_dates
+from .checks import people as people_text
 from .store import Accommodation, Restaurant, Store
 from .text import is_blank, normalise, split_attractions, strict_current_city, strict_name_city
 
@@ -129,14 +130,14 @@ def attraction_hint(store: Store, query: Query, plan: Any, city: str, limit: int
 
 
 def transport_hint(store: Store, query: Query, origin: str, dest: str, date: str | None, *, avoid: str = "") -> str:
-    people = int(query.get("people_number") or 1)
+    n = int(query.get("people_number") or 1)
     options = []
     if avoid != "flight" and date:
         flights = sorted(store.flights_on(origin, dest, date), key=lambda f: f.price)
         for f in flights[:3]:
             options.append(
                 f"'Flight Number: {f.number}, from {origin} to {dest}, Departure Time: {f.dep_time}, "
-                f"Arrival Time: {f.arr_time}' ({money(f.price * people)} for {people})"
+                f"Arrival Time: {f.arr_time}' ({money(f.price * n)} for {people_text(n)})"
             )
     road = store.road(origin, dest)
     if road is not None:
@@ -148,7 +149,7 @@ def transport_hint(store: Store, query: Query, origin: str, dest: str, date: str
                 label = "Self-driving" if mode == "self-driving" else "Taxi"
                 options.append(
                     f"'{label}, from {origin} to {dest}, duration: {road.duration}, distance: {road.distance}, "
-                    f"cost: {cost}' ({money(cost * ceil_div(people, seats))} for {people})"
+                    f"cost: {cost}' ({money(cost * ceil_div(n, seats))} for {people_text(n)})"
                 )
     on = f" on {date}" if date else ""
     if not options:
@@ -197,8 +198,11 @@ def _sandbox(store: Store, query: Query, plan: Any, result: CheckResult) -> str 
         if route is None:
             return "Write each travel leg as 'from <city> to <city>' with a flight number, or as self-driving or taxi."
         return transport_hint(store, query, route[0], route[1], _date(query, day))
-    if not city:
-        return "Write every entry as '<name>, <city>' exactly as the reference information lists it."
+    if not city or city not in store.city_state:
+        return (
+            "Write every entry as '<name>, <city>' exactly as the reference information lists it, with nothing "
+            "after the city (no cost or notes)."
+        )
     if kind == "restaurant" or d.get("field") in MEALS:
         return restaurant_hint(store, query, plan, city)
     if kind == "attraction" or d.get("field") == "attraction":
@@ -334,7 +338,7 @@ def _absent(store: Store, query: Query, plan: Any, result: CheckResult) -> str |
 
 def _budget(store: Store, query: Query, plan: Any, result: CheckResult) -> str | None:
     items = sorted(result.details.get("items") or [], key=lambda i: -float(i.get("cost") or 0))
-    people = int(query["people_number"])
+    n = int(query["people_number"])
     saves: list[str] = []
     seen_cities: set[str] = set()
     for item in items:
@@ -344,8 +348,8 @@ def _budget(store: Store, query: Query, plan: Any, result: CheckResult) -> str |
             if city and city not in seen_cities:
                 seen_cities.add(city)
                 rows = suitable_accommodations(store, query, city, nights_in(plan, query["days"], city) or None)
-                if rows and rows[0].price * ceil_div(people, rows[0].maximum_occupancy) < float(item["cost"]):
-                    saves.append(f"in {city} stay at {_listing_text(rows[0], people)}")
+                if rows and rows[0].price * ceil_div(n, rows[0].maximum_occupancy) < float(item["cost"]):
+                    saves.append(f"In {city}, stay at {_listing_text(rows[0], n)}.")
         elif field == "transportation":
             route = _route_of(plan, int(item["day"]))
             if route:
@@ -354,7 +358,7 @@ def _budget(store: Store, query: Query, plan: Any, result: CheckResult) -> str |
             break
     over = float(result.details.get("total_cost") or 0) - float(query["budget"])
     head = f"Cut at least {money(over)}." if over > 0 else "Replace the items that cannot be priced."
-    return head + (" Cheaper choices: " + " ".join(saves) if saves else "")
+    return head + (" Cheaper choices. " + " ".join(saves) if saves else "")
 
 
 HINTS: dict[str, HintFn] = {

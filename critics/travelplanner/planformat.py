@@ -48,7 +48,8 @@ _FIELD_OF = {
     "accommodation": "accommodation",
     "accommodations": "accommodation",
 }
-_DAY = re.compile(r"^[\s#>*_-]*day\s*(\d+)\s*[:.)\-]*[\s*_]*(.*)$", re.IGNORECASE)
+_DAY = re.compile(r"^[\s#>*_-]*day\s*(\d+)\s*(?:[:.)\-]+|$)[\s*_]*(.*)$", re.IGNORECASE)
+_PLAN_MARK = re.compile(r"travel\s+plan\s*:", re.IGNORECASE)
 _LINE = re.compile(r"^[\s>*_-]*([A-Za-z_ ]+?)[\s*_]*:[\s*_]*(.*?)\s*$")
 
 
@@ -95,9 +96,11 @@ def parse_text(text: str, days: int | None = None) -> list[dict[str, Any]]:
     """
     if not isinstance(text, str) or not text.strip():
         raise PlanFormatError("the answer is empty")
+    marks = list(_PLAN_MARK.finditer(text))
+    body = text[marks[-1].end() :] if marks else text  # after "Travel Plan:", when the reply reasons first
     found: list[dict[str, Any]] = []
     current: dict[str, Any] | None = None
-    for raw in text.splitlines():
+    for raw in body.splitlines():
         line = raw.strip()
         if not line:
             continue

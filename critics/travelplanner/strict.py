@@ -39,7 +39,9 @@ from .checks import (
     CheckResult,
     Outcome,
     ceil_div,
+    describe_official,
     money,
+    people,
     query_dates,
     run_check,
 )
@@ -755,7 +757,8 @@ def room_type(query: Query, plan: Any, store: Store) -> Outcome:
             )
         if not _ROOM_TYPES[wanted](rows[0].room_type):
             return _fail(
-                f"Day {day} accommodation {value!r} is a '{rows[0].room_type}', but the query asks for a {wanted}.",
+                f"Day {day} accommodation {value!r} is listed as '{rows[0].room_type}', but the query asks for "
+                f"a {wanted}.",
                 day=day,
                 field="accommodation",
                 value=value,
@@ -893,7 +896,7 @@ def budget(query: Query, plan: Any, store: Store) -> Outcome:
         )
     if total > query["budget"]:
         return _fail(
-            f"The plan costs {money(total)} in total for {query['people_number']} people, which is "
+            f"The plan costs {money(total)} in total for {people(query['people_number'])}, which is "
             f"{money(total - query['budget'])} over the budget of {money(query['budget'])}.",
             **details,
         )
@@ -911,10 +914,9 @@ def _guarded(key: str, sound: CheckFn) -> CheckFn:
             return value, message, details
         ref = official.check(key, query, plan, store)
         if not ref.passed:
-            why = ref.message if ref.error is None else f"it crashes on this plan ({ref.message})"
             return (
                 False,
-                f"The official evaluator rejects this plan: {why}",
+                f"The official evaluator rejects this plan: {describe_official(key, ref)}",
                 {**ref.details, "official": True, "official_message": ref.message, "official_error": ref.error},
             )
         return value, message, details
