@@ -4,8 +4,9 @@
     python benchmarks/np_eval_speed.py --repeats 3 --json np_eval_speed.json
 
 Times, separately: loading the 1,600 problems (prompt parsing included), evaluating the stored texts
-(parse + official score + format + 6 critics each), and evaluating the gold plans as JSON (render +
-official + critics). Also times the 100-instance meeting and calendar subsets. Needs $MODULO_DATA_DIR.
+(parse + official score + format + 6 critics each), evaluating the gold plans as JSON (render + official +
+critics), and the exhaustive search for every valid plan (how many instances have 1, 2, ... valid
+plans). Also times the 100-instance meeting and calendar subsets. Needs $MODULO_DATA_DIR.
 """
 
 from __future__ import annotations
@@ -15,12 +16,14 @@ import json
 import statistics
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from functools import partial
 from typing import Any
 
 from critics.natural_plan.benchmark import CalendarScheduling, MeetingPlanning, NaturalPlanBenchmark, TripPlanning
 from critics.natural_plan.common import read_instances
+from critics.natural_plan.trip import solve_trip
 from modulo.errors import DataError
 
 
@@ -64,6 +67,9 @@ def main(argv: list[str] | None = None) -> int:
         golds = [p.metadata["gold_plan"] for p in problems]
         times, result = _time(lambda: trip.evaluate(problems, golds), args.repeats)
         record("trip: evaluate 1600 gold plans (JSON)", len(problems), times)
+        times, counts = _time(lambda: Counter(len(solve_trip(p.constraints, limit=10)) for p in problems), 1)
+        spread = ", ".join(f"{k} plan(s): {v}" for k, v in sorted(counts.items()))
+        record("trip: search all plans (up to 10)", len(problems), times, spread)
         for bench in (MeetingPlanning(), CalendarScheduling()):
             subset = bench.load("subset100")
             stored = _texts(bench, "subset100")

@@ -545,6 +545,17 @@ class TripPlanning(NaturalPlanBenchmark):
         md = problem.metadata
         return trp.official_solved(text, list(md["gold_cities"]), list(md["gold_durations"]))
 
+    def prove_unsolvable(self, problem: Problem) -> str | None:
+        """An exhaustive search over city orders finds no plan that passes every critic."""
+        if trp.solve_trip(problem.constraints, limit=1):
+            return None
+        c = problem.constraints
+        return (
+            f"No order of the {c['num_cities']} cities works: with the stated stay lengths, every order either "
+            "uses a flight that is not listed (in that direction) or puts an event outside its city's stay "
+            "(exhaustive search over city orders)."
+        )
+
     def example_plan(self) -> PlanJSON:
         return {
             "stays": [
@@ -692,6 +703,16 @@ class CalendarScheduling(NaturalPlanBenchmark):
 
     def official_solved(self, problem: Problem, text: str) -> bool:
         return cal.official_solved(text, str(problem.metadata["gold"]))
+
+    def prove_unsolvable(self, problem: Problem) -> str | None:
+        """No start time on any allowed day fits the busy blocks, work hours and preferences."""
+        if cal.earliest_slot(problem.constraints) is not None:
+            return None
+        c = problem.constraints
+        return (
+            f"No {c['duration']}-minute slot on {', '.join(c['days'])} within the work hours is free for everyone "
+            "and respects every stated preference (every candidate start time was checked)."
+        )
 
     def example_plan(self) -> PlanJSON:
         return {"day": "Tuesday", "start": "10:30", "end": "11:00"}

@@ -340,3 +340,50 @@ def _stays_from_ranges(text: str) -> list[dict[str, Any]]:
         if m and "Fly" not in line:
             stays.append({"city": m.group(3), "start_day": int(m.group(1)), "end_day": int(m.group(2))})
     return stays
+
+
+# -- exhaustive search ---------------------------------------------------------------------------
+
+
+def solve_trip(constraints: dict[str, Any], limit: int = 1) -> list[dict[str, Any]]:
+    """Up to ``limit`` plans that satisfy every constraint, by depth-first search over city orders.
+
+    The order fixes every day (stays are consecutive and share flight days), so a partial order is
+    cut as soon as a hop is not a listed flight or a placed city's event falls outside its stay.
+    """
+    stays: dict[str, int] = constraints["stays"]
+    total: int = constraints["total_days"]
+    flights: dict[str, set[str]] = {}
+    for a, b in constraints["flights"]:
+        flights.setdefault(a, set()).add(b)
+    windows: dict[str, list[tuple[int, int]]] = {}
+    for ev in constraints["events"]:
+        windows.setdefault(ev["city"], []).append((ev["start_day"], ev["end_day"]))
+    if sum(stays.values()) - (len(stays) - 1) != total:
+        return []
+    found: list[dict[str, Any]] = []
+    order: list[tuple[str, int, int]] = []
+
+    def fits(city: str, start: int) -> bool:
+        end = start + stays[city] - 1
+        return all(start <= a and b <= end for a, b in windows.get(city, ()))
+
+    def extend(day: int, left: set[str]) -> None:
+        if len(found) >= limit:
+            return
+        if not left:
+            found.append({"stays": [{"city": c, "start_day": s, "end_day": e} for c, s, e in order]})
+            return
+        options = flights.get(order[-1][0], set()) & left if order else set(left)
+        for city in sorted(options):
+            if not fits(city, day):
+                continue
+            end = day + stays[city] - 1
+            order.append((city, day, end))
+            left.remove(city)
+            extend(end, left)
+            left.add(city)
+            order.pop()
+
+    extend(1, set(stays))
+    return found

@@ -160,3 +160,13 @@ def test_bad_prompt_is_a_data_error() -> None:
         cal.parse_calendar_constraints(PROMPT.replace("Harold would like to avoid", "Harold hopes to skip"))
     with pytest.raises(DataError, match="names none of"):
         cal.parse_calendar_constraints(PROMPT.replace("Jeffrey is free", "Zoe is free"))
+
+
+def test_prove_unsolvable(calendar: CalendarScheduling, calendar_subset: list[Problem], problem: Problem) -> None:
+    assert all(calendar.prove_unsolvable(p) is None for p in calendar_subset)
+    blocked = PROMPT.replace("Jeffrey is free the entire week.", "Jeffrey is busy on Tuesday during 15:30 to 17:00;")
+    p = Problem(
+        id="u", benchmark="natural_plan/calendar", query=blocked, constraints=cal.parse_calendar_constraints(blocked)
+    )
+    reason = calendar.prove_unsolvable(p)
+    assert reason is not None and "No 30-minute slot on Monday, Tuesday" in reason

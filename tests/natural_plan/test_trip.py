@@ -256,3 +256,23 @@ def test_benchmark_parse_reads_after_the_last_solution_marker(problem: Problem) 
     bench = TripPlanning()
     reasoning = "Let me think. **Day 1-3:** maybe Oslo first? Fly from Oslo to Rome on Day 3.\nSOLUTION:\n"
     assert bench.parse(reasoning + CANON, problem) == _plan(*GOOD)
+
+
+def test_exhaustive_search_and_unsolvable(trip: TripPlanning, problem: Problem) -> None:
+    assert trp.solve_trip(problem.constraints, limit=5) == [_plan(*GOOD)]
+    assert trip.prove_unsolvable(problem) is None
+    no_flight = PROMPT.replace("Barcelona and Florence, ", "Helsinki and Florence, ")
+    p = Problem(
+        id="u", benchmark="natural_plan/trip", query=no_flight, constraints=trp.parse_trip_constraints(no_flight)
+    )
+    reason = trip.prove_unsolvable(p)
+    assert reason is not None and "No order of the 3 cities works" in reason
+
+
+def test_search_finds_the_gold_plan_on_the_subset(trip: TripPlanning) -> None:
+    counts: Counter[int] = Counter()
+    for p in trip.load("subset100"):
+        plans = trp.solve_trip(p.constraints, limit=10)
+        assert p.metadata["gold_plan"] in plans, p.id
+        counts[len(plans)] += 1
+    assert counts[1] >= 90
