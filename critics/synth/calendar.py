@@ -222,8 +222,8 @@ class CalendarFamily(Family):
     def meta_kinds(self) -> tuple[str, ...]:
         return ("earliest",)
 
-    def symbolic_rows(self, spec: Spec) -> tuple[list[Row], list[Formula]]:
-        d, ks, ke = z3.Int("day"), z3.Int("ks"), z3.Int("ke")
+    def symbolic_rows(self, spec: Spec, ctx: Any = None) -> tuple[list[Row], list[Formula]]:
+        d, ks, ke = z3.Int("day", ctx), z3.Int("ks", ctx), z3.Int("ke", ctx)
         return [(d, STEP * ks, STEP * ke)], [d >= 0, d < len(spec["days"])]
 
     def encode(self, c: Constraint, spec: Spec, rows: Sequence[Row]) -> Formula:

@@ -130,8 +130,8 @@ def neg(f: Formula) -> Formula:
     return z3.Not(f)
 
 
-def as_z3(f: Formula) -> Any:
-    return z3.BoolVal(f) if isinstance(f, bool) else f
+def as_z3(f: Formula, ctx: Any = None) -> Any:
+    return z3.BoolVal(f, ctx) if isinstance(f, bool) else f
 
 
 def truth(f: Formula) -> bool:
@@ -148,8 +148,10 @@ def truth(f: Formula) -> bool:
     return bool(solver.check() == z3.unsat)
 
 
-def new_solver() -> Any:
-    solver = z3.SimpleSolver()
+def new_solver(ctx: Any = None) -> Any:
+    """A Z3 solver. Pass a fresh ``z3.Context()`` where the result must not depend on what was built before
+    (Z3's choices follow the ids of terms, so a shared context makes models depend on history)."""
+    solver = z3.SimpleSolver(ctx=ctx)
     solver.set("random_seed", 0)
     return solver
 
@@ -162,20 +164,24 @@ def model_int(model: Any, term: Any) -> int:
 
 # -- unsat cores ------------------------------------------------------------------------------
 def unsat_core(
-    background: Sequence[Formula], tracked: Sequence[tuple[str, Formula]], *, prefer_drop: Sequence[str] = ()
+    background: Sequence[Formula],
+    tracked: Sequence[tuple[str, Formula]],
+    *,
+    prefer_drop: Sequence[str] = (),
+    ctx: Any = None,
 ) -> list[str] | None:
     """Ids of a minimal set of tracked formulas that is unsatisfiable with ``background``; None if SAT.
 
     Z3's ``assert_and_track`` gives a first core, which is then shrunk by deletion (trying the ids in
     ``prefer_drop`` first) so the explanation names no constraint that is not needed.
     """
-    solver = new_solver()
+    solver = new_solver(ctx)
     for f in background:
-        solver.add(as_z3(f))
+        solver.add(as_z3(f, ctx))
     by_name: dict[str, Formula] = {}
     for cid, f in tracked:
         by_name[cid] = f
-        solver.assert_and_track(as_z3(f), z3.Bool(f"track::{cid}"))
+        solver.assert_and_track(as_z3(f, ctx), z3.Bool(f"track::{cid}", ctx))
     if solver.check() != z3.unsat:
         return None
     core = [str(b).removeprefix("track::") for b in solver.unsat_core()]
@@ -183,11 +189,11 @@ def unsat_core(
     keep = list(order)
     for cid in order:
         trial = [c for c in keep if c != cid]
-        s = new_solver()
+        s = new_solver(ctx)
         for f in background:
-            s.add(as_z3(f))
+            s.add(as_z3(f, ctx))
         for c in trial:
-            s.add(as_z3(by_name[c]))
+            s.add(as_z3(by_name[c], ctx))
         if s.check() == z3.unsat:
             keep = trial
     rank = {cid: i for i, (cid, _f) in enumerate(tracked)}

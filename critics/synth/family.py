@@ -100,8 +100,8 @@ class Family(ABC):
         """Entities plus the base constraints (durations, stays, work hours, ...), without texts."""
 
     @abstractmethod
-    def symbolic_rows(self, spec: Spec) -> tuple[list[Row], list[Formula]]:
-        """Z3 rows for a plan of ``spec`` plus the domain formulas that tie them (never tracked)."""
+    def symbolic_rows(self, spec: Spec, ctx: Any = None) -> tuple[list[Row], list[Formula]]:
+        """Z3 rows (in ``ctx``) for a plan of ``spec`` and the domain formulas tying them (never tracked)."""
 
     @abstractmethod
     def encode(self, c: Constraint, spec: Spec, rows: Sequence[Row]) -> Formula:
@@ -198,9 +198,10 @@ class Family(ABC):
         spec = self.skeleton(rng, knobs, chosen_topic)
         for i, c in enumerate(spec["constraints"]):
             c.setdefault("id", f"c{i + 1}")
-        rows, domain = self.symbolic_rows(spec)
+        ctx = z3.Context()
+        rows, domain = self.symbolic_rows(spec, ctx)
         meta = self.meta_kinds()
-        solver = self._solver(spec, rows, domain, include_meta=False)
+        solver = self._solver(spec, rows, domain, include_meta=False, ctx=ctx)
         checks = 1
         if solver.check() != z3.sat:
             raise RuntimeError(f"{self.name}: skeleton of seed {seed} is unsatisfiable (a generator bug)")
@@ -218,14 +219,14 @@ class Family(ABC):
                 continue
             if not self.may_be_implied(cand):
                 solver.push()
-                solver.add(as_z3(neg(f)))
+                solver.add(as_z3(neg(f), ctx))
                 implied = solver.check() == z3.unsat
                 solver.pop()
                 checks += 1
                 if implied:
                     continue
             solver.push()
-            solver.add(as_z3(f))
+            solver.add(as_z3(f, ctx))
             checks += 1
             if solver.check() == z3.sat:
                 self._append(spec, cand)
@@ -235,7 +236,7 @@ class Family(ABC):
             else:
                 solver.pop()
         if any(c["kind"] in meta for c in spec["constraints"]):
-            solver = self._solver(spec, rows, domain, include_meta=True)
+            solver = self._solver(spec, rows, domain, include_meta=True, ctx=ctx)
             checks += 1
             if solver.check() != z3.sat:
                 raise RuntimeError(f"{self.name}: seed {seed} lost its solution to a selection constraint (bug)")
@@ -245,7 +246,7 @@ class Family(ABC):
             is_unique = False
             for _round in range(self.unique_rounds):
                 solver.push()
-                solver.add(as_z3(self.block(spec, rows, witness)))
+                solver.add(as_z3(self.block(spec, rows, witness), ctx))
                 checks += 1
                 if solver.check() == z3.unsat:
                     solver.pop()
@@ -261,9 +262,9 @@ class Family(ABC):
                 self._append(spec, cand)
                 seen.add(self._key(cand))
                 if any(c["kind"] in meta for c in spec["constraints"]):
-                    solver = self._solver(spec, rows, domain, include_meta=True)
+                    solver = self._solver(spec, rows, domain, include_meta=True, ctx=ctx)
                 else:
-                    solver.add(as_z3(self.encode(cand, spec, rows)))
+                    solver.add(as_z3(self.encode(cand, spec, rows), ctx))
         result = Synthesis(spec=spec, witness=witness, unique=is_unique, checks=checks, tries=tries)
         result.stats = {"kept": kept, "wanted": want}
         if unsolvable:
@@ -281,22 +282,25 @@ class Family(ABC):
         """Kinds whose formula depends on the other constraints (left out while the set grows)."""
         return ()
 
-    def _solver(self, spec: Spec, rows: Sequence[Row], domain: Sequence[Formula], *, include_meta: bool) -> Any:
-        solver = new_solver()
+    def _solver(
+        self, spec: Spec, rows: Sequence[Row], domain: Sequence[Formula], *, include_meta: bool, ctx: Any = None
+    ) -> Any:
+        solver = new_solver(ctx)
         for f in domain:
-            solver.add(as_z3(f))
+            solver.add(as_z3(f, ctx))
         meta = self.meta_kinds()
         for c in spec["constraints"]:
             if include_meta or c["kind"] not in meta:
-                solver.add(as_z3(self.encode(c, spec, rows)))
+                solver.add(as_z3(self.encode(c, spec, rows), ctx))
         return solver
 
     def inject_contradiction(self, rng: random.Random, spec: Spec, witness: PlanJSON) -> str:
         """Add a constraint that makes ``spec`` unsatisfiable (at a random place); return its id."""
-        rows, domain = self.symbolic_rows(spec)
+        ctx = z3.Context()
+        rows, domain = self.symbolic_rows(spec, ctx)
         for cand in self.contradictions(rng, spec, witness):
             trial = {**spec, "constraints": [*spec["constraints"], cand]}
-            solver = self._solver(trial, rows, domain, include_meta=True)
+            solver = self._solver(trial, rows, domain, include_meta=True, ctx=ctx)
             if solver.check() == z3.unsat:
                 cid = self._append(spec, cand)
                 cs = spec["constraints"]
@@ -320,10 +324,11 @@ class Family(ABC):
         return f"No plan can meet all of these requirements at once: {quoted}."
 
     def unsat_core_ids(self, spec: Spec) -> list[str] | None:
-        rows, domain = self.symbolic_rows(spec)
+        ctx = z3.Context()
+        rows, domain = self.symbolic_rows(spec, ctx)
         tracked = [(c["id"], self.encode(c, spec, rows)) for c in spec["constraints"]]
         structural = [c["id"] for c in spec["constraints"] if c["kind"] in self.structural_kinds()]
-        return unsat_core(domain, tracked, prefer_drop=structural)
+        return unsat_core(domain, tracked, prefer_drop=structural, ctx=ctx)
 
     def structural_kinds(self) -> tuple[str, ...]:
         """Kinds an explanation should name only when nothing else explains the clash."""

@@ -191,11 +191,11 @@ class TasksFamily(Family):
     def wanted(self, knobs: dict[str, Any]) -> int:
         return int(knobs["n_constraints"])
 
-    def symbolic_rows(self, spec: Spec) -> tuple[list[Row], list[Formula]]:
+    def symbolic_rows(self, spec: Spec, ctx: Any = None) -> tuple[list[Row], list[Formula]]:
         rows: list[Row] = []
         domain: list[Formula] = []
         for i, _a in enumerate(spec["actions"]):
-            ks, ke = z3.Int(f"ks_{i}"), z3.Int(f"ke_{i}")
+            ks, ke = z3.Int(f"ks_{i}", ctx), z3.Int(f"ke_{i}", ctx)
             rows.append((i, STEP * ks, STEP * ke))
         return rows, domain
 

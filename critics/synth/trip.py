@@ -175,9 +175,11 @@ class TripFamily(Family):
     def wanted(self, knobs: dict[str, Any]) -> int:
         return int(knobs["n_events"]) + (1 if knobs["endpoints"] > 0 else 0)
 
-    def symbolic_rows(self, spec: Spec) -> tuple[list[Row], list[Formula]]:
+    def symbolic_rows(self, spec: Spec, ctx: Any = None) -> tuple[list[Row], list[Formula]]:
         k = len(spec["cities"])
-        rows: list[Row] = [(z3.Int(f"city_{i}"), z3.Int(f"start_{i}"), z3.Int(f"end_{i}")) for i in range(k)]
+        rows: list[Row] = [
+            (z3.Int(f"city_{i}", ctx), z3.Int(f"start_{i}", ctx), z3.Int(f"end_{i}", ctx)) for i in range(k)
+        ]
         domain: list[Formula] = [z3.Distinct(*[r[0] for r in rows])]
         domain += [z3.And(r[0] >= 0, r[0] < k) for r in rows]
         return rows, domain
