@@ -19,7 +19,7 @@ SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}, "days": {
 
 
 def chat(*turns: tuple[str, str], **fields: object) -> LLMRequest:
-    return LLMRequest(messages=tuple(Message(role=r, content=c) for r, c in turns), **fields)  # type: ignore[arg-type]
+    return LLMRequest(messages=tuple(Message(role=r, content=c) for r, c in turns), **fields)
 
 
 async def test_normal_reply_system_prompt_and_usage(provider: ProviderFactory) -> None:

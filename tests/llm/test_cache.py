@@ -137,9 +137,14 @@ def _write_many(path: str, start: int, count: int) -> None:
 def test_parallel_processes_write_one_file(tmp_path: Path) -> None:
     path = str(tmp_path / "shared.sqlite")
     ResponseCache(path).close()
-    methods = multiprocessing.get_all_start_methods()
-    ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
-    workers = [ctx.Process(target=_write_many, args=(path, k * 40, 40)) for k in range(2)]
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    ctx = multiprocessing.get_context(method)
+    workers = [
+        ctx.Process(  # type: ignore[attr-defined]
+            target=_write_many, args=(path, k * 40, 40)
+        )
+        for k in range(2)
+    ]
     for w in workers:
         w.start()
     _write_many(path, 80, 40)

@@ -17,7 +17,7 @@ from .support import request
 
 
 def _call(stage: str, prompt: str, reply: str | None, **extra: object) -> LLMCall:
-    return LLMCall(stage=stage, messages=[Message(role="user", content=prompt)], reply=reply, **extra)  # type: ignore[arg-type]
+    return LLMCall(stage=stage, messages=[Message(role="user", content=prompt)], reply=reply, **extra)
 
 
 def write_run(run: Path) -> Path:

@@ -1,0 +1,86 @@
+"""The price table: exact and prefix matches, overrides, unknown models, retry-after parsing."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from modulo.errors import ContextLengthError, PermanentLLMError, RateLimitError, TransientLLMError
+from modulo.llm.base import LLMSettings
+from modulo.llm.client import build_client
+from modulo.llm.faults import error_for_status, parse_retry_after, redact
+from modulo.llm.pricing import PRICES, Price, lookup_price
+
+from .support import ProviderFactory, openai_settings, request
+
+
+def test_exact_and_longest_prefix_matches() -> None:
+    assert lookup_price("gpt-4o") == PRICES["gpt-4o"]
+    assert lookup_price("gpt-4o-mini-2024-07-18") == PRICES["gpt-4o-mini"]
+    assert lookup_price("gpt-4o-2024-08-06") == PRICES["gpt-4o"]
+    assert lookup_price("claude-3-5-sonnet-20241022") == PRICES["claude-3-5-sonnet"]
+    assert lookup_price("claude-opus-4-5-20251101") == PRICES["claude-opus-4-5"]
+    assert lookup_price("llama-3-8b-instruct") is None
+    assert Price(2.0, 8.0).cost(1_000_000, 500_000) == pytest.approx(6.0)
+
+
+def test_settings_override_the_table() -> None:
+    both = LLMSettings(model="gpt-4o", price_input_per_mtok=1.0, price_output_per_mtok=2.0)
+    assert lookup_price("gpt-4o", both) == Price(1.0, 2.0)
+    half = LLMSettings(price_output_per_mtok=9.0)
+    assert lookup_price("gpt-4o", half) == Price(PRICES["gpt-4o"].input_per_mtok, 9.0)
+    assert lookup_price("my-local-model", half) == Price(0.0, 9.0)
+
+
+async def test_unknown_model_costs_zero_and_warns_once(
+    provider: ProviderFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake = provider(["a", "b"])
+    client = build_client(openai_settings(fake, model="mystery-model-xyz"))
+    with caplog.at_level(logging.WARNING, logger="modulo.llm"):
+        try:
+            calls = [await client.call(request(f"q{i}"), "generate") for i in range(2)]
+        finally:
+            await client.aclose()
+    assert all(c.usage.cost_usd == 0.0 and c.usage.input_tokens > 0 for c in calls)
+    assert client.unpriced_models == {"mystery-model-xyz"}
+    warnings = [r for r in caplog.records if "no price known" in r.getMessage()]
+    assert len(warnings) == 1 and "mystery-model-xyz" in warnings[0].getMessage()
+
+
+def test_retry_after_parsing() -> None:
+    assert parse_retry_after({"Retry-After": "3"}) == 3.0
+    assert parse_retry_after({"retry-after": "0.5"}) == 0.5
+    assert parse_retry_after({"retry-after-ms": "250", "retry-after": "9"}) == 0.25
+    assert parse_retry_after({"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}, now=1445412470.0) == 10.0
+    assert parse_retry_after({"Retry-After": "soon"}) is None
+    assert parse_retry_after({}) is None and parse_retry_after(None) is None
+
+
+@pytest.mark.parametrize(
+    ("status", "message", "code", "kind", "fault"),
+    [
+        (429, "slow down", None, RateLimitError, "rate_limit"),
+        (429, "You exceeded your current quota", "insufficient_quota", PermanentLLMError, "permanent"),
+        (500, "oops", None, TransientLLMError, "server_error"),
+        (503, "later", None, TransientLLMError, "server_error"),
+        (529, "overloaded", None, TransientLLMError, "overloaded"),
+        (408, "request timeout", None, TransientLLMError, "timeout"),
+        (400, "prompt is too long: 300000 tokens > 200000 maximum", None, ContextLengthError, "context_length"),
+        (400, "bad field", None, PermanentLLMError, "bad_request"),
+        (401, "bad key", None, PermanentLLMError, "auth"),
+        (404, "no such model", None, PermanentLLMError, "not_found"),
+    ],
+)
+def test_status_mapping(status: int, message: str, code: str | None, kind: type, fault: str) -> None:
+    error = error_for_status(status, message, provider="X", code=code, headers={"retry-after": "2"})
+    assert type(error) is kind and error.fault == fault
+    assert f"HTTP {status}" in str(error)
+    if isinstance(error, TransientLLMError):
+        assert error.retry_after == 2.0
+
+
+def test_redact() -> None:
+    assert redact("key sk-abcdef used", ["sk-abcdef", None, ""]) == "key [redacted] used"
+    assert redact("short abc", ["abc"]) == "short abc"  # too short to be a key; never mangles text
