@@ -76,7 +76,8 @@ def calendar_preferences(problem: Problem, plan: PlanJSON) -> Verdict:
     priority=50,
     description="when the query asks for the earliest availability, the slot is the earliest that fits",
 )
-def calendar_earliest(problem: Problem, plan: PlanJSON) -> Verdict:
+def calendar_earliest(problem: Problem, plan: PlanJSON, *, hints: bool = False) -> Verdict:
+    """``hints=True`` names the earliest slot that fits."""
     c = problem.constraints
     if not c["earliest"]:
         return Verdict.not_applicable("the query does not ask for the earliest availability")
@@ -92,7 +93,11 @@ def calendar_earliest(problem: Problem, plan: PlanJSON) -> Verdict:
         why = "an earlier time also works for everyone and meets every constraint"
     return Verdict.fail(
         f'The query says "{c["earliest_text"]}", but {said} is not the earliest availability: {why}.',
-        hint=f"The earliest time that fits everything is {bday}, {minutes_to_hhmm(bstart)} - {minutes_to_hhmm(bend)}.",
+        hint=(
+            f"The earliest time that fits everything is {bday}, {minutes_to_hhmm(bstart)} - {minutes_to_hhmm(bend)}."
+            if hints
+            else None
+        ),
         earliest={"day": bday, "start": minutes_to_hhmm(bstart), "end": minutes_to_hhmm(bend)},
     )
 

@@ -2,6 +2,11 @@
 
 Each critic reports the problems of its own kind, quoting the step and the query sentence. The
 optimality critic compares the number of people the plan meets with the exact maximum.
+
+Options (the run's ``critic_options``): ``mode="strict"`` (default) checks every written number;
+``mode="official"`` reads the plan as the official script does (written minutes and times are not
+checked, each meeting lasts exactly the required minimum). ``hints=True`` lets the optimality
+critic name an order of friends that reaches the maximum.
 """
 
 from __future__ import annotations
@@ -15,8 +20,14 @@ MEETING = ("natural_plan/meeting",)
 _MAX_LISTED = 4
 
 
-def _verdict(problem: Problem, plan: PlanJSON, kind: IssueKind, lead: str) -> Verdict:
-    sim = simulate(plan, problem.constraints)
+def _official(mode: str) -> bool:
+    if mode not in ("strict", "official"):
+        raise ValueError(f"mode must be 'strict' or 'official', not {mode!r}")
+    return mode == "official"
+
+
+def _verdict(problem: Problem, plan: PlanJSON, kind: IssueKind, lead: str, mode: str) -> Verdict:
+    sim = simulate(plan, problem.constraints, official=_official(mode))
     issues = [i for i in sim.issues if i.kind == kind]
     if not issues:
         if sim.stopped:
@@ -35,8 +46,8 @@ def _verdict(problem: Problem, plan: PlanJSON, kind: IssueKind, lead: str) -> Ve
     priority=10,
     description="every travel step takes the listed travel time and arrives when that time says",
 )
-def meeting_travel_times(problem: Problem, plan: PlanJSON) -> Verdict:
-    return _verdict(problem, plan, "travel", "Travel times must come from the travel-time list:")
+def meeting_travel_times(problem: Problem, plan: PlanJSON, *, mode: str = "strict") -> Verdict:
+    return _verdict(problem, plan, "travel", "Travel times must come from the travel-time list:", mode)
 
 
 @critic(
@@ -46,12 +57,13 @@ def meeting_travel_times(problem: Problem, plan: PlanJSON) -> Verdict:
     priority=20,
     description="time only moves forward: waits go to a later time and meetings start when you are free",
 )
-def meeting_time_forward(problem: Problem, plan: PlanJSON) -> Verdict:
+def meeting_time_forward(problem: Problem, plan: PlanJSON, *, mode: str = "strict") -> Verdict:
     return _verdict(
         problem,
         plan,
         "forward",
         "Time must only move forward, and each meeting starts when the previous step ends (wait first to start later):",
+        mode,
     )
 
 
@@ -62,8 +74,8 @@ def meeting_time_forward(problem: Problem, plan: PlanJSON) -> Verdict:
     priority=30,
     description="the day starts at the arrival place; each friend is met at their place; places and friends exist",
 )
-def meeting_location(problem: Problem, plan: PlanJSON) -> Verdict:
-    return _verdict(problem, plan, "location", "Each meeting must happen where that friend is:")
+def meeting_location(problem: Problem, plan: PlanJSON, *, mode: str = "strict") -> Verdict:
+    return _verdict(problem, plan, "location", "Each meeting must happen where that friend is:", mode)
 
 
 @critic(
@@ -73,8 +85,8 @@ def meeting_location(problem: Problem, plan: PlanJSON) -> Verdict:
     priority=40,
     description="each meeting lies inside the friend's availability window",
 )
-def meeting_window(problem: Problem, plan: PlanJSON) -> Verdict:
-    return _verdict(problem, plan, "window", "Each meeting must lie inside the time the friend is there:")
+def meeting_window(problem: Problem, plan: PlanJSON, *, mode: str = "strict") -> Verdict:
+    return _verdict(problem, plan, "window", "Each meeting must lie inside the time the friend is there:", mode)
 
 
 @critic(
@@ -84,8 +96,8 @@ def meeting_window(problem: Problem, plan: PlanJSON) -> Verdict:
     priority=50,
     description="each meeting lasts at least the required minutes, and its times add up",
 )
-def meeting_duration(problem: Problem, plan: PlanJSON) -> Verdict:
-    return _verdict(problem, plan, "duration", "Each meeting must last at least the minimum the query asks for:")
+def meeting_duration(problem: Problem, plan: PlanJSON, *, mode: str = "strict") -> Verdict:
+    return _verdict(problem, plan, "duration", "Each meeting must last at least the minimum the query asks for:", mode)
 
 
 @critic(
@@ -95,8 +107,8 @@ def meeting_duration(problem: Problem, plan: PlanJSON) -> Verdict:
     priority=60,
     description="nobody is met twice",
 )
-def meeting_once(problem: Problem, plan: PlanJSON) -> Verdict:
-    return _verdict(problem, plan, "once", "Each friend counts once, so meet nobody twice:")
+def meeting_once(problem: Problem, plan: PlanJSON, *, mode: str = "strict") -> Verdict:
+    return _verdict(problem, plan, "once", "Each friend counts once, so meet nobody twice:", mode)
 
 
 @critic(
@@ -106,9 +118,10 @@ def meeting_once(problem: Problem, plan: PlanJSON) -> Verdict:
     priority=70,
     description="the plan meets as many friends as can possibly be met (exact maximum by dynamic programming)",
 )
-def meeting_optimal(problem: Problem, plan: PlanJSON) -> Verdict:
+def meeting_optimal(problem: Problem, plan: PlanJSON, *, mode: str = "strict", hints: bool = False) -> Verdict:
+    """``hints=True`` adds one order of friends that reaches the maximum (from the exact search)."""
     best = max_meetings(problem.constraints)
-    met = simulate(plan, problem.constraints).met
+    met = simulate(plan, problem.constraints, official=_official(mode)).met
     if len(met) >= best.count:
         return Verdict.ok(max_people=best.count, met=len(met))
     names = ", ".join(met) if met else "nobody"
@@ -116,7 +129,7 @@ def meeting_optimal(problem: Problem, plan: PlanJSON) -> Verdict:
         f"The goal is to meet as many friends as possible: {best.count} of the "
         f"{len(problem.constraints['people'])} friends can be met within their windows and minimum times, "
         f"but your plan meets only {len(met)} ({names}).",
-        hint="One order that works: " + ", then ".join(best.order) + ".",
+        hint=("One order that works: " + ", then ".join(best.order) + ".") if hints else None,
         max_people=best.count,
         met=len(met),
         order=list(best.order),

@@ -117,7 +117,8 @@ def trip_flight_days(problem: Problem, plan: PlanJSON) -> Verdict:
     priority=40,
     description="each city is stayed in for the number of days the query asks (flight days count for both)",
 )
-def trip_stay_lengths(problem: Problem, plan: PlanJSON) -> Verdict:
+def trip_stay_lengths(problem: Problem, plan: PlanJSON, *, hints: bool = False) -> Verdict:
+    """``hints=True`` adds the day arithmetic of a stay."""
     required: dict[str, int] = problem.constraints["stays"]
     texts: dict[str, str] = problem.constraints["stay_texts"]
     issues = []
@@ -137,7 +138,9 @@ def trip_stay_lengths(problem: Problem, plan: PlanJSON) -> Verdict:
         return Verdict.ok()
     return Verdict.fail(
         "Wrong stay length: " + "; ".join(issues) + " (a flight day counts for both cities).",
-        hint="A stay of N days from day a ends on day a + N - 1, and the next stay starts on that same day.",
+        hint="A stay of N days from day a ends on day a + N - 1, and the next stay starts on that same day."
+        if hints
+        else None,
         stays=bad,
     )
 

@@ -8,7 +8,7 @@ import pytest
 
 from critics.natural_plan import calendar as cal
 from critics.natural_plan.benchmark import CalendarScheduling
-from critics.natural_plan.calendar_critics import CALENDAR_CRITICS
+from critics.natural_plan.calendar_critics import CALENDAR_CRITICS, calendar_earliest
 from modulo.errors import DataError, PlanFormatError
 from modulo.types import Problem
 
@@ -123,6 +123,8 @@ def test_earliest_hint_names_the_earliest_slot(problem: Problem) -> None:
     c = problem.constraints
     plan = cal.parse_calendar("Tuesday, 13:30 - 14:00")
     v = next(k for k in CRITICS if k.name == "calendar_earliest")(problem, plan)
+    assert not v.passed and v.hint is None  # constructive hints are opt-in
+    v = calendar_earliest(hints=True)(problem, plan)
     assert not v.passed and v.hint == "The earliest time that fits everything is Tuesday, 15:30 - 16:00."
     no_earliest = dict(c, earliest=False, earliest_text=None)
     p2 = problem.model_copy(update={"constraints": no_earliest})

@@ -8,8 +8,8 @@ import pytest
 
 from critics.natural_plan import meeting as mtg
 from critics.natural_plan.benchmark import MeetingPlanning
-from critics.natural_plan.meeting_critics import MEETING_CRITICS
-from modulo.errors import DataError, PlanFormatError
+from critics.natural_plan.meeting_critics import MEETING_CRITICS, meeting_optimal
+from modulo.errors import CriticError, DataError, PlanFormatError
 from modulo.types import Problem
 
 CRITICS = [f() for f in MEETING_CRITICS]
@@ -136,7 +136,8 @@ def test_optimality_critic_counts_and_hints(problem: Problem) -> None:
     v = next(c for c in CRITICS if c.name == "meeting_optimal")(problem, plan)
     assert not v.passed
     assert "2 of the 2 friends can be met" in v.feedback and "meets only 1 (Ann)" in v.feedback
-    assert v.hint == "One order that works: Ann, then Kenneth."
+    assert v.hint is None and v.details["max_people"] == 2
+    assert meeting_optimal(hints=True)(problem, plan).hint == "One order that works: Ann, then Kenneth."
     assert mtg.max_meetings(problem.constraints) == mtg.Optimum(2, ("Ann", "Kenneth"))
 
 
@@ -182,3 +183,37 @@ def test_start_step_only_first(problem: Problem) -> None:
     bench = MeetingPlanning()
     plan = mtg.parse_meeting(GOOD + " You start at Nob Hill at 9:00AM.")
     assert bench.check_format(problem, plan) == ["step 7 is a 'start' step, which may only come first"]
+
+
+def test_official_mode_reads_like_the_official_script(problem: Problem) -> None:
+    official = [f(mode="official") for f in MEETING_CRITICS]
+
+    def failing(text: str) -> set[str]:
+        plan = mtg.parse_meeting(text)
+        return {v.critic for v in (c(problem, plan) for c in official) if not v.accepts}
+
+    # written minutes and times are not checked in official mode, as the official script ignores them
+    sloppy = GOOD.replace("in 19 minutes and arrive at 9:19AM", "in 15 minutes and arrive at 9:15AM")
+    sloppy = sloppy.replace("for 90 minutes from 2:15PM to 3:45PM", "for 60 minutes from 2:15PM to 3:00PM")
+    assert failing(sloppy) == set()
+    assert mtg.official_score(mtg.solution_steps(sloppy), problem.constraints).score == 2
+    # what the official script rejects, official mode rejects too
+    assert "meeting_time_forward" in failing(GOOD.replace("You wait until 2:15PM.", "You wait until 9:00AM."))
+    with pytest.raises(CriticError, match="mode must be"):
+        meeting_optimal(mode="lenient")(problem, mtg.parse_meeting(GOOD))
+
+
+def test_official_mode_agrees_with_the_official_score(meeting_subset: list[Problem], meeting_raw: Any) -> None:
+    critics = [f(mode="official") for f in MEETING_CRITICS]
+    for p in meeting_subset:
+        text = meeting_raw[p.id]["pred_5shot_pro"]
+        try:
+            plan = mtg.parse_meeting(text)
+        except PlanFormatError:
+            continue
+        # (the plan as read: closing remarks after the last step, where the official script stops, are left out)
+        score = mtg.official_score(mtg.solution_steps(mtg.render_meeting(plan)), p.constraints)
+        all_pass = all(c(p, plan).accepts for c in critics)
+        # every critic passes in official mode exactly when the official script reads the whole plan
+        # without an error and counts the maximum
+        assert all_pass == (score.stopped_at is None and score.score == p.metadata["gold_count"]), p.id
