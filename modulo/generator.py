@@ -44,6 +44,8 @@ class Generator(ABC):
 
     #: False for search baselines that never call a model (no llm backend is bound then)
     needs_llm: ClassVar[bool] = True
+    #: False for generators that ignore backprompts (search baselines): the loop then stops after one plan
+    uses_feedback: ClassVar[bool] = True
     #: the prompt role used for the first prompt ("direct", "cot", "json")
     prompt_role: str = "direct"
 

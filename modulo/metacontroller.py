@@ -212,6 +212,9 @@ class Loop:
             if s.stop_after_repeats is not None and repeats >= s.stop_after_repeats:
                 stop_reason = "repeats"
                 break
+            if not self.generator.uses_feedback:
+                stop_reason = "generator_ignores_feedback"
+                break
             if index + 1 < s.max_iterations:
                 t0 = time.perf_counter()
                 bp = self.strategy.build(

@@ -153,6 +153,7 @@ class GreedyGenerator(Generator):
     """``generator=greedy``: the paper's cost-greedy search; needs no model."""
 
     needs_llm: ClassVar[bool] = False
+    uses_feedback: ClassVar[bool] = False
 
     def __init__(self, *, benchmark: TravelPlanner, seed: int = 0, distinct_meals: bool = False) -> None:
         self.benchmark = benchmark

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,8 +19,18 @@ from ..metacontroller import best_iteration
 from ..runner import RunResult, RunState, run_session
 from ..runs import RunDir
 
-console = Console(stderr=False, highlight=False)
-err_console = Console(stderr=True, highlight=False)
+def _width() -> int | None:
+    """Terminal width on a terminal; otherwise $COLUMNS or 140, so piped tables are not squeezed."""
+    if sys.stdout.isatty():
+        return None
+    try:
+        return int(os.environ.get("COLUMNS", "140"))
+    except ValueError:
+        return 140
+
+
+console = Console(stderr=False, highlight=False, width=_width())
+err_console = Console(stderr=True, highlight=False, width=_width())
 
 
 def error(exc: BaseException) -> None:
@@ -90,7 +101,8 @@ def budget_rows(session: Session, result: RunResult) -> list[tuple[str, dict[str
     problems = session.problems
     by_id = {r.problem_id: r for r in result.results}
     budget = session.config.metacontroller.max_iterations
-    ks = [1, budget] if budget > 1 else [1]
+    used = max((len(r.iterations) for r in result.results), default=1)
+    ks = [1, budget] if budget > 1 and used > 1 else [1]
     for k in ks:
         plans = []
         for p in problems:
@@ -101,7 +113,10 @@ def budget_rows(session: Session, result: RunResult) -> list[tuple[str, dict[str
             ev = session.benchmark.evaluate(problems, plans)
         except NotImplementedError:
             return []
-        label = "first plan (Direct)" if k == 1 else f"LLM-Modulo, budget {k}"
+        if len(ks) == 1:
+            label = session.config.labels.get("method") or session.config.generator.name
+        else:
+            label = "first plan (no backprompt)" if k == 1 else f"LLM-Modulo, budget {k}"
         rows.append((label, ev.metrics))
     return rows
 
