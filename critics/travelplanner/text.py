@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 # -- the official reading -------------------------------------------------------------------------
@@ -82,10 +83,19 @@ class CityDay:
 
 def strict_current_city(value: Any) -> CityDay | None:
     """Read ``current_city``: ``"from A to B"`` (a travel day) or a single city. None when unreadable."""
-    if not isinstance(value, str) or not value.strip() or value.strip() == "-":
-        return None
+    return _current_city(value) if isinstance(value, str) else None
+
+
+_STARTS_WITH_FROM = re.compile(r"^from\b", re.IGNORECASE)
+_HAS_ROUTE = re.compile(r"\bfrom\b.*\bto\b", re.IGNORECASE)
+
+
+@lru_cache(maxsize=65536)
+def _current_city(value: str) -> CityDay | None:
     text = value.strip()
-    if re.match(r"^from\b", text, re.IGNORECASE):
+    if not text or text == "-":
+        return None
+    if _STARTS_WITH_FROM.match(text):
         match = _STRICT_ROUTE.match(text)
         if match is None:
             return None
@@ -93,7 +103,7 @@ def strict_current_city(value: Any) -> CityDay | None:
         if not origin or not dest:
             return None
         return CityDay(city=dest, origin=origin)
-    if re.search(r"\bfrom\b.*\bto\b", text, re.IGNORECASE):
+    if _HAS_ROUTE.search(text):
         return None
     city = strip_state(text)
     return CityDay(city=city) if city else None
@@ -101,7 +111,12 @@ def strict_current_city(value: Any) -> CityDay | None:
 
 def strict_name_city(entry: Any) -> tuple[str, str] | None:
     """``"Name, City"`` split at the last comma, both parts stripped, ``(State)`` removed. None if malformed."""
-    if not isinstance(entry, str) or "," not in entry:
+    return _name_city(entry) if isinstance(entry, str) else None
+
+
+@lru_cache(maxsize=262144)
+def _name_city(entry: str) -> tuple[str, str] | None:
+    if "," not in entry:
         return None
     name, _, city = entry.rpartition(",")
     name, city = name.strip(), strip_state(city)

@@ -72,9 +72,7 @@ def test_hard_critics_not_applicable_when_not_asked(
     assert budget.applicable and budget.passed and budget.details["total_cost"] <= problem.constraints["budget"]
 
 
-def test_minimum_nights_feedback_and_hint(
-    tp: TravelPlanner, train1: tuple[Problem, list[dict[str, Any]]]
-) -> None:
+def test_minimum_nights_feedback_and_hint(tp: TravelPlanner, train1: tuple[Problem, list[dict[str, Any]]]) -> None:
     problem, plan = train1
     first = plan[0]["accommodation"]
     name = first.rsplit(",", 1)[0]

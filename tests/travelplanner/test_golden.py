@@ -75,7 +75,10 @@ def test_official_messages(golden: list[dict[str, Any]], store: Store) -> None:
     for row in golden:
         if not row["delivered"]:
             continue
-        results = {**official.commonsense(row["_query"], row["plan"], store), **official.hard(row["_query"], row["plan"], store)}
+        results = {
+            **official.commonsense(row["_query"], row["plan"], store),
+            **official.hard(row["_query"], row["plan"], store),
+        }
         recorded = {**row["messages"]["commonsense"], **row["messages"]["hard_ungated"]}
         for key, result in results.items():
             if result.error is None and result.message != recorded[key]:
@@ -123,9 +126,7 @@ def test_example_evaluation_submission(
     assert result.tables["denominators"][0]["hard_total"] == 420
 
 
-def test_example_evaluation_through_the_command(
-    tp: TravelPlanner, tp_dir: Path, submissions: dict[str, Any]
-) -> None:
+def test_example_evaluation_through_the_command(tp: TravelPlanner, tp_dir: Path, submissions: dict[str, Any]) -> None:
     from critics.travelplanner.benchmark import run_evaluate_command
 
     out = io.StringIO()

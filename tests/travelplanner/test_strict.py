@@ -77,9 +77,7 @@ def test_strict_catches_what_official_lets_through(
     golden: list[dict[str, Any]], store: Store, label: str, key: str
 ) -> None:
     rows = [
-        r
-        for r in golden
-        if r["mutations"] == [label] and official.check(key, r["_query"], r["plan"], store).passed
+        r for r in golden if r["mutations"] == [label] and official.check(key, r["_query"], r["plan"], store).passed
     ]
     assert rows, label  # the quirk lets these through officially
     for row in rows:

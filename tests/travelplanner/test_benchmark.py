@@ -1,0 +1,133 @@
+"""The benchmark class: plan schema and format, parser and renderer, metrics, data commands, store."""
+
+from __future__ import annotations
+
+import copy
+import shutil
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from critics.travelplanner.benchmark import TravelPlanner
+from critics.travelplanner.data import load_annotated_plans
+from critics.travelplanner.planformat import parse_text, render_text
+from critics.travelplanner.store import Sources, Store, store_path
+from modulo.components import benchmarks
+from modulo.errors import ConfigError, DataError, PlanFormatError
+from modulo.prompts import load_template
+
+
+@pytest.fixture(scope="module")
+def train1(tp: TravelPlanner, tp_dir: Path) -> tuple[Any, list[dict[str, Any]]]:
+    return tp.load("train")[0], [d for d in load_annotated_plans(tp_dir)[1] if d]
+
+
+def test_registered_with_metrics_and_prompts(tp: TravelPlanner) -> None:
+    assert benchmarks.get("travelplanner") is TravelPlanner
+    assert [m.key for m in tp.metrics] == [
+        "delivery_rate", "commonsense_micro", "commonsense_macro", "hard_micro", "hard_macro", "final_pass_rate"
+    ]  # fmt: skip
+    assert tp.primary_metric == "final_pass_rate" and tp.critic_source == "oracle"
+    variables = tp.prompt_variables(tp.load("train")[0])
+    for role in ("direct", "cot", "json", "reformulate"):
+        template = load_template(tp.prompts[role])
+        text = template.render(**variables, problem=tp.load("train")[0], reply="Day 1: x", schema="{}")
+        assert tp.load("train")[0].query in text or role == "reformulate"
+
+
+def test_schema_and_format(tp: TravelPlanner, train1: tuple[Any, list[dict[str, Any]]]) -> None:
+    problem, plan = train1
+    assert tp.validate_plan(plan) == plan and tp.check_format(problem, plan) == []
+    schema = tp.plan_json_schema()
+    assert schema and schema["type"] == "array"
+    with pytest.raises(PlanFormatError, match="lunch"):
+        tp.validate_plan([{k: v for k, v in plan[0].items() if k != "lunch"}])
+    short = plan[:2]
+    assert any("3 days" in issue for issue in tp.check_format(problem, short))
+    bad = copy.deepcopy(plan)
+    del bad[1]["dinner"]
+    bad[2]["days"] = 7
+    issues = tp.check_format(problem, bad)
+    assert "day 2 lacks dinner" in issues and "day 3 is numbered 7" in issues
+    assert tp.check_format(problem, {"days": 1}) == ["the plan must be a list of day objects, not dict"]
+
+
+def test_parser_round_trip(tp: TravelPlanner, train1: tuple[Any, list[dict[str, Any]]]) -> None:
+    problem, plan = train1
+    text = tp.render_plan(plan)
+    assert text.startswith("Day 1:\nCurrent City: from St. Petersburg to Rockford")
+    assert tp.parse("Let me think.\nTravel Plan:\n" + text, problem) == plan
+    assert parse_text(f"```json\n{__import__('json').dumps(plan)}\n```") == plan
+    with pytest.raises(PlanFormatError):
+        tp.parse("I cannot help with that.", problem)
+    assert tp.has_parser
+    assert render_text(None) == "null"
+
+
+def test_evaluate_arguments(tp: TravelPlanner) -> None:
+    problems = tp.load("train")[:3]
+    with pytest.raises(ConfigError):
+        tp.evaluate(problems, [None])
+    with pytest.raises(ConfigError):
+        tp.evaluate(problems, [None] * 3, mode="loose")
+    result = tp.evaluate(problems, [None] * 3)
+    assert result.metrics["delivery_rate"] == 0.0
+    assert result.tables["denominators"][0]["n"] == 3  # a subset: computed denominators
+    assert [row["problem_id"] for row in result.per_problem] == ["train-1", "train-2", "train-3"]
+    assert all(row["passed"] is False and row["valid_cost"] is None for row in result.per_problem)
+
+
+def test_data_check_reports_the_partial_flights(tp: TravelPlanner) -> None:
+    report = tp.data_check()
+    text = "\n".join(report.lines)
+    assert report.ok
+    assert "129 with reference information" in text and "PARTIAL flights" in text and "3179 rows" in text
+
+
+def test_data_download_without_network_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import httpx
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise httpx.ConnectError("no network")
+
+    monkeypatch.setattr(httpx, "get", refuse)
+    with pytest.raises(DataError, match="cannot download the TravelPlanner train split"):
+        TravelPlanner(tmp_path).data_download()
+
+
+def test_missing_database_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "travelplanner").mkdir()
+    with pytest.raises(DataError, match="database files are missing"):
+        _ = TravelPlanner(tmp_path, store_dir=tmp_path / "cache").store
+    assert not TravelPlanner(tmp_path, store_dir=tmp_path / "cache").data_check().ok
+
+
+def test_store_keeps_the_official_rows(store: Store) -> None:
+    assert store.counts["accommodations"] == 4285  # 5047 rows, dropna drops the ones with an empty column
+    assert not store.match_accommodations("Brooklyn Home", "Pensacola")
+    flights = store.flights_by_number("F3573659")
+    assert len(flights) == 1 and flights[0].origin == "St. Petersburg" and flights[0].price == 474
+    road = store.road("Baton Rouge", "Texarkana")
+    assert road is not None and road.cost("self-driving") == 25 and road.cost("taxi") == 519
+    hartford = store.road("Hartford", "Denver")
+    assert hartford is not None and hartford.cost("taxi") is None  # "1 day 3 hours"
+    assert store.city_state["Rockford"] == "Illinois"
+    rows = store.match_restaurants("Coco Bambu", "Rockford")
+    assert rows and store.match_restaurants("Coco Bambu", "Rockford") is rows  # memoised
+
+
+def test_store_rebuilds_when_a_source_changes(tp_dir: Path, tmp_path: Path) -> None:
+    database = tmp_path / "database"
+    shutil.copytree(tp_dir / "database", database, ignore=shutil.ignore_patterns("*.sources.csv", "complete_*"))
+    sources = Sources.from_database_dir(database)
+    store = Store.open(sources, tmp_path / "cache")
+    before = store.fingerprint
+    assert Store.open(sources, tmp_path / "cache").fingerprint == before  # reused, not rebuilt
+    with (database / "flights" / "clean_Flights_2022_partial.csv").open("a") as handle:
+        handle.write("F9999999,1,01:00,02:00,1 hours 0 minutes,2022-03-01,Rockford,Chicago,100.0\n")
+    rebuilt = Store.open(sources, tmp_path / "cache")
+    assert rebuilt.fingerprint != before and rebuilt.flights_by_number("F9999999")
+    with sqlite3.connect(store_path(sources, tmp_path / "cache")) as db:
+        assert db.execute("SELECT COUNT(*) FROM flights").fetchone()[0] == 3180
