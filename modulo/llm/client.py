@@ -8,10 +8,11 @@
 2. **concurrency** (``settings.concurrency`` requests in flight) and **rate** (``settings.requests_per_minute``,
    a token bucket holding one second's worth of requests, so the rate holds over short windows too).
    Every attempt, retries included, passes both.
-3. **retries** with tenacity on :class:`~modulo.errors.TransientLLMError` (429, 5xx, timeouts,
-   dropped connections, empty replies): exponential backoff with jitter, or the server's
-   Retry-After when it sent one, both capped by ``settings.max_backoff_s``; at most
-   ``settings.max_retries`` retries. :class:`~modulo.errors.PermanentLLMError` is never retried.
+3. **retries** on :class:`~modulo.errors.TransientLLMError` (429, 5xx, timeouts, dropped
+   connections, empty replies), driven by tenacity once a first attempt has failed: exponential
+   backoff with jitter, or the server's Retry-After when it sent one, both capped by
+   ``settings.max_backoff_s``; at most ``settings.max_retries`` retries.
+   :class:`~modulo.errors.PermanentLLMError` is never retried.
 4. **accounting**: tokens and dollars (price table in :mod:`modulo.llm.pricing`) per call and in
    total, failed attempts included when the server reported usage for them.
 
@@ -32,6 +33,7 @@ import asyncio
 import logging
 import random
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -115,6 +117,7 @@ class LLMClient:
         self.backend_calls = 0
         #: models seen without a price (their dollars count as zero)
         self.unpriced_models: set[str] = set()
+        self._prices: dict[str, Price | None] = {}
         self._usage = Usage()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._semaphore: asyncio.Semaphore | None = None
@@ -142,7 +145,9 @@ class LLMClient:
         return self._semaphore, self._limiter
 
     def _price(self, model: str) -> Price | None:
-        price = lookup_price(model, self.settings)
+        if model in self._prices:
+            return self._prices[model]
+        price = self._prices[model] = lookup_price(model, self.settings)
         if price is None and model not in self.unpriced_models:
             self.unpriced_models.add(model)
             if not getattr(self.backend, "free", False) and model not in _WARNED_UNPRICED:
@@ -171,15 +176,33 @@ class LLMClient:
             update["tags"] = {**request.tags, "stage": stage}
         return request.model_copy(update=update) if update else request
 
-    def _wait(self, state: RetryCallState) -> float:
+    def backoff(self, exc: BaseException | None, failures: int) -> float:
+        """Seconds to wait after the ``failures``-th failed attempt: the server's Retry-After when it sent
+        one, else ``backoff_base_s * 2**(failures-1)`` plus up to ``backoff_base_s`` of jitter; capped by
+        ``settings.max_backoff_s``."""
         cap = self.settings.max_backoff_s
-        exc = state.outcome.exception() if state.outcome is not None else None
         retry_after = getattr(exc, "retry_after", None)
         if isinstance(retry_after, int | float) and retry_after >= 0:
             return float(min(retry_after, cap))
-        exponent = max(0, state.attempt_number - 1)
-        delay = self.backoff_base_s * (2.0**exponent) + random.uniform(0.0, self.backoff_base_s)
+        delay = self.backoff_base_s * (2.0 ** max(0, failures - 1)) + random.uniform(0.0, self.backoff_base_s)
         return min(delay, cap)
+
+    async def _retry(self, attempt: Callable[[], Awaitable[LLMResponse]], first: TransientLLMError) -> LLMResponse:
+        """The retries after a first transient failure, driven by tenacity (at most ``max_retries`` more)."""
+
+        def wait(state: RetryCallState) -> float:
+            exc = state.outcome.exception() if state.outcome is not None else None
+            return self.backoff(exc, state.attempt_number + 1)
+
+        await asyncio.sleep(self.backoff(first, 1))
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self.settings.max_retries),
+            wait=wait,
+            retry=retry_if_exception_type(TransientLLMError),
+            reraise=True,
+        )
+        response: LLMResponse = await retrying(attempt)
+        return response
 
     # -- the call -----------------------------------------------------------------------------------
     async def call(self, request: LLMRequest, stage: Stage) -> LLMCall:
@@ -260,13 +283,12 @@ class LLMClient:
                 raise
 
         try:
-            retrying = AsyncRetrying(
-                stop=stop_after_attempt(self.settings.max_retries + 1),
-                wait=self._wait,
-                retry=retry_if_exception_type(TransientLLMError),
-                reraise=True,
-            )
-            response: LLMResponse = await retrying(attempt)
+            try:  # the common case, a first attempt that works, needs no retry machinery
+                response = await attempt()
+            except TransientLLMError as first:
+                if self.settings.max_retries < 1:
+                    raise
+                response = await self._retry(attempt, first)
         except LLMError as exc:
             raise self._fail(exc, request, stage, faults, spent, started) from None
 
