@@ -224,6 +224,7 @@ class FakeProvider:
         model: str = "fake-model",
         host: str = "127.0.0.1",
         port: int = 0,
+        max_recorded: int = 10_000,
     ) -> None:
         self._check_faults(list(faults) + list(fault_rates or {}))
         rates = dict(fault_rates or {})
@@ -242,8 +243,10 @@ class FakeProvider:
         self.model = model
         self.host = host
         self.port = port
-        #: every request received, in arrival order
+        #: the requests received, in arrival order (the latest ``max_recorded`` of them)
         self.requests: list[FakeRequest] = []
+        self.max_recorded = max_recorded
+        self._serial = 0
         self._queue: deque[str | None] = deque(faults)
         self._rng = random.Random(seed)
         self._cursor: dict[str, int] = {}
@@ -562,7 +565,8 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {k.lower(): v for k, v in self.headers.items()}
         schema, json_mode, tool = _schema_of(api, body)
         with provider._lock:
-            index = len(provider.requests)
+            index = provider._serial
+            provider._serial += 1
         req = FakeRequest(
             index=index,
             api=api,
@@ -578,6 +582,8 @@ class _Handler(BaseHTTPRequestHandler):
         )
         with provider._lock:
             provider.requests.append(req)
+            if len(provider.requests) > provider.max_recorded:
+                del provider.requests[: len(provider.requests) - provider.max_recorded]
         if provider.latency_s and provider.wait(provider.latency_s):
             provider._note("stopped")
             return None
