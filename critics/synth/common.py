@@ -185,17 +185,44 @@ def unsat_core(
     if solver.check() != z3.unsat:
         return None
     core = [str(b).removeprefix("track::") for b in solver.unsat_core()]
-    order = [c for c in prefer_drop if c in core] + [c for c in core if c not in prefer_drop]
-    keep = list(order)
-    for cid in order:
-        trial = [c for c in keep if c != cid]
-        s = new_solver(ctx)
+    first = [c for c in prefer_drop if c in core]
+    rest = [c for c in core if c not in prefer_drop]
+
+    def shrink(order: list[str]) -> list[str]:
+        keep = list(order)
+        for cid in order:
+            trial = [c for c in keep if c != cid]
+            s = new_solver(ctx)
+            for f in background:
+                s.add(as_z3(f, ctx))
+            for c in trial:
+                s.add(as_z3(by_name[c], ctx))
+            if s.check() == z3.unsat:
+                keep = trial
+        return keep
+
+    keep = shrink(first + rest)
+    # a clash between one or two stated requirements (with the structural ones) reads best: look for one
+    structural = [c for c, _f in tracked if c in prefer_drop]
+    stated = [c for c, _f in tracked if c not in prefer_drop]
+    if len(stated) <= 40:
+        probe = new_solver(ctx)
         for f in background:
-            s.add(as_z3(f, ctx))
-        for c in trial:
-            s.add(as_z3(by_name[c], ctx))
-        if s.check() == z3.unsat:
-            keep = trial
+            probe.add(as_z3(f, ctx))
+        for c in structural:
+            probe.add(as_z3(by_name[c], ctx))
+        for group in [[a] for a in stated] + [[a, b] for i, a in enumerate(stated) for b in stated[i + 1 :]]:
+            if len(group) >= sum(1 for c in keep if c not in prefer_drop):
+                break
+            probe.push()
+            for c in group:
+                probe.add(as_z3(by_name[c], ctx))
+            clash = probe.check() == z3.unsat
+            probe.pop()
+            if clash:
+                small = shrink([c for c in structural] + group)
+                keep = min(keep, small, key=len)
+                break
     rank = {cid: i for i, (cid, _f) in enumerate(tracked)}
     return sorted(keep, key=lambda c: rank[c])
 

@@ -323,7 +323,28 @@ class Family(ABC):
         quoted = "; ".join(f'"{by_id[cid].get("text") or self.describe(by_id[cid])}"' for cid in core)
         return f"No plan can meet all of these requirements at once: {quoted}."
 
+    def satisfiable(self, spec: Spec) -> bool:
+        """Whether some plan meets every constraint of ``spec`` (one Z3 call)."""
+        ctx = z3.Context()
+        rows, domain = self.symbolic_rows(spec, ctx)
+        return bool(self._solver(spec, rows, domain, include_meta=True, ctx=ctx).check() == z3.sat)
+
     def unsat_core_ids(self, spec: Spec) -> list[str] | None:
+        """Ids of a minimal unsatisfiable subset of ``spec``'s constraints (None when satisfiable); memoised."""
+        import json
+
+        key = json.dumps({k: v for k, v in spec.items() if k != "constraints"}, sort_keys=True) + json.dumps(
+            [{k: v for k, v in c.items() if k != "text"} for c in spec["constraints"]], sort_keys=True
+        )
+        cache: dict[str, list[str] | None] = self.__dict__.setdefault("_core_cache", {})
+        if key not in cache:
+            if len(cache) > 512:
+                cache.clear()
+            cache[key] = self._compute_core(spec)
+        hit = cache[key]
+        return None if hit is None else list(hit)
+
+    def _compute_core(self, spec: Spec) -> list[str] | None:
         ctx = z3.Context()
         rows, domain = self.symbolic_rows(spec, ctx)
         tracked = [(c["id"], self.encode(c, spec, rows)) for c in spec["constraints"]]
