@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 
 from modulo.errors import DataError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 FULL_FLIGHTS = "clean_Flights_2022.csv"
 PARTIAL_FLIGHTS = "clean_Flights_2022_partial.csv"
 _CHUNK_ROWS = 200_000
@@ -199,8 +199,8 @@ def _create_schema(db: sqlite3.Connection) -> None:
     db.executescript(
         """
         CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-        CREATE TABLE flights (id INTEGER PRIMARY KEY, number TEXT, price REAL, dep_time TEXT, arr_time TEXT,
-            elapsed TEXT, date TEXT, origin TEXT, dest TEXT, distance REAL);
+        CREATE TABLE flights (id INTEGER NOT NULL, number TEXT NOT NULL, price REAL, dep_time TEXT, arr_time TEXT,
+            elapsed TEXT, date TEXT, origin TEXT, dest TEXT, distance REAL, PRIMARY KEY (number, id)) WITHOUT ROWID;
         CREATE TABLE accommodations (id INTEGER PRIMARY KEY, name TEXT, price REAL, room_type TEXT,
             house_rules TEXT, minimum_nights REAL, maximum_occupancy REAL, review_rate REAL, city TEXT);
         CREATE TABLE restaurants (id INTEGER PRIMARY KEY, name TEXT, average_cost REAL, cuisines TEXT,
@@ -216,7 +216,6 @@ def _create_schema(db: sqlite3.Connection) -> None:
 def _create_indexes(db: sqlite3.Connection) -> None:
     db.executescript(
         """
-        CREATE INDEX flights_number ON flights(number);
         CREATE INDEX flights_route ON flights(origin, dest, date);
         CREATE INDEX accommodations_city ON accommodations(city);
         CREATE INDEX restaurants_city ON restaurants(city);
