@@ -36,6 +36,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ValidationError
 
+from critics.core import format_critic
 from modulo.benchmark import Benchmark, DataReport, EvalResult, MetricSpec
 from modulo.critic import Critic, CriticFactory
 from modulo.errors import ConfigError, DataError, ModuloError, PlanFormatError
@@ -50,6 +51,7 @@ from .common import (
     SPLIT_SUBSET,
     TASK_FILES,
     git_blob_hash,
+    missing_file_message,
     np_dir,
     read_instances,
     require_fields,
@@ -95,11 +97,12 @@ class NaturalPlanBenchmark(Benchmark):
     def load(self, split: str) -> list[Problem]:
         if split not in self.splits():
             raise DataError(f"{self.name}: unknown split {split!r}; the splits are {', '.join(self.splits())}")
-        raw = read_instances(self.task, self._file_split(split), self.data_dir)
+        raw = read_instances(self.task, self.file_split(split), self.data_dir)
         keys = self._split_keys(split, raw)
         return [self._problem(key, raw[key], split) for key in keys]
 
-    def _file_split(self, split: str) -> str:
+    def file_split(self, split: str) -> str:
+        """The data file split behind ``split`` (trip's validation/test come from the full file)."""
         return split
 
     def _split_keys(self, split: str, raw: dict[str, dict[str, Any]]) -> list[str]:
@@ -184,8 +187,6 @@ class NaturalPlanBenchmark(Benchmark):
 
         The format verdict comes first; when it fails the other critics are not run.
         """
-        from critics.core import format_critic
-
         verdict = format_critic(benchmark=self)(problem, plan)
         if not verdict.accepts:
             return None, [verdict]
@@ -320,8 +321,6 @@ class NaturalPlanBenchmark(Benchmark):
         report = self.data_check()
         full = split_path(self.task, SPLIT_FULL, self.data_dir)
         if not full.is_file():
-            from .common import missing_file_message
-
             raise DataError(missing_file_message(self.task, full) + " (no automatic download is implemented)")
         return report
 
@@ -403,7 +402,7 @@ class NaturalPlanBenchmark(Benchmark):
         if from_file:
             by_id = read_prediction_file(path)
         else:
-            raw = read_instances(self.task, self._file_split(split), self.data_dir)
+            raw = read_instances(self.task, self.file_split(split), self.data_dir)
             sample = next(iter(raw.values()), {})
             if source not in sample:
                 fields = ", ".join(k for k in sample if k.startswith("pred")) or "none"
@@ -487,7 +486,7 @@ class TripPlanning(NaturalPlanBenchmark):
     def splits(self) -> list[str]:
         return [SPLIT_FULL, SPLIT_SUBSET, "validation", "test"]
 
-    def _file_split(self, split: str) -> str:
+    def file_split(self, split: str) -> str:
         return SPLIT_FULL if split in ("validation", "test") else split
 
     def _split_keys(self, split: str, raw: dict[str, dict[str, Any]]) -> list[str]:

@@ -26,6 +26,7 @@ from modulo.errors import DataError
 from modulo.types import Problem, Verdict
 
 from .benchmark import NaturalPlanBenchmark
+from .common import read_instances
 
 
 def stored_predictions(problem_file: str | Path, field: str = "pred_5shot_pro") -> dict[str, str]:
@@ -113,10 +114,7 @@ def replay_report(
     if texts is None:
         texts = {}
         for split in sorted({str(p.metadata.get("split")) for p in problems}):
-            raw_split = benchmark._file_split(split)
-            from .common import read_instances
-
-            raw = read_instances(benchmark.task, raw_split, benchmark.data_dir)
+            raw = read_instances(benchmark.task, benchmark.file_split(split), benchmark.data_dir)
             texts.update({k: str(v.get(field, "")) for k, v in raw.items()})
     rows = []
     for problem in problems:
