@@ -22,6 +22,8 @@ DEFAULT_RESAMPLES = 10_000
 DEFAULT_SEED = 0
 #: resampling is done in blocks so that memory stays at about ``_BLOCK_CELLS`` indices at a time
 _BLOCK_CELLS = 2_000_000
+#: up to this many columns, index each column; beyond, count and multiply
+_FANCY_MAX_COLUMNS = 3
 
 
 @dataclass(frozen=True)
@@ -64,17 +66,29 @@ def _as_float(values: npt.ArrayLike) -> FloatArray:
 
 
 def _resample_sums(columns: list[FloatArray], n_resamples: int, seed: int) -> list[FloatArray]:
-    """For each resample of problem indices, the sum of each column over the resampled problems."""
+    """For each resample of problem indices, the sum of each column over the resampled problems.
+
+    Each block of resamples is drawn as indices. For a few columns they index each column directly; for
+    more, they become per-problem counts (one bincount) multiplied by the stacked columns, so that each
+    extra column costs a matrix product. Both give the same sums for the same seed.
+    """
     n = len(columns[0])
     rng = np.random.default_rng(seed)
-    out = [np.empty(n_resamples, dtype=np.float64) for _ in columns]
+    matrix = np.stack(columns, axis=1)
+    out = np.empty((n_resamples, len(columns)), dtype=np.float64)
     block = max(1, _BLOCK_CELLS // max(n, 1))
     for start in range(0, n_resamples, block):
         stop = min(n_resamples, start + block)
-        idx = rng.integers(0, n, size=(stop - start, n))
-        for col, dest in zip(columns, out, strict=True):
-            dest[start:stop] = col[idx].sum(axis=1)
-    return out
+        rows = stop - start
+        idx = rng.integers(0, n, size=(rows, n))
+        if len(columns) <= _FANCY_MAX_COLUMNS:
+            for j, col in enumerate(columns):
+                out[start:stop, j] = col[idx].sum(axis=1)
+            continue
+        idx += (np.arange(rows, dtype=np.int64) * n)[:, None]
+        counts = np.bincount(idx.ravel(), minlength=rows * n).reshape(rows, n).astype(np.float64)
+        out[start:stop] = counts @ matrix
+    return [out[:, j] for j in range(len(columns))]
 
 
 def _percentile_interval(samples: FloatArray, level: float) -> tuple[float, float]:
@@ -114,6 +128,40 @@ def bootstrap_ratio(
             ratios = s_num / s_den
     low, high = _percentile_interval(ratios, level)
     return Interval(value, low, high, level)
+
+
+def bootstrap_ratios(
+    pairs: list[tuple[npt.ArrayLike, npt.ArrayLike]],
+    *,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    level: float = 0.95,
+) -> list[Interval]:
+    """Several ratios over the same problems, from one stream of resamples (same numbers as one by one)."""
+    if not pairs:
+        return []
+    nums = [_as_float(p[0]) for p in pairs]
+    dens = [_as_float(p[1]) for p in pairs]
+    n = len(nums[0])
+    if any(len(a) != n for a in [*nums, *dens]):
+        raise ValueError("all columns must have the same length")
+    if n == 0 or n_resamples <= 0:
+        return [
+            bootstrap_ratio(a, b, n_resamples=n_resamples, seed=seed, level=level)
+            for a, b in zip(nums, dens, strict=True)
+        ]
+    sums = _resample_sums([*nums, *dens], n_resamples, seed)
+    out: list[Interval] = []
+    for j, (a, b) in enumerate(zip(nums, dens, strict=True)):
+        total = b.sum()
+        if total == 0:
+            out.append(Interval(float("nan"), float("nan"), float("nan"), level))
+            continue
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ratios = sums[j] / sums[len(pairs) + j]
+        low, high = _percentile_interval(ratios, level)
+        out.append(Interval(float(a.sum() / total), low, high, level))
+    return out
 
 
 def mcnemar_exact(only_a: int, only_b: int) -> float:

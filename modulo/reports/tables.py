@@ -16,6 +16,7 @@ from ..errors import ModuloError
 from ..types import Usage
 from .load import RunData
 from .metrics import (
+    Parts,
     constraint_info,
     critic_groups,
     metric_parts,
@@ -23,7 +24,7 @@ from .metrics import (
     passed_vector,
     problem_levels,
 )
-from .stats import DEFAULT_RESAMPLES, DEFAULT_SEED, Interval, PairedTest, bootstrap_ratio, paired_test
+from .stats import DEFAULT_RESAMPLES, DEFAULT_SEED, Interval, PairedTest, bootstrap_ratios, paired_test
 
 NAN = float("nan")
 
@@ -144,6 +145,7 @@ def headline_rows(
             run.records[str(r.get("problem_id"))].best_plan if str(r.get("problem_id")) in run.records else None
             for r in per_problem
         ]
+        found: dict[str, Parts] = {}
         for spec in specs:
             raw = metrics.get(spec.key)
             if not isinstance(raw, int | float) or isinstance(raw, bool):
@@ -170,8 +172,11 @@ def headline_rows(
                 row.values[spec.key] = Interval(value, NAN, NAN)
                 row.rules[spec.key] = "no interval: the metric could not be reproduced from per-problem rows"
                 continue
-            row.values[spec.key] = bootstrap_ratio(parts.num, parts.den, n_resamples=n_resamples, seed=seed)
+            found[spec.key] = parts
             row.rules[spec.key] = parts.rule
+        intervals = bootstrap_ratios([(p.num, p.den) for p in found.values()], n_resamples=n_resamples, seed=seed)
+        row.values.update(zip(found, intervals, strict=True))
+        row.values = {s.key: row.values[s.key] for s in specs}
         out.append(row)
     return out
 

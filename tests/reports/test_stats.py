@@ -92,3 +92,18 @@ def test_paired_bootstrap_p_small_for_a_clear_difference_and_one_for_none() -> N
     assert clear.mcnemar_p < 1e-9
     same = paired_test(b, b, n_resamples=2_000)
     assert same.bootstrap_p == 1.0 and same.mcnemar_p == 1.0
+
+
+def test_batched_ratios_equal_one_by_one() -> None:
+    from modulo.reports.stats import bootstrap_ratios
+
+    rng = np.random.default_rng(9)
+    pairs = []
+    for _ in range(6):  # more columns than the direct-indexing path takes
+        den = rng.integers(1, 4, size=40).astype(float)
+        pairs.append((np.minimum(den, rng.integers(0, 4, size=40)).astype(float), den))
+    batch = bootstrap_ratios(pairs, n_resamples=3_000, seed=11)
+    for (num, den), iv in zip(pairs, batch, strict=True):
+        one = bootstrap_ratio(num, den, n_resamples=3_000, seed=11)
+        assert iv.value == pytest.approx(one.value)
+        assert iv.low == pytest.approx(one.low) and iv.high == pytest.approx(one.high)
