@@ -50,7 +50,9 @@ class Overhead(Benchmark):
         return ["all"]
 
     def load(self, split: str) -> list[Problem]:
-        return [Problem(id=f"p{i}", benchmark=self.name, query=f"Give three numbers summing to {i}.") for i in range(self.n)]
+        return [
+            Problem(id=f"p{i}", benchmark=self.name, query=f"Give three numbers summing to {i}.") for i in range(self.n)
+        ]
 
     def critic_names(self) -> list[str]:
         return ["format", "bench/never"]

@@ -136,7 +136,9 @@ class FirstStrategy(AllStrategy):
 class TopKStrategy(AllStrategy):
     """The ``k`` highest-priority failures."""
 
-    def __init__(self, *, k: int = 3, include_plan: bool = True, hints: bool = True, max_plan_chars: int = 20_000) -> None:
+    def __init__(
+        self, *, k: int = 3, include_plan: bool = True, hints: bool = True, max_plan_chars: int = 20_000
+    ) -> None:
         super().__init__(include_plan=include_plan, hints=hints, max_plan_chars=max_plan_chars)
         if k < 1:
             raise ValueError("k must be at least 1")
@@ -155,16 +157,23 @@ class GroupedStrategy(BackpromptStrategy):
         self,
         *,
         order: tuple[str, ...] | list[str] = ("format", "commonsense", "hard"),
-        include_plan: bool = True, hints: bool = True, max_plan_chars: int = 20_000,
+        include_plan: bool = True,
+        hints: bool = True,
+        max_plan_chars: int = 20_000,
     ) -> None:
         super().__init__(include_plan=include_plan, hints=hints, max_plan_chars=max_plan_chars)
         self.order = list(order)
 
     def build(self, ctx: BackpromptContext) -> Backprompt:
         verdicts = _sorted_by_priority(self.selected(ctx), ctx.priorities)
-        names = sorted({v.group for v in verdicts}, key=lambda g: (self.order.index(g) if g in self.order else 10**6, g))
+        names = sorted(
+            {v.group for v in verdicts}, key=lambda g: (self.order.index(g) if g in self.order else 10**6, g)
+        )
         groups = [
-            {"title": GROUP_TITLES.get(g, g.capitalize()), "failures": self.failures([v for v in verdicts if v.group == g])}
+            {
+                "title": GROUP_TITLES.get(g, g.capitalize()),
+                "failures": self.failures([v for v in verdicts if v.group == g]),
+            }
             for g in names
         ]
         text = self.template(ctx.benchmark).render(
@@ -178,7 +187,9 @@ class HistoryStrategy(BackpromptStrategy):
 
     role = "backprompt_feedback"
 
-    def __init__(self, *, k: int = 3, include_plan: bool = True, hints: bool = True, max_plan_chars: int = 20_000) -> None:
+    def __init__(
+        self, *, k: int = 3, include_plan: bool = True, hints: bool = True, max_plan_chars: int = 20_000
+    ) -> None:
         super().__init__(include_plan=include_plan, hints=hints, max_plan_chars=max_plan_chars)
         if k < 1:
             raise ValueError("k must be at least 1")

@@ -18,8 +18,8 @@ group. The core never imports a benchmark; it looks one up by name. A benchmark 
 from __future__ import annotations
 
 import copy
-import json
 import functools
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field

@@ -74,7 +74,9 @@ def expand_critics(spec: Any, benchmark: Benchmark) -> list[str]:
 def build_benchmark(cfg: ModuloConfig) -> Benchmark:
     factory = components.benchmarks.get(cfg.benchmark.name)
     ddir = resolve_data_dir(cfg.data_dir)
-    kwargs = bind_arguments("benchmark", cfg.benchmark.name, factory, dict(cfg.benchmark.args), inject={"data_dir": ddir})
+    kwargs = bind_arguments(
+        "benchmark", cfg.benchmark.name, factory, dict(cfg.benchmark.args), inject={"data_dir": ddir}
+    )
     bench: Benchmark = factory(**kwargs)
     return bench
 
@@ -158,10 +160,11 @@ def build_session(cfg: ModuloConfig, *, load_problems: bool = True) -> Session:
     if split not in splits:
         raise ConfigError(
             f"benchmark.split={split!r} is not a split of {benchmark.name!r}; "
-            f"splits: {', '.join(splits)}" + (f" (did you mean {suggest(split, splits)[0]!r}?)" if suggest(split, splits) else "")
+            f"splits: {', '.join(splits)}"
+            + (f" (did you mean {suggest(split, splits)[0]!r}?)" if suggest(split, splits) else "")
         )
     critics = build_critics(cfg, benchmark)
-    sources = sorted({c.source for c in critics if c.group != "format"}) or ["none"]
+    sources: list[str] = sorted({str(c.source) for c in critics if c.group != "format"}) or ["none"]
     if split in benchmark.test_splits and "oracle" in sources and not cfg.run.allow_test_oracle:
         raise ConfigError(
             f"split {split!r} of {benchmark.name!r} is a test split and the critics are the benchmark's own "
@@ -202,7 +205,9 @@ def build_session(cfg: ModuloConfig, *, load_problems: bool = True) -> Session:
         settings=loop_settings,
     )
     problems = (
-        benchmark.select(split, limit=cfg.benchmark.limit, ids=[str(i) for i in cfg.benchmark.ids] if cfg.benchmark.ids else None)
+        benchmark.select(
+            split, limit=cfg.benchmark.limit, ids=[str(i) for i in cfg.benchmark.ids] if cfg.benchmark.ids else None
+        )
         if load_problems
         else []
     )
@@ -233,7 +238,11 @@ def run_info(session: Session, sources: list[str]) -> dict[str, Any]:
             "args": dict(cfg.benchmark.args),
             "data_dir": str(session.benchmark.data_dir) if session.benchmark.data_dir else None,
         },
-        "generator": {"name": cfg.generator.name, "args": dict(cfg.generator.args), "prompt_role": session.loop.generator.prompt_role},
+        "generator": {
+            "name": cfg.generator.name,
+            "args": dict(cfg.generator.args),
+            "prompt_role": session.loop.generator.prompt_role,
+        },
         "reformulator": session.loop.reformulator.mode,
         "llm": llm,
         "critics": [c.name for c in session.critics],

@@ -26,9 +26,7 @@ class LLMGenerator(Generator):
         self.prompt_role = prompt
         self.sample_index = sample_index
         template_id = benchmark.prompts.get(prompt)
-        self.template: Template = (
-            _load(template_id) if template_id else resolve(benchmark.name, prompt)
-        )
+        self.template: Template = _load(template_id) if template_id else resolve(benchmark.name, prompt)
 
     def templates(self) -> dict[str, str]:
         return {self.prompt_role: self.template.label}

@@ -78,7 +78,9 @@ class Reformulator(ABC):
         return {}
 
     @abstractmethod
-    async def reformulate(self, problem: Problem, text: str, *, truncated: bool = False, tags: dict[str, str] | None = None) -> Reformulation:
+    async def reformulate(
+        self, problem: Problem, text: str, *, truncated: bool = False, tags: dict[str, str] | None = None
+    ) -> Reformulation:
         """Plan JSON from ``text``, or an error message for the format critic."""
 
 
@@ -87,7 +89,9 @@ class JSONReformulator(Reformulator):
 
     mode: ReformulatorMode = "none"
 
-    async def reformulate(self, problem: Problem, text: str, *, truncated: bool = False, tags: dict[str, str] | None = None) -> Reformulation:
+    async def reformulate(
+        self, problem: Problem, text: str, *, truncated: bool = False, tags: dict[str, str] | None = None
+    ) -> Reformulation:
         try:
             value = extract_json(text)
         except PlanFormatError as exc:
@@ -103,10 +107,14 @@ class ParserReformulator(Reformulator):
 
     def __init__(self, benchmark: Benchmark) -> None:
         if not benchmark.has_parser:
-            raise ConfigError(f"reformulator=parser: benchmark {benchmark.name!r} has no deterministic parser; use llm or none")
+            raise ConfigError(
+                f"reformulator=parser: benchmark {benchmark.name!r} has no deterministic parser; use llm or none"
+            )
         super().__init__(benchmark)
 
-    async def reformulate(self, problem: Problem, text: str, *, truncated: bool = False, tags: dict[str, str] | None = None) -> Reformulation:
+    async def reformulate(
+        self, problem: Problem, text: str, *, truncated: bool = False, tags: dict[str, str] | None = None
+    ) -> Reformulation:
         try:
             value = self.benchmark.parse(text, problem)
         except PlanFormatError as exc:
@@ -128,7 +136,9 @@ class LLMReformulator(Reformulator):
     def templates(self) -> dict[str, str]:
         return {"reformulate": self.template.label}
 
-    async def reformulate(self, problem: Problem, text: str, *, truncated: bool = False, tags: dict[str, str] | None = None) -> Reformulation:
+    async def reformulate(
+        self, problem: Problem, text: str, *, truncated: bool = False, tags: dict[str, str] | None = None
+    ) -> Reformulation:
         if not text or not text.strip():
             return Reformulation(error="the answer is empty")
         schema = self.benchmark.plan_json_schema()

@@ -103,12 +103,11 @@ class Registry(Generic[T]):
             raise UnknownComponentError(self.kind, name, known, suggest(name, known))
         ep = eps[0]
         try:
-            obj = ep.load()
+            obj: T = ep.load()
         except Exception as exc:  # the plugin's own error, wrapped with where it came from
             dist = ep.dist.name if ep.dist is not None else "unknown distribution"
             raise PluginLoadError(
-                f"{self.kind} plugin {name!r} ({ep.value}, from {dist}) failed to load: "
-                f"{type(exc).__name__}: {exc}"
+                f"{self.kind} plugin {name!r} ({ep.value}, from {dist}) failed to load: {type(exc).__name__}: {exc}"
             ) from exc
         if self._validate is not None:
             try:
@@ -165,9 +164,7 @@ def bind_arguments(
     if unknown:
         takes = sorted(n for n in named if n not in inject)
         hints = {u: suggest(u, takes) for u in unknown}
-        detail = "; ".join(
-            f"{u!r}" + (f" (did you mean {hints[u][0]!r}?)" if hints[u] else "") for u in unknown
-        )
+        detail = "; ".join(f"{u!r}" + (f" (did you mean {hints[u][0]!r}?)" if hints[u] else "") for u in unknown)
         raise ArgumentError(
             f"{kind} {name!r} does not take argument(s) {detail}. It takes: {', '.join(takes) or 'no arguments'}"
         )
@@ -176,9 +173,7 @@ def bind_arguments(
         if key in named and key not in kwargs:
             kwargs[key] = value
     missing = [
-        n
-        for n, p in named.items()
-        if p.default is inspect.Parameter.empty and n not in kwargs and n not in inject
+        n for n, p in named.items() if p.default is inspect.Parameter.empty and n not in kwargs and n not in inject
     ]
     if missing:
         raise ArgumentError(f"{kind} {name!r} needs argument(s): {', '.join(missing)}")

@@ -71,9 +71,7 @@ async def run_session(
     cfg = session.config
     previous = run_dir.prepare(session.info, config_yaml)
     retry = {Outcome.ERROR, Outcome.SKIPPED} if cfg.run.retry_errors else set()
-    done: dict[str, ProblemResult] = {
-        pid: r for pid, r in previous.items() if r.outcome not in retry
-    }
+    done: dict[str, ProblemResult] = {pid: r for pid, r in previous.items() if r.outcome not in retry}
     todo = [p for p in session.problems if p.id not in done]
     state = RunState(total=len(session.problems))
     for r in done.values():

@@ -41,7 +41,11 @@ def git_revision(start: Path | None = None) -> str | None:
         ).stdout.strip()
         dirty = subprocess.run(
             ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=here, capture_output=True, text=True, timeout=5, check=True,
+            cwd=here,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=True,
         ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
@@ -96,10 +100,7 @@ class RunDir:
                 old = json.loads(info_path.read_text())
             except json.JSONDecodeError as exc:
                 raise RunError(f"{info_path} is corrupt: {exc}") from exc
-            differ = sorted(
-                k for k in set(old) | set(info)
-                if k not in _RESUMABLE_KEYS and old.get(k) != info.get(k)
-            )
+            differ = sorted(k for k in set(old) | set(info) if k not in _RESUMABLE_KEYS and old.get(k) != info.get(k))
             if differ:
                 raise RunError(
                     f"{self.path} holds a run with another configuration (differs in: {', '.join(differ)}); "
@@ -124,7 +125,7 @@ class RunDir:
 
 
 def now_iso() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
 def _atomic_write(path: Path, text: str) -> None:

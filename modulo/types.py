@@ -122,7 +122,7 @@ class Message(BaseModel):
     content: str
 
 
-class Outcome(str, enum.Enum):
+class Outcome(enum.StrEnum):
     CERTIFIED = "certified"
     """every active critic accepted the plan"""
     EXHAUSTED = "exhausted"

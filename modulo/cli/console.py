@@ -19,6 +19,7 @@ from ..metacontroller import best_iteration
 from ..runner import RunResult, RunState, run_session
 from ..runs import RunDir
 
+
 def _width() -> int | None:
     """Terminal width on a terminal; otherwise $COLUMNS or 140, so piped tables are not squeezed."""
     if sys.stdout.isatty():
@@ -133,7 +134,9 @@ def print_result(session: Session, result: RunResult) -> None:
     outcome = Table(title=f"{session.benchmark.name}/{session.split}: outcomes of {n} problems")
     for key in ("certified", "exhausted", "failed", "unsolvable", "error", "skipped"):
         outcome.add_column(key, justify="right")
-    outcome.add_row(*(str(counts.get(k, 0)) for k in ("certified", "exhausted", "failed", "unsolvable", "error", "skipped")))
+    outcome.add_row(
+        *(str(counts.get(k, 0)) for k in ("certified", "exhausted", "failed", "unsolvable", "error", "skipped"))
+    )
     console.print(outcome)
     rows = budget_rows(session, result)
     if rows:

@@ -13,7 +13,7 @@ import dataclasses
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Dict  # noqa: UP035 - OmegaConf needs typing generics
 
 import hydra
 from hydra.core.config_store import ConfigStore
@@ -119,7 +119,8 @@ def _main(cfg: DictConfig) -> Any:
 
         error(exc)
         # in multirun, one failing job must not kill the sweep silently: raise so Hydra reports it
-        if HydraConfig.initialized() and HydraConfig.get().mode.name == "MULTIRUN":
+        mode = HydraConfig.get().mode if HydraConfig.initialized() else None
+        if mode is not None and mode.name == "MULTIRUN":
             raise
         sys.exit(2)
 

@@ -83,7 +83,7 @@ def resume(run_dir: Path, overrides: tuple[str, ...]) -> None:
         _fail(ModuloError(f"{run_dir} has no .hydra/overrides.yaml: run again with modulo run run.dir={run_dir} ..."))
     from omegaconf import OmegaConf
 
-    old = [str(o) for o in OmegaConf.load(saved) if not str(o).startswith(("run.dir=", "hydra."))]  # type: ignore[union-attr]
+    old = [str(o) for o in OmegaConf.load(saved) if not str(o).startswith(("run.dir=", "hydra."))]
     try:
         run_hydra([*old, *overrides, f"run.dir={run_dir}", f"hydra.run.dir={run_dir}"])
     except ModuloError as exc:
@@ -92,11 +92,18 @@ def resume(run_dir: Path, overrides: tuple[str, ...]) -> None:
 
 # -- listing -------------------------------------------------------------------------------------
 KIND_ALIASES = {
-    "critic": "critics", "critics": "critics",
-    "backprompt": "backprompts", "backprompts": "backprompts", "strategies": "backprompts",
-    "generator": "generators", "generators": "generators",
-    "llm": "llms", "llms": "llms", "backends": "llms",
-    "benchmark": "benchmarks", "benchmarks": "benchmarks",
+    "critic": "critics",
+    "critics": "critics",
+    "backprompt": "backprompts",
+    "backprompts": "backprompts",
+    "strategies": "backprompts",
+    "generator": "generators",
+    "generators": "generators",
+    "llm": "llms",
+    "llms": "llms",
+    "backends": "llms",
+    "benchmark": "benchmarks",
+    "benchmarks": "benchmarks",
 }
 
 
@@ -136,7 +143,11 @@ def list_kind(kind: str, names_only: bool, benchmark: str | None = None) -> None
         try:
             obj = registry.get(name)
         except PluginLoadError as exc:
-            row = [name, "?", f"[red]failed to load: {exc}[/]", origin] if key == "critics" else [name, f"[red]{exc}[/]", origin]
+            row = (
+                [name, "?", f"[red]failed to load: {exc}[/]", origin]
+                if key == "critics"
+                else [name, f"[red]{exc}[/]", origin]
+            )
             table.add_row(*row)
             continue
         group, desc = _describe(key, obj)

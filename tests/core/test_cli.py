@@ -26,9 +26,17 @@ def toy_args(tmp_path: Path, script: object, *extra: str) -> list[str]:
     path.write_text(json.dumps(script))
     run_dir = tmp_path / "run"
     return [
-        "benchmark.name=toy", "benchmark.split=dev", "+benchmark.n=2",
-        "llm=scripted", f"llm.script={path}", "reformulator=none", "cache.mode=off",
-        f"run.dir={run_dir}", f"hydra.run.dir={run_dir}", "run.progress=false", *extra,
+        "benchmark.name=toy",
+        "benchmark.split=dev",
+        "+benchmark.n=2",
+        "llm=scripted",
+        f"llm.script={path}",
+        "reformulator=none",
+        "cache.mode=off",
+        f"run.dir={run_dir}",
+        f"hydra.run.dir={run_dir}",
+        "run.progress=false",
+        *extra,
     ]
 
 

@@ -20,13 +20,24 @@ from .conftest import FakeClient
 pytestmark = pytest.mark.usefixtures("toy_registered")
 
 
-def make_loop(replies: dict[str, list[str]], *, critics: tuple[str, ...] = ("toy_sum", "toy_distinct"),
-              strategy: Any = None, parser: bool = False, **settings: Any) -> tuple[Loop, FakeClient]:
+def make_loop(
+    replies: dict[str, list[str]],
+    *,
+    critics: tuple[str, ...] = ("toy_sum", "toy_distinct"),
+    strategy: Any = None,
+    parser: bool = False,
+    **settings: Any,
+) -> tuple[Loop, FakeClient]:
     from critics.core import format_critic
 
     bench = toy.Toy()
     client = FakeClient(replies)
-    factories = {"format": format_critic, "toy_sum": toy.toy_sum, "toy_distinct": toy.toy_distinct, "toy_crash": toy.toy_crash}
+    factories = {
+        "format": format_critic,
+        "toy_sum": toy.toy_sum,
+        "toy_distinct": toy.toy_distinct,
+        "toy_crash": toy.toy_crash,
+    }
     bound = [factories["format"](benchmark=bench)] + [factories[c]() for c in critics]
     loop = Loop(
         benchmark=bench,
@@ -82,7 +93,7 @@ def test_iterates_until_all_critics_pass_and_records_backprompts() -> None:
 def test_format_failure_gates_other_critics() -> None:
     loop, _ = make_loop({"toy-0": ["[1, 2, 3]", "no json here", "[2, 3]"]})
     result = solve(loop)
-    it0, it1, it2 = result.iterations
+    it0, it1, _it2 = result.iterations
     assert [v.critic for v in it0.verdicts] == ["format"]
     assert sorted(it0.gated) == ["toy_distinct", "toy_sum"]
     assert "expected 2 numbers, got 3" in it0.backprompt
@@ -99,7 +110,10 @@ def test_budget_exhaustion_returns_best_plan_so_far() -> None:
     assert result.outcome is Outcome.EXHAUSTED and result.stop_reason == "iterations"
     assert result.best_plan == [1, 2] and result.best_iteration == 0
     assert result.iterations[2].repeat_of == 1  # a repeated plan is noticed
-    assert "same plan you proposed at attempt 2" in (result.iterations[2].backprompt or "") or result.iterations[2].backprompt is None
+    assert (
+        "same plan you proposed at attempt 2" in (result.iterations[2].backprompt or "")
+        or result.iterations[2].backprompt is None
+    )
 
 
 def test_failed_when_no_plan_is_ever_parsed() -> None:
@@ -127,7 +141,7 @@ def test_unsolvable_is_checked_before_any_generator_call() -> None:
 def test_critic_crash_recorded_or_stops() -> None:
     loop, _ = make_loop({"*": ["[2, 3]"]}, critics=("toy_sum", "toy_crash"), max_iterations=2)
     result = solve(loop)
-    crashed = [v for v in result.iterations[0].verdicts if v.critic == "toy_crash"][0]
+    crashed = next(v for v in result.iterations[0].verdicts if v.critic == "toy_crash")
     assert crashed.error and "boom" in crashed.error and not crashed.accepts
     assert result.outcome is Outcome.EXHAUSTED
     assert "boom" not in (result.iterations[0].backprompt or "")  # crashes are never pasted into prompts
@@ -158,7 +172,10 @@ def test_strategies_select_feedback() -> None:
         assert present in bp
         if absent:
             assert absent not in bp
-    bp = solve(make_loop(replies, strategy=GroupedStrategy(order=["hard", "commonsense"]))[0]).iterations[0].backprompt or ""
+    bp = (
+        solve(make_loop(replies, strategy=GroupedStrategy(order=["hard", "commonsense"]))[0]).iterations[0].backprompt
+        or ""
+    )
     assert bp.index("Hard constraints") < bp.index("Commonsense constraints")
     loop, client = make_loop({"toy-0": ["[1, 1]", "[4, 4]", "[2, 3]"]}, strategy=HistoryStrategy(k=2))
     result = solve(loop)

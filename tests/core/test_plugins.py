@@ -23,8 +23,21 @@ PLUGIN = ROOT / "tests" / "plugin_pkg"
 def plugin_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     target = tmp_path_factory.mktemp("plugin-site")
     proc = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", str(target), str(PLUGIN)],
-        capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(target),
+            str(PLUGIN),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     if proc.returncode != 0:
         pytest.fail(f"could not install the example plugin: {proc.stderr[-2000:]}")
@@ -35,7 +48,9 @@ def plugin_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 
 def modulo(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "modulo.cli.main", *args], capture_output=True, text=True, env=env, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "modulo.cli.main", *args], capture_output=True, text=True, env=env, timeout=300
+    )
 
 
 def test_plugin_critic_is_listed(plugin_env: dict[str, str]) -> None:
@@ -48,8 +63,16 @@ def test_plugin_critic_is_listed(plugin_env: dict[str, str]) -> None:
 
 
 def _day(n: int, note: str) -> dict[str, object]:
-    return {"days": n, "current_city": "Somewhere", "transportation": "-", "breakfast": "-",
-            "attraction": note, "lunch": "-", "dinner": "-", "accommodation": "-"}
+    return {
+        "days": n,
+        "current_city": "Somewhere",
+        "transportation": "-",
+        "breakfast": "-",
+        "attraction": note,
+        "lunch": "-",
+        "dinner": "-",
+        "accommodation": "-",
+    }
 
 
 def test_plugin_critic_takes_part_in_a_run(plugin_env: dict[str, str], tmp_path: Path, data_dir: Path) -> None:
@@ -59,14 +82,24 @@ def test_plugin_critic_takes_part_in_a_run(plugin_env: dict[str, str], tmp_path:
     script.write_text(json.dumps({"validation-12": [long_plan, short_plan]}))
     run_dir = tmp_path / "run"
     proc = modulo(
-        plugin_env, "run", "benchmark=travelplanner", "benchmark.ids=[validation-12]", "llm=scripted",
-        f"llm.script={script}", "reformulator=none", "generator.prompt=json", "critics=[format,example/max_words]",
-        "+critic_args={example/max_words: {max_words: 10}}", "cache.mode=off",
-        f"run.dir={run_dir}", f"hydra.run.dir={run_dir}", "run.progress=false",
+        plugin_env,
+        "run",
+        "benchmark=travelplanner",
+        "benchmark.ids=[validation-12]",
+        "llm=scripted",
+        f"llm.script={script}",
+        "reformulator=none",
+        "generator.prompt=json",
+        "critics=[format,example/max_words]",
+        "+critic_args={example/max_words: {max_words: 10}}",
+        "cache.mode=off",
+        f"run.dir={run_dir}",
+        f"hydra.run.dir={run_dir}",
+        "run.progress=false",
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     record = json.loads((run_dir / "records.jsonl").read_text().splitlines()[-1])
-    first, second = record["iterations"]
+    first, _second = record["iterations"]
     verdicts = {v["critic"]: v for v in first["verdicts"]}
     assert verdicts["example/max_words"]["passed"] is False
     assert "keep every entry under 10" in first["backprompt"]
@@ -78,8 +111,13 @@ def test_plugin_critic_takes_part_in_a_run(plugin_env: dict[str, str], tmp_path:
 def test_broken_plugin_stops_the_run_with_its_own_error(plugin_env: dict[str, str], tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     proc = modulo(
-        plugin_env, "run", "benchmark=travelplanner", "benchmark.limit=1", "critics=[format,example/broken]",
-        f"run.dir={run_dir}", f"hydra.run.dir={run_dir}",
+        plugin_env,
+        "run",
+        "benchmark=travelplanner",
+        "benchmark.limit=1",
+        "critics=[format,example/broken]",
+        f"run.dir={run_dir}",
+        f"hydra.run.dir={run_dir}",
     )
     out = proc.stderr + proc.stdout
     assert proc.returncode == 2

@@ -49,11 +49,27 @@ class GatedReplies:
 def start_run(base_url: str, run_dir: Path, cache: Path) -> subprocess.Popen[str]:
     env = dict(os.environ, OPENAI_API_KEY="sk-fake-for-tests")
     args = [
-        sys.executable, "-m", "modulo.cli.main", "run", "benchmark=travelplanner", f"benchmark.limit={PROBLEMS}",
-        "llm=openai", f"llm.base_url={base_url}", "llm.model=fake-model", "llm.concurrency=1", "llm.max_retries=0",
-        "generator.prompt=json", "reformulator=none", "critics=json", f"metacontroller.max_iterations={BUDGET}",
-        "run.concurrency=1", "run.progress=false", f"cache.dir={cache}", "cache.mode=read-write",
-        f"run.dir={run_dir}", f"hydra.run.dir={run_dir}",
+        sys.executable,
+        "-m",
+        "modulo.cli.main",
+        "run",
+        "benchmark=travelplanner",
+        f"benchmark.limit={PROBLEMS}",
+        "llm=openai",
+        f"llm.base_url={base_url}",
+        "llm.model=fake-model",
+        "llm.concurrency=1",
+        "llm.max_retries=0",
+        "generator.prompt=json",
+        "reformulator=none",
+        "critics=json",
+        f"metacontroller.max_iterations={BUDGET}",
+        "run.concurrency=1",
+        "run.progress=false",
+        f"cache.dir={cache}",
+        "cache.mode=read-write",
+        f"run.dir={run_dir}",
+        f"hydra.run.dir={run_dir}",
     ]
     return subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import RootModel
 
@@ -23,7 +23,7 @@ class Toy(Benchmark):
     plan_model = ToyPlan
     metrics = (MetricSpec("solved", "Solved"),)
     primary_metric = "solved"
-    prompts = {}
+    prompts: ClassVar[dict[str, str]] = {}
 
     def __init__(self, data_dir: Any = None, *, n: int = 3, unsolvable: tuple[str, ...] = ()) -> None:
         super().__init__(None)
@@ -35,8 +35,12 @@ class Toy(Benchmark):
 
     def load(self, split: str) -> list[Problem]:
         return [
-            Problem(id=f"toy-{i}", benchmark="toy", query=f"Pick 2 distinct digits summing to {i + 5}.",
-                    constraints={"k": 2, "target": i + 5})
+            Problem(
+                id=f"toy-{i}",
+                benchmark="toy",
+                query=f"Pick 2 distinct digits summing to {i + 5}.",
+                constraints={"k": 2, "target": i + 5},
+            )
             for i in range(self.n)
         ]
 
@@ -47,7 +51,11 @@ class Toy(Benchmark):
         return nums
 
     def check_format(self, problem: Problem, plan: Any) -> list[str]:
-        return [f"expected {problem.constraints['k']} numbers, got {len(plan)}"] if len(plan) != problem.constraints["k"] else []
+        return (
+            [f"expected {problem.constraints['k']} numbers, got {len(plan)}"]
+            if len(plan) != problem.constraints["k"]
+            else []
+        )
 
     def render_plan(self, plan: Any) -> str:
         return json.dumps(plan)
