@@ -324,10 +324,9 @@ class Family(ABC):
         return f"No plan can meet all of these requirements at once: {quoted}."
 
     def satisfiable(self, spec: Spec) -> bool:
-        """Whether some plan meets every constraint of ``spec`` (one Z3 call)."""
-        ctx = z3.Context()
-        rows, domain = self.symbolic_rows(spec, ctx)
-        return bool(self._solver(spec, rows, domain, include_meta=True, ctx=ctx).check() == z3.sat)
+        """Whether some plan meets every constraint of ``spec`` (one Z3 call; the answer needs no fresh context)."""
+        rows, domain = self.symbolic_rows(spec)
+        return bool(self._solver(spec, rows, domain, include_meta=True).check() == z3.sat)
 
     def unsat_core_ids(self, spec: Spec) -> list[str] | None:
         """Ids of a minimal unsatisfiable subset of ``spec``'s constraints (None when satisfiable); memoised."""

@@ -1,0 +1,245 @@
+"""The benchmark surface: evaluation, feedback, variants for dissection, files, CLI, registration."""
+
+from __future__ import annotations
+
+import copy
+import io
+import tomllib
+from pathlib import Path
+
+import pytest
+import z3
+
+from critics.synth.cli import synth_main
+from critics.synth.common import as_z3, canonical_set, new_solver, rng_for
+from critics.synth.critics import CRITICS, entry_point_lines
+from critics.synth.families import get_family
+from modulo import components
+from modulo.critic import Critic
+from modulo.errors import ConfigError, DataError, PlanFormatError
+from modulo.types import Problem
+
+from .conftest import FAMILIES, bench
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_evaluate_scores_solved_abstention_and_wrongful_abstention(family: str) -> None:
+    b = bench(family, n=12, seed=4, unsolvable_fraction=0.4)
+    problems = b.load("generated")
+    solvable = [p for p in problems if p.metadata["solvable"]]
+    assert solvable and len(solvable) < len(problems)
+    perfect = [p.metadata["witness"] for p in problems]  # None on every unsolvable problem
+    res = b.evaluate(problems, perfect)
+    assert res.metrics["success"] == 1.0 and res.metrics["solved"] == 1.0
+    assert res.metrics["abstention_recall"] == 1.0 and res.metrics["wrongful_abstention"] == 0.0
+    assert res.metrics["critic_z3_disagreements"] == 0.0
+    assert [r["problem_id"] for r in res.per_problem] == [p.id for p in problems]
+    assert {r["critic"] for r in res.tables["per_critic"]} <= set(get_family(family).critic_kinds)
+
+    lazy = b.evaluate(problems, [None] * len(problems))
+    assert lazy.metrics["wrongful_abstention"] == 1.0 and lazy.metrics["solved"] == 0.0
+    assert lazy.metrics["abstention_recall"] == 1.0 and lazy.metrics["delivery"] == 0.0
+
+    fam = get_family(family)
+    broken = []
+    for p in problems:
+        w = p.metadata["witness"]
+        if w is None:
+            # a plan for an unsolvable problem: answered, so not an abstention, and never "passed"
+            w = next(q.metadata["witness"] for q in solvable)
+        else:
+            w = next(m.plan for m in fam.mutants(rng_for("t", p.id), p.constraints, w) if m.kind == "boundary_out")
+        broken.append(w)
+    bad = b.evaluate(problems, broken)
+    assert bad.metrics["success"] == 0.0 and bad.metrics["abstention_recall"] == 0.0
+    assert bad.metrics["critic_z3_disagreements"] == 0.0
+
+
+def test_evaluate_rejects_misaligned_input_and_unreadable_plans() -> None:
+    b = bench("tasks", n=2)
+    problems = b.load("generated")
+    with pytest.raises(ConfigError):
+        b.evaluate(problems, [None])
+    res = b.evaluate(problems, [{"schedule": [{"task": "x", "start": "nine", "end": "10:00"}]}, "not a plan"])
+    assert res.metrics["success"] == 0.0
+    assert all(r["format"] is False and not r["passed"] for r in res.per_problem)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_feedback_quotes_the_query_and_the_offending_part_of_the_plan(
+    family: str, critics_by_family: dict[str, dict[str, Critic]]
+) -> None:
+    b = bench(family, n=6, seed=8, difficulty="medium")
+    fam = get_family(family)
+    checked = 0
+    for p in b.load("generated"):
+        for m in fam.mutants(rng_for("fb", p.id), p.constraints, p.metadata["witness"]):
+            if m.kind != "boundary_out" or fam.check_format(p.constraints, m.plan):
+                continue
+            target = next(c for c in p.constraints["constraints"] if c["id"] == m.target)
+            truths = fam.z3_truths(p.constraints, m.plan)
+            assert truths is not None
+            crit = critics_by_family[family][fam.critic_for_kind(target["kind"])]
+            verdict = crit(p, m.plan)
+            assert verdict == crit(p, m.plan)  # deterministic
+            if truths[target["id"]]:
+                continue
+            assert not verdict.passed
+            assert target["id"] in verdict.details["violated"]
+            assert target["text"].lower() in verdict.feedback.lower()
+            assert target["text"][:12].lower() in p.query.lower()
+            # no satisfied constraint is named
+            assert all(not truths[cid] for cid in verdict.details["violated"])
+            checked += 1
+    assert checked >= 6
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_variants_keep_the_constraint_set_and_the_witness(
+    family: str, critics_by_family: dict[str, dict[str, Critic]]
+) -> None:
+    b = bench(family, n=5, seed=13, difficulty="medium")
+    fam = get_family(family)
+    critics = critics_by_family[family]
+    for p in b.load("generated"):
+        reworded = b.variant(p, wording_seed=99)
+        assert canonical_set(reworded.constraints["constraints"]) == canonical_set(p.constraints["constraints"])
+        assert canonical_set(fam.parse_query(reworded.query)["constraints"]) == canonical_set(
+            reworded.constraints["constraints"]
+        )
+        other_topic = next(t for t in fam.topics if t != p.constraints["topic"])
+        skinned = b.variant(p, topic=other_topic)
+        assert skinned.constraints["topic"] == other_topic and skinned.query != p.query
+        restructured = b.variant(p, restructure_seed=1)
+        assert _equivalent(fam, p.constraints, restructured.constraints)
+        for v in (reworded, skinned, restructured):
+            w = v.metadata["witness"]
+            assert fam.z3_valid(v.constraints, w), v.id
+            assert all(c(v, w).accepts for c in critics.values()), v.id
+            assert v.metadata["variant_of"] == p.id and v.id != p.id
+    assert any(b.variant(p, wording_seed=1).query != b.variant(p, wording_seed=2).query for p in b.load("generated"))
+
+
+def _equivalent(fam: object, a: dict, b: dict) -> bool:
+    """Same plans satisfy both constraint sets: A and not B, and B and not A, are both UNSAT."""
+    from critics.synth.family import Family
+
+    assert isinstance(fam, Family)
+    rows, domain = fam.symbolic_rows(a)
+    fa = [as_z3(fam.encode(c, a, rows)) for c in a["constraints"]]
+    fb = [as_z3(fam.encode(c, b, rows)) for c in b["constraints"]]
+    for left, right in ((fa, fb), (fb, fa)):
+        s = new_solver()
+        for f in domain:
+            s.add(as_z3(f))
+        s.add(*left)
+        s.add(z3.Not(z3.And(*right)))
+        if s.check() != z3.unsat:
+            return False
+    return True
+
+
+def test_restructure_really_rewrites_tasks_windows() -> None:
+    b = bench("tasks", n=20, seed=5, difficulty="medium")
+    changed = 0
+    for p in b.load("generated"):
+        r = b.variant(p, restructure_seed=3)
+        changed += canonical_set(r.constraints["constraints"]) != canonical_set(p.constraints["constraints"])
+    assert changed >= 5
+
+
+def test_write_and_read_a_fixed_set(tmp_path: Path) -> None:
+    out = io.StringIO()
+    path = tmp_path / "cal.jsonl"
+    assert (
+        synth_main(["calendar", "--n", "4", "--seed", "3", "--out", str(path), "--unsolvable-fraction", "0.5"], out=out)
+        == 0
+    )
+    assert "wrote 4 synth/calendar problems" in out.getvalue()
+    from_file = bench("calendar", path=str(path)).load("generated")
+    fresh = bench("calendar", n=4, seed=3, unsolvable_fraction=0.5).load("generated")
+    assert [p.model_dump() for p in from_file] == [p.model_dump() for p in fresh]
+    with pytest.raises(DataError, match="belongs to"):
+        bench("trip", path=str(path)).load("generated")
+    with pytest.raises(DataError, match="does not exist"):
+        bench("trip", path=str(tmp_path / "none.jsonl")).load("generated")
+    (tmp_path / "bad.jsonl").write_text("{not json\n")
+    with pytest.raises(DataError, match=r"bad\.jsonl:1"):
+        bench("trip", path=str(tmp_path / "bad.jsonl")).load("generated")
+
+
+def test_cli_knobs_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "t.jsonl"
+    assert synth_main(["synth/tasks", "--n", "2", "--out", str(path), "--knob", "n_actions=5"], out=io.StringIO()) == 0
+    assert all(len(p.constraints["actions"]) == 5 for p in bench("tasks", path=str(path)).load("generated"))
+    assert synth_main(["tasks", "--n", "2", "--out", str(path), "--knob", "n_acts=5"], out=io.StringIO()) == 2
+    assert "did you mean 'n_actions'" in capsys.readouterr().err
+    assert synth_main(["boats", "--out", str(path)], out=io.StringIO()) == 2
+    assert synth_main(["trip", "--n", "1", "--out", str(path), "--knob", "n_cities=40"], out=io.StringIO()) == 2
+
+
+def test_bad_settings_fail_with_clear_errors() -> None:
+    with pytest.raises(ConfigError, match="difficulty"):
+        bench("tasks", difficulty="insane")
+    with pytest.raises(ConfigError, match="topic"):
+        bench("trip", topic="moon")
+    with pytest.raises(ConfigError, match="unsolvable_fraction"):
+        bench("calendar", unsolvable_fraction=2)
+    with pytest.raises(ConfigError, match="kinds"):
+        bench("tasks", kinds=["teleport"])
+    with pytest.raises(ConfigError, match="split"):
+        bench("tasks", n=1).load("test")
+
+
+def test_parsers_read_free_text_and_reject_empty_answers() -> None:
+    b = bench("calendar", n=1)
+    p = b.load("generated")[0]
+    assert b.parse("Thinking...\nHere is the proposed time: monday, 9:30 AM - 10:30 AM", p) == {
+        "day": "Monday",
+        "start": "9:30",
+        "end": "10:30",
+    }
+    for text in ("", "I don't know"):
+        with pytest.raises(PlanFormatError):
+            b.parse(text, p)
+    t = bench("tasks", n=1)
+    tp = t.load("generated")[0]
+    names = tp.constraints["actions"]
+    reply = "Let me think: 9:00-10:00 is early.\nSCHEDULE:\n" + "\n".join(
+        f"- {8 + i}:00 to {9 + i}:00 {n.upper()}" for i, n in enumerate(names)
+    )
+    plan = t.parse(reply, tp)
+    assert [x["task"] for x in plan["schedule"]] == names
+    tr = bench("trip", n=1)
+    trp = tr.load("generated")[0]
+    w = trp.metadata["witness"]
+    assert tr.parse("PLAN:\n" + tr.render_plan(w), trp) == w
+
+
+def test_registration_and_entry_points_match() -> None:
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    declared = data["project"]["entry-points"]["modulo.critics"]
+    for line in entry_point_lines():
+        name, value = (x.strip().strip('"') for x in line.split("="))
+        assert declared.get(name) == value
+    benches = data["project"]["entry-points"]["modulo.benchmarks"]
+    assert {k for k in benches if k.startswith("synth/")} == {"synth/tasks", "synth/calendar", "synth/trip"}
+    for family in FAMILIES:
+        b = components.benchmarks.get(f"synth/{family}")(n=0)
+        assert b.critic_names()[0] == "format"
+        for name in b.critic_names()[1:]:
+            meta = components.critics.get(name)
+            assert meta.benchmarks == (f"synth/{family}",) and meta.source == "derived" and meta.group == "hard"
+    assert len(CRITICS) == 18
+
+
+def test_critics_are_not_applicable_without_their_kind() -> None:
+    b = bench("calendar", n=1)  # easy: no preferences, no deadline
+    p = b.load("generated")[0]
+    w = p.metadata["witness"]
+    assert CRITICS["synth_deadline"]()(p, w).applicable is False
+    assert CRITICS["synth_preference"]()(p, w).applicable is False
+    foreign = Problem(id="x", benchmark="synth/calendar", query="", constraints=copy.deepcopy(p.constraints))
+    assert CRITICS["synth_precedence"]()(foreign, w).applicable is False
