@@ -322,3 +322,51 @@ def test_travelplanner_shaped_evaluation(tmp_path: Path, make_run: Any, run_a_pl
     assert (cells["valid_cost"]["medium"].passed, cells["valid_cost"]["medium"].applicable) == (0, 1)
     assert cells["valid_room_rule"]["all"].applicable == 0
     assert table.names["valid_cost"] == "Valid_Cost"
+
+
+def test_runs_of_two_benchmarks_get_a_table_each(
+    tmp_path: Path, make_run: Any, run_a_plans: Any, toy_bench: Any
+) -> None:
+    from modulo import components
+    from modulo.benchmark import EvalResult, MetricSpec
+
+    class Other(toy_bench):  # type: ignore[misc,valid-type]
+        name = "toy_reports_other"
+        metrics = (MetricSpec("solved", "Solved"), MetricSpec("mean_x", "Mean x", kind="value"))
+        primary_metric = "solved"
+
+        def evaluate(self, problems: Any, plans: Any) -> EvalResult:
+            rows = [
+                {"problem_id": p.id, "passed": plan is not None and plan["x"] == 2}
+                for p, plan in zip(problems, plans, strict=True)
+            ]
+            xs = [plan["x"] for plan in plans if plan is not None]
+            return EvalResult({"solved": sum(r["passed"] for r in rows) / len(rows), "mean_x": sum(xs) / len(xs)}, rows)
+
+    components.benchmarks.register(Other.name, Other, replace=True)
+    try:
+        make_run(tmp_path / "one", run_a_plans)
+        other = make_run(tmp_path / "two", run_a_plans, evaluate=False)
+        info = json.loads((other / "run.json").read_text())
+        info["benchmark"]["name"] = Other.name
+        (other / "run.json").write_text(json.dumps(info))
+        result = build_report([tmp_path], ReportOptions(n_resamples=200, figures=False))
+    finally:
+        components.benchmarks.unregister(Other.name)
+    assert "## toy_reports (dev)" in result.markdown and "## toy_reports_other (dev)" in result.markdown
+    df = pd.read_csv(tmp_path / "table1_toy_reports_other.csv")
+    assert list(df["run"]) == ["two"]
+    assert df.loc[0, "solved"] == pytest.approx(100 / 6)  # re-evaluated: only p0 ends with x=2
+    assert df.loc[0, "mean_x"] == pytest.approx((2 + 3 + 12 + 4 - 2) / 5)
+    assert "Mean x" in result.markdown and "Solved (%)" in result.markdown
+    assert (tmp_path / "table1_toy_reports.csv").is_file()
+    assert (tmp_path / "budget_curve_toy_reports_other.csv").is_file()
+
+
+def test_a_run_with_no_finished_problem(tmp_path: Path, make_run: Any, run_a_plans: Any) -> None:
+    path = make_run(tmp_path / "new", run_a_plans, evaluate=False)
+    (path / "records.jsonl").write_text("")
+    result = build_report([path], ReportOptions(n_resamples=100))
+    assert "incomplete (0/6, not evaluated)" in result.text
+    assert "no finished problem" in result.markdown
+    assert not (path / "critic_firing.png").exists()
