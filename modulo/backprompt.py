@@ -90,7 +90,7 @@ class BackpromptStrategy(ABC):
             return ""
         last = ctx.last
         if last.plan is not None:
-            text = ctx.benchmark.render_plan(last.plan)
+            text = ctx.benchmark.plan_text(last.plan, ctx.problem)
         else:
             text = last.raw_reply or ""
         if len(text) > self.max_plan_chars:
@@ -202,6 +202,8 @@ class HistoryStrategy(BackpromptStrategy):
     def build(self, ctx: BackpromptContext) -> Backprompt:
         messages = list(ctx.first_prompt)
         for it in ctx.history[-self.k :]:
-            messages.append(Message(role="assistant", content=it.raw_reply or ctx.benchmark.render_plan(it.plan)))
+            messages.append(
+                Message(role="assistant", content=it.raw_reply or ctx.benchmark.plan_text(it.plan, ctx.problem))
+            )
             messages.append(Message(role="user", content=self._feedback(ctx, it)))
         return Backprompt(messages=messages, text=messages[-1].content)

@@ -144,6 +144,10 @@ class Benchmark(ABC):
         """Plan as text for a backprompt ("your previous plan was ...")."""
         return json.dumps(plan, indent=1, ensure_ascii=False)
 
+    def plan_text(self, plan: PlanJSON, problem: Problem) -> str:
+        """Plan as text in ``problem``'s backprompt; override when the text needs the problem."""
+        return self.render_plan(plan)
+
     # -- prompts -------------------------------------------------------------------------------
     def prompt_variables(self, problem: Problem) -> dict[str, Any]:
         """Variables available to this benchmark's templates (``problem`` is always available too)."""

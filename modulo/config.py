@@ -84,6 +84,7 @@ class LLMConf:
     seed: Optional[int] = None  # noqa: UP045
     timeout_s: float = 120.0
     max_retries: int = 6
+    backoff_base_s: float = 1.0
     max_backoff_s: float = 60.0
     concurrency: int = 16
     requests_per_minute: Optional[float] = None  # noqa: UP045

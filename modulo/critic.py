@@ -117,7 +117,10 @@ class CriticFactory:
     def __signature__(self) -> Any:  # the arguments the factory takes: fn's, minus (problem, plan)
         import inspect
 
-        sig = inspect.signature(self.fn)
+        try:
+            sig = inspect.signature(self.fn, eval_str=True)
+        except (NameError, TypeError):
+            sig = inspect.signature(self.fn)
         params = list(sig.parameters.values())[2:]
         return sig.replace(parameters=params)
 

@@ -26,6 +26,11 @@ Budget exhaustion is not an exception: it is the ``exhausted`` outcome.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .types import LLMCall
+
 
 class ModuloError(Exception):
     """Base class of every error modulo raises on purpose."""
@@ -89,6 +94,8 @@ class LLMError(ModuloError):
 
     #: short class label recorded in traces ("rate_limit", "server_error", "timeout", ...)
     fault: str = "llm_error"
+    #: the failed call (faults, usage of failed attempts), attached by the client before raising
+    call: LLMCall | None = None
 
 
 class TransientLLMError(LLMError):

@@ -169,9 +169,8 @@ class Loop:
             try:
                 await self._iterate(problem, rec)
             except LLMError as exc:
-                call = getattr(exc, "call", None)
-                if isinstance(call, LLMCall):
-                    rec.calls.append(call)
+                if exc.call is not None:
+                    rec.calls.append(exc.call)
                 rec.usage = _sum_usage(rec.calls)
                 usage = usage + rec.usage
                 if run_budget is not None:

@@ -17,6 +17,7 @@ import difflib
 import importlib.metadata as md
 import inspect
 import threading
+import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -149,8 +150,13 @@ def bind_arguments(
     """
     inject = dict(inject or {})
     try:
-        sig = inspect.signature(factory)
-    except (TypeError, ValueError):  # builtins without a signature: pass the user's args through
+        sig = inspect.signature(factory, eval_str=True)
+    except (NameError, TypeError):
+        try:
+            sig = inspect.signature(factory)
+        except (TypeError, ValueError):  # builtins without a signature: pass the user's args through
+            return dict(args)
+    except ValueError:
         return dict(args)
     params = sig.parameters
     accepts_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
@@ -168,6 +174,9 @@ def bind_arguments(
         raise ArgumentError(
             f"{kind} {name!r} does not take argument(s) {detail}. It takes: {', '.join(takes) or 'no arguments'}"
         )
+    for key, value in args.items():
+        if key in named:
+            _check_value(kind, name, key, value, named[key].annotation)
     kwargs.update(args)
     for key, value in inject.items():
         if key in named and key not in kwargs:
@@ -182,3 +191,22 @@ def bind_arguments(
     except TypeError as exc:
         raise ArgumentError(f"{kind} {name!r}: {exc}") from exc
     return kwargs
+
+
+_SIMPLE = {bool: (bool,), int: (int,), float: (int, float), str: (str,)}
+
+
+def _check_value(kind: str, name: str, key: str, value: Any, annotation: Any) -> None:
+    """Check a configured value against a Literal[...] or a plain bool/int/float/str annotation."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Literal:
+        allowed = typing.get_args(annotation)
+        if value not in allowed:
+            raise ArgumentError(
+                f"{kind} {name!r}: {key}={value!r} is not allowed; choose one of {', '.join(map(repr, allowed))}"
+            )
+        return
+    if annotation in _SIMPLE and value is not None:
+        ok = isinstance(value, _SIMPLE[annotation]) and not (annotation is not bool and isinstance(value, bool))
+        if not ok:
+            raise ArgumentError(f"{kind} {name!r}: {key}={value!r} should be {annotation.__name__}")

@@ -64,6 +64,8 @@ class LLMSettings(BaseModel):
     seed: int | None = None
     timeout_s: float = 120.0
     max_retries: int = 6
+    #: first backoff wait (seconds); doubles per failed attempt, plus jitter, unless Retry-After says otherwise
+    backoff_base_s: float = 1.0
     #: upper bound on backoff waits (seconds)
     max_backoff_s: float = 60.0
     concurrency: int = 16

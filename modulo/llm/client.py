@@ -376,7 +376,7 @@ class LLMClient:
             faults=faults,
             seconds=time.monotonic() - started,
         )
-        exc.call = call  # type: ignore[attr-defined]
+        exc.call = call
         self._usage = self._usage + spent
         log.warning(
             "%s call for problem %r failed for good after %d attempt(s): %s",
@@ -418,4 +418,11 @@ def build_client(
             cache_dir = Path(cache_dir).expanduser()
             path = cache_dir if cache_dir.suffix in (".sqlite", ".db") else cache_dir / CACHE_FILE
         cache = ResponseCache(path, readonly=cache_mode == "read-only")
-    return LLMClient(backend, settings, backend_name=settings.name, cache=cache, cache_mode=cache_mode)
+    return LLMClient(
+        backend,
+        settings,
+        backend_name=settings.name,
+        cache=cache,
+        cache_mode=cache_mode,
+        backoff_base_s=settings.backoff_base_s,
+    )

@@ -469,6 +469,7 @@ class _Builder:
                 )
         if problems:
             self.md += ["Budget curve notes: " + "; ".join(problems), ""]
+            self.text += ["Budget curve notes:", *[f"- {p}" for p in problems], ""]
         self.md += ["Runs in these figures:", "", *_run_labels(runs), ""]
 
     def usage_section(self, runs: list[RunData]) -> None:
