@@ -94,7 +94,7 @@ class RunDir:
         """
         self.path.mkdir(parents=True, exist_ok=True)
         info_path = self.path / RUN_INFO
-        info = {"format": FORMAT_VERSION, **info}
+        info = {"format": FORMAT_VERSION, "run_id": self.path.name, **info}
         if info_path.exists():
             try:
                 old = json.loads(info_path.read_text())
