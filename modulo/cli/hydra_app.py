@@ -48,6 +48,8 @@ class CLIConfig(ModuloConfig):
 def register_schema() -> None:
     cs = ConfigStore.instance()
     cs.store(name="modulo_schema", node=CLIConfig)
+    # ${modulo_first:a,b,...}: the first non-empty value (hydra.run.dir follows run.dir when it is set)
+    OmegaConf.register_new_resolver("modulo_first", lambda *xs: next((x for x in xs if x), None), replace=True)
 
 
 def to_modulo_config(cfg: DictConfig) -> ModuloConfig:
