@@ -279,6 +279,10 @@ class TravelPlanner(Benchmark):
                     "by hand and run `modulo data check travelplanner`."
                 ) from None
             written = _hf_csv_to_jsonl(response.content, self.root / f"{split}.jsonl")
+            if written != tpdata.SPLIT_SIZES[split]:
+                raise DataError(
+                    f"the downloaded {split} split has {written} rows, not {tpdata.SPLIT_SIZES[split]}: {url}"
+                )
             lines.append(f"downloaded {split}: {written} rows from {url}")
         archive_url = self.database_url
         if not archive_url:
