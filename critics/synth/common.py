@@ -188,41 +188,45 @@ def unsat_core(
     first = [c for c in prefer_drop if c in core]
     rest = [c for c in core if c not in prefer_drop]
 
+    guarded = new_solver(ctx)
+    for f in background:
+        guarded.add(as_z3(f, ctx))
+    lits = {cid: z3.Bool(f"use::{cid}", ctx) for cid, _f in tracked}
+    for cid, f in tracked:
+        guarded.add(z3.Implies(lits[cid], as_z3(f, ctx)))
+
     def shrink(order: list[str]) -> list[str]:
+        """Deletion: drop each id in turn while the rest stays unsatisfiable (one solver, assumptions)."""
         keep = list(order)
         for cid in order:
             trial = [c for c in keep if c != cid]
-            s = new_solver(ctx)
-            for f in background:
-                s.add(as_z3(f, ctx))
-            for c in trial:
-                s.add(as_z3(by_name[c], ctx))
-            if s.check() == z3.unsat:
+            if guarded.check(*[lits[c] for c in trial]) == z3.unsat:
                 keep = trial
         return keep
 
-    keep = shrink(first + rest)
     # a clash between one or two stated requirements (with the structural ones) reads best: look for one
+    # first (satisfiable probes are cheap), and shrink Z3's own core only when there is none
     structural = [c for c, _f in tracked if c in prefer_drop]
     stated = [c for c, _f in tracked if c not in prefer_drop]
-    if len(stated) <= 40:
+    keep: list[str] | None = None
+    if len(stated) <= 60:
         probe = new_solver(ctx)
         for f in background:
             probe.add(as_z3(f, ctx))
         for c in structural:
             probe.add(as_z3(by_name[c], ctx))
-        for group in [[a] for a in stated] + [[a, b] for i, a in enumerate(stated) for b in stated[i + 1 :]]:
-            if len(group) >= sum(1 for c in keep if c not in prefer_drop):
-                break
+        pairs = [[a, b] for i, a in enumerate(stated) for b in stated[i + 1 :]] if len(stated) <= 12 else []
+        for group in [[a] for a in stated] + pairs:
             probe.push()
             for c in group:
                 probe.add(as_z3(by_name[c], ctx))
             clash = probe.check() == z3.unsat
             probe.pop()
             if clash:
-                small = shrink([c for c in structural] + group)
-                keep = min(keep, small, key=len)
+                keep = shrink([*structural, *group])
                 break
+    if keep is None:
+        keep = shrink(first + rest)
     rank = {cid: i for i, (cid, _f) in enumerate(tracked)}
     return sorted(keep, key=lambda c: rank[c])
 

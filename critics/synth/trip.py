@@ -572,7 +572,7 @@ class TripFamily(Family):
         return out
 
     def structural_kinds(self) -> tuple[str, ...]:
-        return ("total_days", "cities", "flights")
+        return ("total_days", "cities", "flights", "stay")
 
 
 def _count(rows: Sequence[Row], j: int) -> Any:
