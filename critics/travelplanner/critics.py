@@ -13,8 +13,9 @@ as data (plus ``key``: the official constraint name, ``mode`` and ``source``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, cast
 
+from modulo.benchmark import Benchmark
 from modulo.critic import CriticFactory, critic
 from modulo.errors import ConfigError
 from modulo.types import PlanJSON, Problem, Verdict
@@ -34,24 +35,27 @@ def _make(name: str, key: str, group: str, description: str, priority: int) -> C
         problem: Problem,
         plan: PlanJSON,
         *,
-        benchmark: TravelPlanner,
-        mode: str = "strict",
+        benchmark: Benchmark,
+        mode: Literal["strict", "official"] = "strict",
         hints: bool = False,
     ) -> Verdict:
         if mode not in MODES:
             raise ConfigError(f"critic {name!r}: mode must be one of {list(MODES)}, not {mode!r}")
+        if not hasattr(benchmark, "store") or not hasattr(benchmark, "query_of"):
+            raise ConfigError(f"critic {name!r} checks TravelPlanner plans, not {benchmark.name!r} ones")
+        tp = cast("TravelPlanner", benchmark)
         source = "oracle" if mode == "official" else "reimplemented"
         if plan is None:
             return Verdict.fail("There is no plan to check.", key=key, mode=mode, source=source)
-        query = benchmark.query_of(problem)
-        result: CheckResult = check_module(mode).check(key, query, plan, benchmark.store)
+        query = tp.query_of(problem)
+        result: CheckResult = check_module(mode).check(key, query, plan, tp.store)
         if result.error is None and result.value is None:
             return Verdict.not_applicable(f"the query states no {PAPER_NAMES[key].lower()} constraint")
         details: dict[str, Any] = {"key": key, "mode": mode, "source": source, **result.details}
         if result.passed:
             return Verdict.ok(**details)
         feedback = describe_official(key, result) if mode == "official" else (result.message or name)
-        hint = hint_for(key, benchmark.store, query, plan, result) if hints else None
+        hint = hint_for(key, tp.store, query, plan, result) if hints else None
         if result.error is not None:
             details["error"] = result.error
         return Verdict.fail(feedback, hint=hint, **details)

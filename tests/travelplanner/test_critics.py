@@ -12,7 +12,7 @@ from critics.travelplanner.critics import ALL_CRITICS, COMMONSENSE_CRITICS, HARD
 from critics.travelplanner.data import load_annotated_plans
 from modulo.components import critics as registry
 from modulo.critic import Critic
-from modulo.errors import CriticError
+from modulo.errors import ArgumentError, CriticError
 from modulo.registry import bind_arguments
 from modulo.types import Problem, Verdict
 
@@ -164,6 +164,8 @@ def test_official_crash_is_a_failed_verdict(tp: TravelPlanner, golden: list[dict
 
 def test_bad_mode_and_missing_plan(tp: TravelPlanner, train1: tuple[Problem, list[dict[str, Any]]]) -> None:
     problem, plan = train1
-    with pytest.raises(CriticError, match="mode must be one of"):
-        bound("budget", tp, mode="lenient")(problem, plan)
+    with pytest.raises(ArgumentError, match="mode='lenient' is not allowed"):
+        bound("budget", tp, mode="lenient")
+    with pytest.raises(CriticError, match="mode must be one of"):  # called without binding
+        registry.get("budget")(benchmark=tp, mode="lenient")(problem, plan)
     assert not bound("budget", tp)(problem, None).passed
