@@ -313,7 +313,8 @@ class TripFamily(Family):
 
     # -- text ------------------------------------------------------------------------------------
     def _event_text(self, c: Constraint) -> str:
-        return fill(EVENTS[c["what"]], city=c["city"], a=c["first"], b=c["last"])
+        template = EVENTS[c["what"]] if c["first"] != c["last"] else _one_day(EVENTS[c["what"]])
+        return fill(template, city=c["city"], a=c["first"], b=c["last"])
 
     def render(self, spec: Spec, rng: random.Random) -> tuple[str, Spec]:
         spec = copy.deepcopy(spec)
@@ -355,6 +356,7 @@ class TripFamily(Family):
         parsers = [(kind, template_regex(t, slots)) for kind, ts in TEMPLATES.items() for t in ts]
         ev_slots = {"city": alternation(cities), "a": r"\d+", "b": r"\d+"}
         event_parsers = [(label, template_regex(t, ev_slots)) for label, t in EVENTS.items()]
+        event_parsers += [(label, template_regex(_one_day(t), ev_slots)) for label, t in EVENTS.items()]
         constraints: list[Constraint] = []
         for sentence in sentences[:flights_at]:
             for kind, rx in parsers:
@@ -581,15 +583,18 @@ def _count(rows: Sequence[Row], j: int) -> Any:
     return z3.Sum([z3.If(r[0] == j, 1, 0) for r in rows])
 
 
+def _one_day(template: str) -> str:
+    """The single-day form of an event sentence: '... on day {a}'."""
+    return template.replace(" between day {a} and day {b}", " on day {a}").replace(
+        " from day {a} to day {b}", " on day {a}"
+    )
+
+
 def _parse_event(text: str, parsers: list[tuple[str, re.Pattern[str]]]) -> Constraint:
     for label, rx in parsers:
         m = rx.fullmatch(text)
         if m:
-            return {
-                "kind": "event",
-                "what": label,
-                "city": m.group("city"),
-                "first": int(m.group("a")),
-                "last": int(m.group("b")),
-            }
+            g = m.groupdict()
+            first = int(g["a"])
+            return {"kind": "event", "what": label, "city": g["city"], "first": first, "last": int(g.get("b") or first)}
     raise DataError(f"synth/trip: event not understood: {text!r}")
