@@ -243,3 +243,26 @@ def test_critics_are_not_applicable_without_their_kind() -> None:
     assert CRITICS["synth_preference"]()(p, w).applicable is False
     foreign = Problem(id="x", benchmark="synth/calendar", query="", constraints=copy.deepcopy(p.constraints))
     assert CRITICS["synth_precedence"]()(foreign, w).applicable is False
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_failing_verdicts_name_exactly_the_violated_constraints(
+    family: str, critics_by_family: dict[str, dict[str, Critic]]
+) -> None:
+    """On every mutant, each critic names every constraint of its kinds that Z3 finds violated, and no other."""
+    b = bench(family, n=5, seed=17, difficulty="medium")
+    fam = get_family(family)
+    named = 0
+    for p in b.load("generated"):
+        for m in fam.mutants(rng_for("names", p.id), p.constraints, p.metadata["witness"]):
+            if fam.check_format(p.constraints, m.plan):
+                continue
+            truths = fam.z3_truths(p.constraints, m.plan)
+            assert truths is not None
+            for name, crit in critics_by_family[family].items():
+                kinds = fam.critic_kinds[name]
+                broken = {c["id"] for c in p.constraints["constraints"] if c["kind"] in kinds and not truths[c["id"]]}
+                v = crit(p, m.plan)
+                assert set(v.details.get("violated", [])) == broken, (p.id, m.kind, name, v.feedback)
+                named += len(broken)
+    assert named > 20
