@@ -105,6 +105,10 @@ class Benchmark(ABC):
             problems = problems[:limit]
         return problems
 
+    def check_plannable(self, problems: Sequence[Problem]) -> None:
+        """Raise DataError naming the problems a planner cannot be run on (checked before any call)."""
+        return None
+
     # -- plans ---------------------------------------------------------------------------------
     def plan_json_schema(self) -> dict[str, Any] | None:
         """The JSON Schema of a plan (from ``plan_model``), for structured output and validation."""

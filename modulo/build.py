@@ -211,6 +211,8 @@ def build_session(cfg: ModuloConfig, *, load_problems: bool = True) -> Session:
         if load_problems
         else []
     )
+    if problems:
+        benchmark.check_plannable(problems)
     session = Session(
         config=cfg, benchmark=benchmark, split=split, problems=problems, loop=loop, critics=loop.critics, llm=llm
     )

@@ -12,6 +12,7 @@ A run-level dollar budget stops the run cleanly: problems not started by then ar
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -24,6 +25,7 @@ from .runs import RunDir
 from .types import Outcome, PlanJSON, Problem, ProblemResult, Usage
 
 ProgressFn = Callable[["RunState"], None]
+log = logging.getLogger("modulo.runner")
 
 
 @dataclass
@@ -113,6 +115,12 @@ async def run_session(
                 aborted.append(exc.result.error or "critic error")
                 await finish(exc.result)
                 continue
+            except Exception as exc:  # one problem's failure never takes finished work (or the run) down
+                log.exception("problem %s failed", problem.id)
+                result = _skipped(problem, session, "error")
+                result = result.model_copy(
+                    update={"outcome": Outcome.ERROR, "error": f"{type(exc).__name__}: {exc}"}
+                )
             await finish(result)
 
     if progress is not None:

@@ -166,6 +166,10 @@ class TravelPlanner(Benchmark):
         return render_text(plan)
 
     # -- prompts ---------------------------------------------------------------------------------------
+    def check_plannable(self, problems: Sequence[Problem]) -> None:
+        """Sole planning needs the reference information: name the rows that lack it."""
+        tpdata.require_reference(list(problems))
+
     def prompt_variables(self, problem: Problem) -> dict[str, Any]:
         """``query``, ``context`` (the reference information) and the structured fields.
 

@@ -123,6 +123,14 @@ class FakeRequest:
     json_mode: bool
     #: the forced Anthropic tool's name, when the schema came as a tool
     tool_name: str | None = None
+    #: seconds since the provider started (or was reset) when the request arrived
+    arrived: float = 0.0
+    #: seconds since start when the handler finished with it (reply written, error sent or connection dropped)
+    finished: float | None = None
+    #: the fault injected into it (None: a normal reply)
+    fault: str | None = None
+    #: the HTTP status sent (None: no response, as for reset and timeout, or not finished yet)
+    status: int | None = None
 
     @property
     def api_key(self) -> str | None:
@@ -339,6 +347,10 @@ class FakeProvider:
             self._t0 = time.monotonic()
             self.requests.clear()
 
+    def elapsed(self) -> float:
+        """Seconds since the provider started (or its counters were last reset): the clock of ``arrivals``."""
+        return time.monotonic() - self._t0
+
     def wait(self, seconds: float) -> bool:
         """Sleep up to ``seconds``; True when the provider was stopped meanwhile."""
         return self._stop.wait(seconds)
@@ -539,10 +551,14 @@ class _Handler(BaseHTTPRequestHandler):
         provider = self.provider
         provider._arrive(path)
         status: int | None = None
+        self._request: FakeRequest | None = None
         try:
             status = self._complete(api, path, body)
         finally:
             provider._leave(status)
+            if self._request is not None:
+                self._request.status = status
+                self._request.finished = provider.elapsed()
 
     def _error(self, api: Api, status: int, kind: str, message: str, headers: Mapping[str, str] | None = None) -> int:
         if api == "openai":
@@ -579,7 +595,9 @@ class _Handler(BaseHTTPRequestHandler):
             schema=schema,
             json_mode=json_mode,
             tool_name=tool,
+            arrived=provider.elapsed(),
         )
+        self._request = req
         with provider._lock:
             provider.requests.append(req)
             if len(provider.requests) > provider.max_recorded:
@@ -598,6 +616,7 @@ class _Handler(BaseHTTPRequestHandler):
             if isinstance(item, Mapping) and item.get("fault"):
                 fault = str(item["fault"])
         provider._note(fault or "ok")
+        req.fault = fault
         if fault == "slow" and provider.wait(provider.slow_s):
             return None
         if fault in TRANSPORT_FAULTS:

@@ -1,0 +1,79 @@
+"""The runner: a failing problem is recorded, the others finish; run-level dollar budget; records."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from modulo import components
+from modulo.build import build_session
+from modulo.config import ModuloConfig
+from modulo.errors import DataError
+from modulo.runner import run_session
+from modulo.runs import RunDir, read_records
+from modulo.types import Problem
+
+from . import toy
+
+pytestmark = pytest.mark.usefixtures("toy_registered")
+
+
+class FragileToy(toy.Toy):
+    name = "toy_fragile"
+
+    def prompt_variables(self, problem: Problem) -> dict[str, Any]:
+        if problem.id == "toy-1":
+            raise DataError("row toy-1 is malformed")
+        return super().prompt_variables(problem)
+
+    def critic_names(self) -> list[str]:
+        return ["format"]
+
+
+def config(name: str, n: int, replies: dict[str, list[str]], **run: Any) -> ModuloConfig:
+    cfg = ModuloConfig()
+    cfg.benchmark.name = name
+    cfg.benchmark.split = "dev"
+    cfg.benchmark.args = {"n": n}
+    cfg.reformulator.mode = "none"
+    cfg.llm.name = "scripted"
+    cfg.llm.args = {"replies": replies}
+    cfg.llm.price_input_per_mtok = 1000.0
+    cfg.llm.price_output_per_mtok = 1000.0
+    cfg.cache.mode = "off"
+    cfg.run.progress = False
+    for k, v in run.items():
+        setattr(cfg.run, k, v)
+    return cfg
+
+
+def test_one_failing_problem_is_recorded_and_the_run_goes_on(tmp_path: Path) -> None:
+    components.benchmarks.register("toy_fragile", FragileToy, replace=True)
+    try:
+        session = build_session(config("toy_fragile", 3, {"*": ["[1, 2]"]}))
+        result = asyncio.run(run_session(session, RunDir(tmp_path)))
+    finally:
+        components.benchmarks.unregister("toy_fragile")
+    by_id = {r.problem_id: r for r in read_records(tmp_path)}
+    assert set(by_id) == {"toy-0", "toy-1", "toy-2"}
+    assert by_id["toy-1"].outcome.value == "error" and "row toy-1 is malformed" in (by_id["toy-1"].error or "")
+    assert by_id["toy-0"].outcome.value == "certified" and by_id["toy-2"].outcome.value == "certified"
+    assert result.summary["counts"] == {"certified": 2, "error": 1}
+
+
+def test_run_dollar_budget_records_every_problem(tmp_path: Path) -> None:
+    # every reply fails a critic; each call costs about $0.02 at the configured prices
+    cfg = config("toy", 6, {"*": ["[1, 1]"] * 10}, concurrency=1, max_dollars=0.05)
+    session = build_session(cfg)
+    result = asyncio.run(run_session(session, RunDir(tmp_path)))
+    records = {r.problem_id: r for r in read_records(tmp_path)}
+    assert set(records) == {f"toy-{i}" for i in range(6)}  # every problem has an outcome
+    outcomes = [records[f"toy-{i}"].outcome.value for i in range(6)]
+    assert outcomes[0] in ("exhausted", "failed") and records["toy-0"].stop_reason == "run_budget"
+    assert outcomes[-1] == "skipped" and records["toy-5"].stop_reason == "run_budget"
+    per_call = max(c.usage.cost_usd for r in records.values() for it in r.iterations for c in it.calls)
+    spent = result.summary["usage"]["cost_usd"]
+    assert 0.05 <= spent < 0.05 + per_call + 1e-9  # the run stops at the first check past the budget
