@@ -347,6 +347,13 @@ class NaturalPlanBenchmark(Benchmark):
         parser.add_argument("--data-dir", type=Path, default=None, help="the data directory (default $MODULO_DATA_DIR)")
         parser.add_argument("--limit", type=int, default=None, help="score only the first N problems")
         parser.add_argument("--json", action="store_true", help="print one JSON object with counts and cells")
+        parser.add_argument(
+            "--iteration0",
+            action="store_true",
+            help="also replay the answers as iteration 0 of the loop: how many the critics certify, "
+            "which critics fire, and what the first backprompt would say",
+        )
+        parser.add_argument("--examples", type=int, default=3, help="with --iteration0: feedback examples shown")
         args = parser.parse_args(argv)
         if args.data_dir is not None:
             self.data_dir = args.data_dir
@@ -355,6 +362,12 @@ class NaturalPlanBenchmark(Benchmark):
             problems = self.select(split, limit=args.limit)
             answers, note = self.predictions(args.predictions, split, problems)
             result = self.evaluate(problems, answers)
+            loop0 = None
+            if args.iteration0:
+                from .replay import replay_report
+
+                texts = {p.id: a for p, a in zip(problems, answers, strict=True) if isinstance(a, str)}
+                loop0 = replay_report(self, problems, args.predictions, texts=texts)
         except ModuloError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
@@ -377,6 +390,13 @@ class NaturalPlanBenchmark(Benchmark):
             }
             if note:
                 out["note"] = note
+            if loop0 is not None:
+                out["iteration0"] = {
+                    "parsed": loop0.parsed,
+                    "certified": loop0.certified,
+                    "firing": dict(loop0.firing().most_common()),
+                    "first_backprompts": {r.problem_id: r.feedback for r in loop0.rows if not r.certified},
+                }
             print(json.dumps(out, indent=1))
             return 0
         print(f"{self.name} split={split} predictions={args.predictions}")
@@ -391,6 +411,9 @@ class NaturalPlanBenchmark(Benchmark):
         print(f"{'critic':<24}{'judged':>8}{'passed':>8}")
         for row in result.tables["critics"]:
             print(f"{row['critic']:<24}{row['judged']:>8}{row['passed']:>8}")
+        if loop0 is not None:
+            print()
+            print(loop0.summary(examples=args.examples))
         return 0
 
     def predictions(
