@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict  # noqa: UP035 - OmegaConf needs typing generics
@@ -98,16 +99,23 @@ def config_yaml(cfg: ModuloConfig) -> str:
     return OmegaConf.to_yaml(OmegaConf.create(data))
 
 
-_MODE = {"check": False}
+def _task(check: bool) -> Callable[[DictConfig], Any]:
+    """The Hydra task function. The mode travels inside it: launchers such as joblib, Ray and submitit
+    run it in other processes, where a module-level flag set by the parent would read its default."""
+
+    def modulo_task(cfg: DictConfig) -> Any:
+        return _main(cfg, check=check)
+
+    return modulo_task
 
 
-def _main(cfg: DictConfig) -> Any:
+def _main(cfg: DictConfig, *, check: bool = False) -> Any:
     from ..build import build_session
     from .console import run_and_report
 
     try:
         mcfg = to_modulo_config(cfg)
-        if _MODE["check"]:
+        if check:
             session = build_session(mcfg)
             from .console import print_check
 
@@ -130,9 +138,8 @@ def _main(cfg: DictConfig) -> Any:
 def run_hydra(argv: list[str], *, check: bool = False) -> None:
     """Run the Hydra app on ``argv`` (overrides and Hydra flags such as ``-m``)."""
     register_schema()
-    _MODE["check"] = check
     conf_dir = str(resource_dir("conf"))
-    app = hydra.main(config_path=conf_dir, config_name="config", version_base="1.3")(_main)
+    app = hydra.main(config_path=conf_dir, config_name="config", version_base="1.3")(_task(check))
     old = sys.argv
     sys.argv = ["modulo " + ("check" if check else "run"), *argv]
     try:
