@@ -45,7 +45,7 @@ def _exit_when_orphaned(parent_pid: int) -> None:
 
 
 def _drop_settings_from_environment() -> None:
-    from llama_cpp.server.settings import Settings
+    from llama_cpp.server.settings import Settings  # type: ignore[import-not-found,unused-ignore]
 
     names = {name.lower() for name in Settings.model_fields} | {"host", "port", "config_file"}
     for key in list(os.environ):

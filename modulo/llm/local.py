@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import importlib.metadata
 import importlib.util
+import io
 import logging
 import os
 import socket
@@ -215,10 +216,13 @@ class TemplateCounter:
     """
 
     def __init__(self, model_path: Path) -> None:
-        from llama_cpp import Llama
-        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+        from llama_cpp import Llama  # type: ignore[import-not-found,unused-ignore]
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter  # type: ignore[import-not-found,unused-ignore]
 
-        self._llama = Llama(model_path=str(model_path), vocab_only=True, verbose=False)
+        # llama.cpp warns that a vocabulary-only model has no training context; its Python log callback
+        # prints to sys.stderr, so keep that one line off the terminal
+        with contextlib.redirect_stderr(io.StringIO()):
+            self._llama = Llama(model_path=str(model_path), vocab_only=True, verbose=False, n_ctx=64, n_batch=8)
         meta: dict[str, str] = dict(self._llama.metadata)
         arch = meta.get("general.architecture", "")
         train_ctx = meta.get(f"{arch}.context_length", "")
