@@ -242,6 +242,11 @@ class SynthBenchmark(Benchmark):
         if plan is None:
             row.update(passed=not solvable, z3_valid=None, disagreement=False)
             return row
+        if isinstance(plan, str):  # a raw answer: read it with the deterministic parser
+            try:
+                plan = self.parse(plan, problem)
+            except PlanFormatError:
+                plan = {}
         problems = self.family.check_format(spec, plan)
         try:
             self.validate_plan(plan)

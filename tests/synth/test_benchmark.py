@@ -65,6 +65,9 @@ def test_evaluate_rejects_misaligned_input_and_unreadable_plans() -> None:
     res = b.evaluate(problems, [{"schedule": [{"task": "x", "start": "nine", "end": "10:00"}]}, "not a plan"])
     assert res.metrics["success"] == 0.0
     assert all(r["format"] is False and not r["passed"] for r in res.per_problem)
+    # raw answers are read with the parser
+    texts = [b.render_plan(p.metadata["witness"]) for p in problems]
+    assert b.evaluate(problems, texts).metrics["success"] == 1.0
 
 
 @pytest.mark.parametrize("family", FAMILIES)
