@@ -182,6 +182,7 @@ class TripFamily(Family):
         ]
         domain: list[Formula] = [z3.Distinct(*[r[0] for r in rows])]
         domain += [z3.And(r[0] >= 0, r[0] < k) for r in rows]
+        domain += [r[1] <= r[2] for r in rows]  # a stay never ends before it starts (the format check's rule)
         return rows, domain
 
     def _total(self, spec: Spec) -> int:
