@@ -109,7 +109,21 @@ class RunDir:
             info = {**info, "created": old.get("created", info.get("created"))}
         _atomic_write(info_path, json.dumps(info, indent=1, default=str))
         _atomic_write(self.path / "config.yaml", config_yaml)
+        self._drop_torn_tail()
         return latest_records(self.path)
+
+    def _drop_torn_tail(self) -> None:
+        """Cut a record line left half-written by a killed run, so that the next append starts a fresh
+        line instead of gluing a good record onto the broken one (where it would be lost)."""
+        path = self.records_path
+        if not path.exists():
+            return
+        data = path.read_bytes()
+        if data and not data.endswith(b"\n"):
+            with path.open("r+b") as fh:
+                fh.truncate(data.rfind(b"\n") + 1)
+                fh.flush()
+                os.fsync(fh.fileno())
 
     def append(self, result: ProblemResult) -> None:
         line = result.model_dump_json() + "\n"
