@@ -277,7 +277,7 @@ class FakeProvider:
         if self._server is not None:
             return self
         handler = type("_BoundHandler", (_Handler,), {"provider": self})
-        server = ThreadingHTTPServer((self.host, self.port), handler)
+        server = _Server((self.host, self.port), handler)
         server.daemon_threads = True
         self._server = server
         self.port = server.server_address[1]
@@ -464,8 +464,17 @@ def _problem_of(headers: Mapping[str, str], messages: list[dict[str, str]]) -> s
     return None
 
 
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away (killed, timed out) is routine here: no traceback on stderr."""
+        if isinstance(sys.exc_info()[1], OSError):
+            return
+        super().handle_error(request, client_address)
+
+
 class _Handler(BaseHTTPRequestHandler):
     provider: FakeProvider
+    _request: FakeRequest | None = None
     protocol_version = "HTTP/1.1"
     server_version = "modulo-fake-provider/1"
 
@@ -501,6 +510,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _read_body(self) -> dict[str, Any] | None:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
+        if len(raw) < length:  # the client went away while sending: there is no request to answer
+            raise ConnectionAbortedError(f"request body cut off after {len(raw)} of {length} bytes")
         if not raw:
             return {}
         try:
@@ -527,7 +538,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         path = self.path.split("?", 1)[0]
-        body = self._read_body()
+        try:
+            body = self._read_body()
+        except OSError:  # includes a body cut off by a client that died while sending it
+            self.close_connection = True
+            return
         if path == "/_reset":
             self.provider.reset_stats()
             self._send_json(200, {"ok": True})
@@ -551,7 +566,7 @@ class _Handler(BaseHTTPRequestHandler):
         provider = self.provider
         provider._arrive(path)
         status: int | None = None
-        self._request: FakeRequest | None = None
+        self._request = None
         try:
             status = self._complete(api, path, body)
         finally:
