@@ -288,7 +288,11 @@ class LocalBackend:
     ``server_url`` (an already running llama.cpp server to use instead of starting one, when it
     answers), ``startup_timeout_s``, ``chat_format`` (override the GGUF's chat template by a llama.cpp
     format name), ``log_file`` (keep the server's log there; by default a temporary file, deleted
-    after a clean stop), ``max_parallel`` (requests sent at once; llama.cpp serves one at a time).
+    after a clean stop), ``max_parallel`` (requests sent at once; llama.cpp serves one at a time),
+    ``prompt_cache_mb`` (keep the model state after recent prompts in up to this many MiB of RAM, so a
+    prompt that extends an earlier one, such as the next iteration's backprompt, skips the shared
+    prefix; about 22 KiB a token for SmolLM2; 0 keeps only the state of the last request). In a
+    three-iteration calendar loop the default of 256 MiB halved the time per problem.
 
     The server starts on the first request (or on :meth:`start`, or ``async with``), so building the
     backend costs nothing; missing packages or model files are reported when it is built.
@@ -311,6 +315,7 @@ class LocalBackend:
         chat_format: str | None = None,
         log_file: str | None = None,
         max_parallel: int = 1,
+        prompt_cache_mb: int = 256,
     ) -> None:
         if n_ctx < 1:
             raise ConfigError(f"llm=local: n_ctx must be a positive number of tokens, got {n_ctx}")
@@ -324,6 +329,8 @@ class LocalBackend:
             raise ConfigError(f"llm=local: startup_timeout_s must be positive, got {startup_timeout_s}")
         if max_parallel < 1:
             raise ConfigError(f"llm=local: max_parallel must be at least 1, got {max_parallel}")
+        if prompt_cache_mb < 0:
+            raise ConfigError(f"llm=local: prompt_cache_mb must be >= 0 (0 turns the cache off), got {prompt_cache_mb}")
         self.settings = settings
         self.n_ctx = n_ctx
         self.n_threads = n_threads
@@ -333,6 +340,7 @@ class LocalBackend:
         self.server_url = server_url.rstrip("/") if server_url else None
         self.startup_timeout_s = startup_timeout_s
         self.chat_format = chat_format
+        self.prompt_cache_mb = prompt_cache_mb
         self.log_file = Path(log_file).expanduser() if log_file else None
         self._model_arg = model_path
         self.model_path: Path | None = None
@@ -430,6 +438,8 @@ class LocalBackend:
         ]  # fmt: skip
         if self.chat_format:
             argv += ["--chat_format", self.chat_format]
+        if self.prompt_cache_mb:
+            argv += ["--cache", "true", "--cache_type", "ram", "--cache_size", str(self.prompt_cache_mb << 20)]
         return argv
 
     def _spawn(self, port: int) -> ServerProcess:

@@ -71,6 +71,22 @@ def test_given_model_file_is_used(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
     assert backend.server_pid is None  # nothing starts before the first request
 
 
+def test_server_command_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(local, "missing_server_modules", lambda: [])
+    model = tmp_path / "tiny.gguf"
+    model.write_bytes(b"GGUF")
+    settings = LLMSettings(name="local", model="tiny-chat")
+    argv = LocalBackend(settings, model_path=str(model), n_ctx=2048, n_threads=3)._server_argv(8123)
+    flags = dict(zip(argv[::2], argv[1::2], strict=True))
+    assert flags["--model"] == str(model.resolve())
+    assert flags["--model_alias"] == "tiny-chat"
+    assert (flags["--host"], flags["--port"]) == ("127.0.0.1", "8123")
+    assert (flags["--n_ctx"], flags["--n_threads"], flags["--n_threads_batch"]) == ("2048", "3", "3")
+    assert (flags["--cache"], flags["--cache_size"]) == ("true", str(256 << 20))
+    no_cache = LocalBackend(settings, model_path=str(model), prompt_cache_mb=0)._server_argv(8123)
+    assert "--cache" not in no_cache
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -79,6 +95,7 @@ def test_given_model_file_is_used(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
         ({"port": 70000}, "port must be between"),
         ({"startup_timeout_s": 0}, "startup_timeout_s must be positive"),
         ({"max_parallel": 0}, "max_parallel must be at least 1"),
+        ({"prompt_cache_mb": -1}, "prompt_cache_mb must be >= 0"),
     ],
 )
 def test_bad_arguments_are_config_errors(args: dict[str, Any], message: str) -> None:
