@@ -311,6 +311,8 @@ class Loop:
             outcome = Outcome.CERTIFIED
         elif best is not None:
             outcome = Outcome.EXHAUSTED
+        elif not history and stop_reason == "run_budget":
+            outcome = Outcome.SKIPPED  # the run's money ran out before this problem's first iteration
         else:
             outcome = Outcome.FAILED
         return ProblemResult(
