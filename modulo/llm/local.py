@@ -299,6 +299,8 @@ class LocalBackend:
     """
 
     name = "local"
+    #: a local model costs no dollars (the client then does not warn about a missing price)
+    free = True
 
     def __init__(
         self,

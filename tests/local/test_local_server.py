@@ -16,6 +16,7 @@ import pytest_asyncio
 
 from modulo.errors import ContextLengthError
 from modulo.llm.base import LLMRequest, LLMSettings
+from modulo.llm.client import build_client
 from modulo.llm.local import LocalBackend
 from modulo.types import Message
 
@@ -117,3 +118,20 @@ async def test_existing_server_url_is_reused(backend: LocalBackend) -> None:
     finally:
         await guest.aclose()
     assert backend.process is not None and backend.process.running()  # the owner's server is untouched
+
+
+async def test_through_build_client(backend: LocalBackend) -> None:
+    """llm=local as a run builds it: registry name, llm.args bound, wrapped in the client."""
+    settings = LLMSettings(name="local", args={"server_url": backend.url, "n_ctx": N_CTX})
+    client = build_client(settings)
+    assert isinstance(client.backend, LocalBackend)
+    try:
+        call = await client.call(
+            _request("Pick a day.", structured_output="schema", response_schema=SLOT_SCHEMA, max_tokens=48),
+            "reformulate",
+        )
+    finally:
+        await client.aclose()
+    assert call.reply is not None
+    jsonschema.validate(json.loads(call.reply), SLOT_SCHEMA)
+    assert call.usage.calls == 1 and call.usage.cost_usd == 0.0
