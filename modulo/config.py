@@ -118,6 +118,8 @@ class RunConf:
     sample: int = 0
     #: allow oracle critics on a test split (the benchmark authors forbid evaluation cues at test time)
     allow_test_oracle: bool = False
+    #: write report.md, CSV tables and the figures into the run directory when the run ends
+    report: bool = True
 
 
 @dataclass

@@ -93,7 +93,24 @@ def run_and_report(cfg: ModuloConfig, run_dir: Path, config_yaml: str) -> int:
     finally:
         bar.stop()
     print_result(session, result)
+    if cfg.run.report:
+        write_report(run_dir)
     return 0 if result.aborted is None else 3
+
+
+def write_report(run_dir: Path) -> None:
+    """The run's report and figures, in the run directory. A failure here never fails the run."""
+    from ..reports import ReportOptions, build_report
+
+    try:
+        report = build_report([run_dir], ReportOptions(out=run_dir, n_resamples=2000))
+    except Exception as exc:  # the records are safe on disk; `modulo report` can be run again later
+        err_console.print(f"[yellow]report not written:[/] {type(exc).__name__}: {exc}", soft_wrap=True)
+        return
+    figures = [f.name for f in report.files if f.suffix == ".png"]
+    console.print(
+        f"report: {run_dir / 'report.md'}" + (f"; figures: {', '.join(figures)}" if figures else ""), soft_wrap=True
+    )
 
 
 def budget_rows(session: Session, result: RunResult) -> list[tuple[str, dict[str, float]]]:
