@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Callable, Iterable, Sequence
+from functools import lru_cache
 from typing import Any
 
 import z3
@@ -241,6 +242,12 @@ def fill(template: str, **values: Any) -> str:
 
 def template_regex(template: str, slots: dict[str, str]) -> re.Pattern[str]:
     """Compile ``'{a} happens before {b}'`` into a full-match regex with one named group per slot."""
+    return _template_regex(template, tuple(sorted(slots.items())))
+
+
+@lru_cache(maxsize=4096)
+def _template_regex(template: str, slot_items: tuple[tuple[str, str], ...]) -> re.Pattern[str]:
+    slots = dict(slot_items)
     out: list[str] = []
     pos = 0
     seen: dict[str, int] = {}
