@@ -1,0 +1,105 @@
+"""The experiment presets compose, name only things that exist, and sweep what their comments say."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from omegaconf import OmegaConf
+
+from modulo import components
+from modulo.cli.hydra_app import register_schema, to_modulo_config
+from modulo.config import CRITIC_PRESETS
+from modulo.resources import resource_dir
+
+CONF = resource_dir("conf")
+METHODS = {
+    # +method value: (label, critics, max_iterations, planner prompt)
+    "direct": ("Direct", "json", 1, "direct"),
+    "cot": ("CoT", "json", 1, "cot"),
+    "modulo_all": ("LLM-Modulo [All]", "all", 10, "direct"),
+    "modulo_common": ("LLM-Modulo [Common]", "common", 10, "direct"),
+    "modulo_hard": ("LLM-Modulo [Hard]", "hard", 10, "direct"),
+    "modulo_json": ("LLM-Modulo [Json]", "json", 10, "direct"),
+}
+
+
+@pytest.fixture
+def composed() -> Iterator[Any]:
+    register_schema()
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+
+        def run(*overrides: str, hydra: bool = False) -> Any:
+            """The composed config; with ``hydra=True`` its ``hydra`` node too (sweeper, output dirs)."""
+            return compose("config", overrides=list(overrides), return_hydra_config=hydra)
+
+        yield run
+    GlobalHydra.instance().clear()
+
+
+def _sweep_values(cfg: Any) -> dict[str, list[str]]:
+    node = cfg.hydra.sweeper.params
+    params = OmegaConf.to_container(node) if node is not None else {}
+    return {str(k): [v.strip() for v in str(val).split(",")] for k, val in params.items()}
+
+
+def test_table1_preset_sweeps_the_six_methods_of_the_paper(composed: Any) -> None:
+    cfg = composed("+experiment=llm_modulo_table1", hydra=True)
+    assert _sweep_values(cfg) == {"+method": list(METHODS)}
+    assert str(cfg.hydra.sweep.dir).startswith("multirun/llm_modulo_table1/")
+    for method, (label, critics, budget, prompt) in METHODS.items():
+        assert (CONF / "method" / f"{method}.yaml").is_file()
+        mcfg = to_modulo_config(composed("+experiment=llm_modulo_table1", f"+method={method}"))
+        assert mcfg.labels == {"experiment": "llm_modulo_table1", "method": label}
+        assert (mcfg.critics, mcfg.metacontroller.max_iterations, mcfg.generator.prompt) == (critics, budget, prompt)
+        assert mcfg.backprompt.name == "all" and mcfg.benchmark.split == "validation-ref"
+
+
+def test_a_model_sweep_on_the_command_line_keeps_each_method(composed: Any) -> None:
+    mcfg = to_modulo_config(
+        composed("+experiment=llm_modulo_table1", "+method=modulo_hard", "llm=openai", "llm.model=gpt-4-turbo")
+    )
+    assert (mcfg.llm.name, mcfg.llm.model, mcfg.critics) == ("openai", "gpt-4-turbo", "hard")
+
+
+def test_critic_ablation_sweeps_presets_and_registered_strategies(composed: Any) -> None:
+    cfg = composed("+experiment=critic_ablation", hydra=True)
+    values = _sweep_values(cfg)
+    assert set(values) == {"critics", "backprompt"}
+    assert set(values["critics"]) <= set(CRITIC_PRESETS) and len(values["critics"]) == 4
+    strategies = set(components.backprompts.names())
+    for name in values["backprompt"]:
+        assert (CONF / "backprompt" / f"{name}.yaml").is_file() and name in strategies
+        mcfg = to_modulo_config(composed("+experiment=critic_ablation", f"backprompt={name}", "critics=hard"))
+        assert mcfg.backprompt.name == name and mcfg.critics == "hard"
+    assert str(cfg.hydra.sweep.dir).startswith("multirun/critic_ablation/")
+
+
+def test_budget_sweep_is_one_long_run(composed: Any) -> None:
+    cfg = composed("+experiment=budget_sweep", hydra=True)
+    assert _sweep_values(cfg) == {}
+    mcfg = to_modulo_config(composed("+experiment=budget_sweep"))
+    assert mcfg.metacontroller.max_iterations == 20 and mcfg.critics == "all"
+    assert mcfg.labels["experiment"] == "budget_sweep"
+    assert str(cfg.hydra.run.dir).startswith("runs/budget_sweep/")
+
+
+@pytest.mark.parametrize("launcher", ["ray_local", "slurm"])
+def test_shipped_launcher_configs_extend_a_plugin_config(launcher: str) -> None:
+    text = (CONF / "hydra" / "launcher" / f"{launcher}.yaml").read_text()
+    assert text.startswith("# @package hydra.launcher\n")
+    base = {"ray_local": "ray", "slurm": "submitit_slurm"}[launcher]
+    assert f"defaults:\n  - {base}\n  - _self_\n" in text
+
+
+def test_experiments_readme_names_existing_presets_and_launchers() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "experiments" / "README.md").read_text()
+    for preset in ("llm_modulo_table1", "critic_ablation", "budget_sweep"):
+        assert f"+experiment={preset}" in readme
+    for launcher in ("joblib", "ray_local", "ray", "slurm", "submitit_local"):
+        assert f"hydra/launcher={launcher}" in readme
