@@ -92,9 +92,14 @@ class CalendarPlan(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    day: str = Field(description="weekday, for example Monday")
-    start: str = Field(description="start time, H:MM (24-hour clock)")
-    end: str = Field(description="end time, H:MM (24-hour clock)")
+    # patterns and the weekday enum let schema-constrained decoding (llama.cpp grammars) rule out
+    # malformed times outright; the critics still check every value
+    day: str = Field(
+        description="weekday, for example Monday",
+        json_schema_extra={"enum": ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]},
+    )
+    start: str = Field(description="start time, H:MM (24-hour clock)", pattern=r"^([01]?[0-9]|2[0-3]):[0-5][0-9]$")
+    end: str = Field(description="end time, H:MM (24-hour clock)", pattern=r"^([01]?[0-9]|2[0-3]):[0-5][0-9]$")
 
 
 def _slot(plan: PlanJSON) -> tuple[str, int, int]:
