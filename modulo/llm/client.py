@@ -56,13 +56,22 @@ _WARNED_UNPRICED: set[str] = set()
 
 
 class RateLimiter:
-    """A token bucket: ``per_minute`` requests a minute, at most ``burst`` at once (default: one second's worth)."""
+    """A token bucket: ``per_minute`` requests a minute, at most ``burst`` at once (default: one second's worth).
+
+    The burst comes out of the minute's allowance, and ``HEADROOM`` of it is kept in reserve for the
+    uneven time requests take from here to the server: the bucket refills at
+    ``per_minute * (1 - HEADROOM) - (burst - 1)`` a minute, so that no 60-second window at the server
+    holds more than ``per_minute`` requests.
+    """
+
+    HEADROOM = 0.02
 
     def __init__(self, per_minute: float, *, burst: float | None = None) -> None:
         if per_minute <= 0:
             raise ConfigError(f"requests_per_minute must be positive, not {per_minute}")
-        self.rate = per_minute / 60.0
-        self.capacity = float(burst) if burst is not None else max(1.0, self.rate)
+        self.capacity = float(burst) if burst is not None else max(1.0, per_minute / 60.0)
+        allowance = per_minute * (1.0 - self.HEADROOM) - (self.capacity - 1.0)
+        self.rate = max(allowance, per_minute / 2.0) / 60.0
         self._tokens = self.capacity
         self._updated = time.monotonic()
         self._lock = asyncio.Lock()
