@@ -1,0 +1,52 @@
+"""Fixtures of the reliability tests: a fake provider answering from a scripted model, drill runs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from modulo.build import build_session
+from modulo.testing import FakeProvider
+from modulo.testing.drills import ScriptedModel, compose, drill_overrides, witness_answers
+
+
+@dataclass
+class Drill:
+    """A fake provider, its scripted model, and the overrides of runs against it."""
+
+    fake: FakeProvider
+    model: ScriptedModel
+    tmp: Path
+    kinds: dict[str, str] = field(default_factory=dict)
+
+    def overrides(self, name: str, **options: Any) -> list[str]:
+        return drill_overrides(self.fake.openai_base_url, self.tmp / name, self.tmp / f"{name}-cache", **options)
+
+    def script(self, overrides: list[str]) -> dict[str, str]:
+        """Answers for the problems of ``overrides`` from their known plans (see witness_answers)."""
+        session = build_session(compose(overrides))
+        self.model.answers, self.kinds = witness_answers(session.problems, session.critics)
+        return self.kinds
+
+
+DrillFactory = Callable[..., Drill]
+
+
+@pytest.fixture
+def drill(tmp_path: Path) -> Iterator[DrillFactory]:
+    """``drill(**FakeProvider options)``: a started fake provider answering through a ScriptedModel."""
+    started: list[FakeProvider] = []
+
+    def make(*, wrap: Callable[[ScriptedModel], Any] | None = None, **options: Any) -> Drill:
+        model = ScriptedModel()
+        fake = FakeProvider(wrap(model) if wrap is not None else model, **options).start()
+        started.append(fake)
+        return Drill(fake=fake, model=model, tmp=tmp_path)
+
+    yield make
+    for fake in started:
+        fake.stop()
