@@ -99,7 +99,18 @@ class NaturalPlanBenchmark(Benchmark):
             raise DataError(f"{self.name}: unknown split {split!r}; the splits are {', '.join(self.splits())}")
         raw = read_instances(self.task, self.file_split(split), self.data_dir)
         keys = self._split_keys(split, raw)
-        return [self._problem(key, raw[key], split) for key in keys]
+        problems = []
+        for key in keys:
+            try:
+                problems.append(self._problem(key, raw[key], split))
+            except ModuloError:
+                raise
+            except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:  # a malformed row
+                raise DataError(
+                    f"{self.name}: instance {key!r} of the {split} data is malformed "
+                    f"({type(exc).__name__}: {str(exc)[:200]}); check the data file (modulo data check {self.name})"
+                ) from None
+        return problems
 
     def file_split(self, split: str) -> str:
         """The data file split behind ``split`` (trip's validation/test come from the full file)."""
