@@ -112,13 +112,28 @@ def build_critics(cfg: ModuloConfig, benchmark: Benchmark) -> list[Critic]:
     return critics
 
 
+def resolve_prompt(cfg: ModuloConfig) -> str:
+    """``generator.prompt``, with ``auto`` resolved from the LLM backend's preference."""
+    if cfg.generator.prompt != "auto":
+        return cfg.generator.prompt
+    backend = components.llms.get(cfg.llm.name) if cfg.llm.name in components.llms else None
+    return "json" if getattr(backend, "prefers_json", False) else "direct"
+
+
+def resolve_reformulator(cfg: ModuloConfig, prompt: str) -> str:
+    """``reformulator.mode``, with ``auto`` resolved: none after a json prompt, else llm."""
+    if cfg.reformulator.mode != "auto":
+        return cfg.reformulator.mode
+    return "none" if prompt == "json" else "llm"
+
+
 def build_generator(cfg: ModuloConfig, benchmark: Benchmark) -> Generator:
     factory = components.generators.get(cfg.generator.name)
     args = dict(cfg.generator.args)
     import inspect
 
     if "prompt" in inspect.signature(factory).parameters and "prompt" not in args:
-        args["prompt"] = cfg.generator.prompt
+        args["prompt"] = resolve_prompt(cfg)
     if "sample_index" in inspect.signature(factory).parameters and "sample_index" not in args:
         args["sample_index"] = cfg.run.sample
     kwargs = bind_arguments("generator", cfg.generator.name, factory, args, inject={"benchmark": benchmark})
@@ -173,12 +188,10 @@ def build_session(cfg: ModuloConfig, *, load_problems: bool = True) -> Session:
         )
     generator = build_generator(cfg, benchmark)
     strategy = build_strategy(cfg)
-    needs_llm = generator.needs_llm or cfg.reformulator.mode == "llm"
-    if not generator.needs_llm and cfg.reformulator.mode == "llm":
-        needs_llm = False  # search generators produce plans; no reformulation call is ever made
-    llm = build_llm(cfg) if needs_llm else None
+    # search generators produce plans: no model is needed and no reformulation call is ever made
+    mode = resolve_reformulator(cfg, generator.prompt_role) if generator.needs_llm else "none"
+    llm = build_llm(cfg) if generator.needs_llm or mode == "llm" else None
     settings = llm_settings(cfg) if llm is not None else None
-    mode = cfg.reformulator.mode if generator.needs_llm else "none"
     reformulator = build_reformulator(mode, benchmark, llm, settings)
     mc = cfg.metacontroller
     if mc.on_critic_error not in ("record", "stop"):

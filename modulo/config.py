@@ -36,15 +36,16 @@ class BenchmarkConf:
 @dataclass
 class GeneratorConf:
     name: str = "llm"
-    #: the planner prompt: direct, cot or json (llm generator)
-    prompt: str = "direct"
+    #: the planner prompt: direct, cot or json (llm generator); auto: json for backends that prefer
+    #: schema-constrained output (the small local model), else direct
+    prompt: str = "auto"
     args: Dict[str, Any] = field(default_factory=dict)  # noqa: UP006
 
 
 @dataclass
 class ReformulatorConf:
-    #: llm | parser | none
-    mode: str = "llm"
+    #: llm | parser | none | auto (none when the generator is asked for JSON, else llm)
+    mode: str = "auto"
 
 
 @dataclass

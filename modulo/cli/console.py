@@ -114,7 +114,11 @@ def write_report(run_dir: Path) -> None:
 
 
 def budget_rows(session: Session, result: RunResult) -> list[tuple[str, dict[str, float]]]:
-    """Metrics of the first iteration alone (Direct) and of the whole budget (LLM-Modulo)."""
+    """Metrics of the first iteration alone (Direct) and of the whole budget (LLM-Modulo).
+
+    ``certified`` is the share of problems whose plan every active critic accepted within the first
+    k iterations; the other columns are the benchmark evaluator's metrics of the plan at budget k.
+    """
     rows: list[tuple[str, dict[str, float]]] = []
     problems = session.problems
     by_id = {r.problem_id: r for r in result.results}
@@ -127,15 +131,20 @@ def budget_rows(session: Session, result: RunResult) -> list[tuple[str, dict[str
             r = by_id.get(p.id)
             best = best_iteration(r.iterations, k) if r is not None else None
             plans.append(best.plan if best is not None else None)
+        certified = sum(
+            1 for p in problems if (r := by_id.get(p.id)) is not None and any(it.all_accept for it in r.iterations[:k])
+        )
         try:
             ev = session.benchmark.evaluate(problems, plans)
         except NotImplementedError:
-            return []
+            ev = None
+        metrics = {"certified": certified / len(problems) if problems else 0.0}
+        metrics.update(ev.metrics if ev is not None else {})
         if len(ks) == 1:
             label = session.config.labels.get("method") or session.config.generator.name
         else:
             label = "first plan (no backprompt)" if k == 1 else f"LLM-Modulo, budget {k}"
-        rows.append((label, ev.metrics))
+        rows.append((label, metrics))
     return rows
 
 
@@ -158,9 +167,12 @@ def print_result(session: Session, result: RunResult) -> None:
     rows = budget_rows(session, result)
     if rows:
         specs = session.benchmark.metrics
-        keys = [m.key for m in specs] or sorted(rows[0][1])
-        labels = {m.key: m.label for m in specs}
-        table = Table(title=f"{session.benchmark.name}: evaluator metrics (%) on the same {n} problems")
+        keys = ["certified"] + ([m.key for m in specs] or sorted(k for k in rows[0][1] if k != "certified"))
+        labels = {"certified": "Certified", **{m.key: m.label for m in specs}}
+        table = Table(
+            title=f"{session.benchmark.name}: certified by the critics, and the evaluator's metrics (%), "
+            f"on the same {n} problems"
+        )
         table.add_column("method")
         for k in keys:
             table.add_column(labels.get(k, k), justify="right")

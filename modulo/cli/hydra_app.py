@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -109,7 +110,12 @@ def _task(check: bool) -> Callable[[DictConfig], Any]:
     return modulo_task
 
 
+QUIET_LOGGERS = ("httpx", "httpcore", "openai", "anthropic", "urllib3")
+
+
 def _main(cfg: DictConfig, *, check: bool = False) -> Any:
+    for name in QUIET_LOGGERS:  # one INFO line per HTTP request drowns the progress bar
+        logging.getLogger(name).setLevel(logging.WARNING)
     from ..build import build_session
     from .console import run_and_report
 

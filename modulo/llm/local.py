@@ -301,6 +301,9 @@ class LocalBackend:
     name = "local"
     #: a local model costs no dollars (the client then does not warn about a missing price)
     free = True
+    #: a small local model writes usable plans only under schema-constrained decoding, so
+    #: ``generator.prompt=auto`` picks the json prompt and ``reformulator=auto`` picks none
+    prefers_json = True
 
     def __init__(
         self,

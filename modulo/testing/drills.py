@@ -202,6 +202,15 @@ def witness_answers(
 
 
 # -- configurations -------------------------------------------------------------------------------------
+def benchmark_override(name: str) -> list[str]:
+    """``benchmark=NAME`` when the benchmark has a config file, else ``benchmark=custom benchmark.name=NAME``
+    (so the default benchmark's own arguments do not leak into it)."""
+    from ..resources import resource_dir
+
+    group = (resource_dir("conf") / "benchmark" / f"{name}.yaml").is_file()
+    return [f"benchmark={name}"] if group else ["benchmark=custom", f"benchmark.name={name}"]
+
+
 def drill_overrides(
     base_url: str,
     run_dir: Path,
@@ -219,13 +228,13 @@ def drill_overrides(
 ) -> list[str]:
     """``modulo run`` overrides of a drill run against the fake provider at ``base_url`` (its /v1 URL)."""
     out = [
-        f"benchmark.name={benchmark}",
+        *benchmark_override(benchmark),
         f"benchmark.split={split}",
-        *([f"+benchmark.n={n}"] if n is not None else []),
+        *([f"++benchmark.n={n}"] if n is not None else []),
         "llm=openai",
         f"llm.base_url={base_url}",
         "llm.model=fake-model",
-        "+llm.args.tag_headers=true",
+        "++llm.args.tag_headers=true",
         f"llm.timeout_s={timeout_s}",
         f"llm.max_retries={max_retries}",
         "llm.backoff_base_s=0.01",

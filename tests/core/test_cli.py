@@ -26,6 +26,7 @@ def toy_args(tmp_path: Path, script: object, *extra: str) -> list[str]:
     path.write_text(json.dumps(script))
     run_dir = tmp_path / "run"
     return [
+        "benchmark=custom",
         "benchmark.name=toy",
         "benchmark.split=dev",
         "+benchmark.n=2",

@@ -67,6 +67,7 @@ def _toy_args(tmp_path: Path, split: str, *more: str) -> list[str]:
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"*": ['{"x": 2}']}))
     return [
+        "benchmark=custom",
         f"benchmark.name={GUARD}",
         f"benchmark.split={split}",
         "llm=scripted",
@@ -115,7 +116,7 @@ def test_natural_plan_trip_test_split_needs_the_override(tmp_path: Path) -> None
         pytest.skip("NATURAL PLAN data not found: set MODULO_DATA_DIR")
     code, out = _invoke(
         "check",
-        "benchmark.name=natural_plan/trip",
+        "benchmark=natural_plan/trip",
         "benchmark.split=test",
         "benchmark.limit=1",
         "llm=openai",

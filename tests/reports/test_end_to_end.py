@@ -70,6 +70,7 @@ def test_report_and_show_on_a_real_run(tmp_path: Path, toy_critics: None) -> Non
     run_dir = tmp_path / "run"
     code, out = _invoke(
         "run",
+        "benchmark=custom",
         "benchmark.name=toy_reports",
         "benchmark.split=dev",
         "llm=scripted",
