@@ -49,8 +49,11 @@ def sweep(family: str, n: int, seed: int, difficulty: str) -> list[str]:
         if why is None or f'"{injected["text"]}"' not in why:
             failures.append(f"{p.id}: injected contradiction not explained: {why}")
     t2 = time.perf_counter()
-    print(f"{family:9s} {difficulty:6s} {n} solvable seeds in {t1 - t0:.1f} s, {n} unsolvable in {t2 - t1:.1f} s, "
-          f"{len(failures)} failures", flush=True)
+    print(
+        f"{family:9s} {difficulty:6s} {n} solvable seeds in {t1 - t0:.1f} s, {n} unsolvable in {t2 - t1:.1f} s, "
+        f"{len(failures)} failures",
+        flush=True,
+    )
     return failures
 
 
