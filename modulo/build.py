@@ -17,7 +17,7 @@ from .backprompt import BackpromptStrategy
 from .benchmark import Benchmark
 from .config import CRITIC_PRESETS, ModuloConfig
 from .critic import Critic, critic_meta
-from .errors import ConfigError, UnknownComponentError
+from .errors import ConfigError, ModuloError, PluginLoadError, UnknownComponentError
 from .generator import Generator
 from .llm.base import LLMSettings
 from .metacontroller import Loop, LoopSettings
@@ -46,6 +46,17 @@ class Session:
     async def aclose(self) -> None:
         if self.llm is not None:
             await self.llm.aclose()
+
+
+def construct(kind: str, name: str, factory: Any, kwargs: dict[str, Any]) -> Any:
+    """``factory(**kwargs)``; a plugin whose constructor fails stops the run here, before any LLM call,
+    with a PluginLoadError naming it (never a bare traceback)."""
+    try:
+        return factory(**kwargs)
+    except ModuloError:
+        raise
+    except Exception as exc:
+        raise PluginLoadError(f"{kind} {name!r} could not be set up: {type(exc).__name__}: {exc}") from exc
 
 
 def expand_critics(spec: Any, benchmark: Benchmark) -> list[str]:
@@ -77,7 +88,7 @@ def build_benchmark(cfg: ModuloConfig) -> Benchmark:
     kwargs = bind_arguments(
         "benchmark", cfg.benchmark.name, factory, dict(cfg.benchmark.args), inject={"data_dir": ddir}
     )
-    bench: Benchmark = factory(**kwargs)
+    bench: Benchmark = construct("benchmark", cfg.benchmark.name, factory, kwargs)
     return bench
 
 
@@ -108,7 +119,7 @@ def build_critics(cfg: ModuloConfig, benchmark: Benchmark) -> list[Critic]:
             if key in params and key not in args:
                 args[key] = value
         kwargs = bind_arguments("critic", name, factory, args, inject={"benchmark": benchmark})
-        critics.append(factory(**kwargs))
+        critics.append(construct("critic", name, factory, kwargs))
     return critics
 
 
@@ -137,7 +148,7 @@ def build_generator(cfg: ModuloConfig, benchmark: Benchmark) -> Generator:
     if "sample_index" in inspect.signature(factory).parameters and "sample_index" not in args:
         args["sample_index"] = cfg.run.sample
     kwargs = bind_arguments("generator", cfg.generator.name, factory, args, inject={"benchmark": benchmark})
-    gen: Generator = factory(**kwargs)
+    gen: Generator = construct("generator", cfg.generator.name, factory, kwargs)
     return gen
 
 
