@@ -141,3 +141,52 @@ class ModuloConfig:
     data_dir: Optional[str] = None  # noqa: UP045
     #: free-form labels recorded with the run and printed by reports (method, experiment, ...)
     labels: Dict[str, str] = field(default_factory=dict)  # noqa: UP006
+
+
+def config_from_dict(data: dict[str, Any]) -> ModuloConfig:
+    """A ModuloConfig from its ``dataclasses.asdict`` form (as written to a run's ``config.yaml``).
+
+    Unknown keys are an error (a config written by another version or edited by hand)."""
+    import dataclasses
+
+    def build(cls: Any, values: dict[str, Any], where: str) -> Any:
+        names = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - set(names))
+        if unknown:
+            from .errors import ConfigError
+
+            raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}")
+        kwargs: dict[str, Any] = {}
+        for key, value in values.items():
+            ftype = names[key].type
+            sub = _NESTED.get(ftype) if isinstance(ftype, str) else None
+            kwargs[key] = build(sub, value or {}, f"{where}.{key}") if sub is not None else value
+        return cls(**kwargs)
+
+    return build(ModuloConfig, dict(data), "config")  # type: ignore[no-any-return]
+
+
+def load_config(path: Any) -> ModuloConfig:
+    """The ModuloConfig of a run directory (its ``config.yaml``) or of a YAML file."""
+    from pathlib import Path
+
+    import yaml
+
+    file = Path(path)
+    if file.is_dir():
+        file = file / "config.yaml"
+    data = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
+    return config_from_dict(data)
+
+
+_NESTED: dict[str, Any] = {
+    "BenchmarkConf": BenchmarkConf,
+    "GeneratorConf": GeneratorConf,
+    "ReformulatorConf": ReformulatorConf,
+    "CriticOptions": CriticOptions,
+    "BackpromptConf": BackpromptConf,
+    "MetacontrollerConf": MetacontrollerConf,
+    "LLMConf": LLMConf,
+    "CacheConf": CacheConf,
+    "RunConf": RunConf,
+}

@@ -77,3 +77,13 @@ def test_run_dollar_budget_records_every_problem(tmp_path: Path) -> None:
     per_call = max(c.usage.cost_usd for r in records.values() for it in r.iterations for c in it.calls)
     spent = result.summary["usage"]["cost_usd"]
     assert 0.05 <= spent < 0.05 + per_call + 1e-9  # the run stops at the first check past the budget
+
+
+def test_config_round_trips_through_the_run_directory(tmp_path: Path) -> None:
+    from modulo.cli.hydra_app import config_yaml
+    from modulo.config import load_config
+
+    cfg = config("toy", 2, {"*": ["[2, 3]"]})
+    cfg.llm.args = {"latency_s": 0.0}
+    (tmp_path / "config.yaml").write_text(config_yaml(cfg))
+    assert load_config(tmp_path) == cfg
