@@ -9,6 +9,6 @@ LLM="${LLM:-openai}"
 MODEL="${MODEL:-gpt-4o-mini}"
 OUT="${OUT:-runs/budget_sweep/${MODEL//\//_}-$(date +%Y-%m-%d_%H-%M-%S)}"
 
-modulo check +experiment=budget_sweep "llm=${LLM}" "llm.model=${MODEL}" "$@"
+modulo check +experiment=budget_sweep "llm=${LLM}" "llm.model=${MODEL}" "hydra.run.dir=${OUT}/.check" "$@"
 modulo run +experiment=budget_sweep "llm=${LLM}" "llm.model=${MODEL}" "run.dir=${OUT}" "hydra.run.dir=${OUT}" "$@"
 modulo report "${OUT}"

@@ -10,7 +10,7 @@ MODEL="${MODEL:-gpt-4o-mini}"
 LAUNCHER="${LAUNCHER:-joblib}"
 OUT="${OUT:-multirun/critic_ablation/${MODEL//\//_}-$(date +%Y-%m-%d_%H-%M-%S)}"
 
-modulo check +experiment=critic_ablation "llm=${LLM}" "llm.model=${MODEL}" "$@"
+modulo check +experiment=critic_ablation "llm=${LLM}" "llm.model=${MODEL}" "hydra.run.dir=${OUT}/.check" "$@"
 modulo run -m +experiment=critic_ablation "llm=${LLM}" "llm.model=${MODEL}" \
   "hydra/launcher=${LAUNCHER}" "hydra.sweep.dir=${OUT}" "$@"
 modulo report "${OUT}"

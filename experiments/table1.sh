@@ -14,8 +14,8 @@ MODEL="${MODEL:-gpt-4-turbo}"
 LAUNCHER="${LAUNCHER:-joblib}"
 OUT="${OUT:-multirun/llm_modulo_table1/${MODEL//\//_}-$(date +%Y-%m-%d_%H-%M-%S)}"
 
-# bind everything (components, data, API key) before any call or cost
-modulo check +experiment=llm_modulo_table1 +method=modulo_all "llm=${LLM}" "llm.model=${MODEL}" "$@"
+# bind everything (components, data, API key) before any call or cost; its log goes to OUT/.check
+modulo check +experiment=llm_modulo_table1 +method=modulo_all "llm=${LLM}" "llm.model=${MODEL}" "hydra.run.dir=${OUT}/.check" "$@"
 modulo run -m +experiment=llm_modulo_table1 "llm=${LLM}" "llm.model=${MODEL}" \
   "hydra/launcher=${LAUNCHER}" "hydra.sweep.dir=${OUT}" "$@"
 modulo report "${OUT}"
