@@ -7,7 +7,10 @@ Three forms of script:
   call order (keyed by ``request.tags["problem_id"]``), so the answers do not depend on how problems
   interleave under concurrency or on a resume; a problem without its own entry replays its own copy
   of the ``"*"`` list from the start;
-- a callable ``fn(request) -> str | LLMResponse`` (sync or async).
+- a callable ``fn(request) -> str | LLMResponse`` (sync or async);
+- nothing: deterministic stand-in replies (:func:`~modulo.llm.sampling.stand_in_reply`), a JSON
+  instance of the requested schema under structured output and a short sentence otherwise, so that
+  ``modulo run llm=scripted`` exercises a whole pipeline end to end with no model at all.
 
 From the command line ``llm=scripted llm.script=FILE`` reads a JSON file holding the list or the dict.
 A reply is a string, or an object ``{"text": ..., "finish_reason": ...}``, or a scripted failure
@@ -39,6 +42,7 @@ from ..errors import (
 )
 from ..types import Usage
 from .base import LLMRequest, LLMResponse, LLMSettings
+from .sampling import stand_in_reply
 from .tokens import approx_prompt_tokens, approx_tokens
 
 Reply = str | Mapping[str, Any]
@@ -119,11 +123,13 @@ class ScriptedBackend:
         latency_s: float = 0.0,
     ) -> None:
         sources = [s for s in (replies is not None, fn is not None, settings.script is not None) if s]
-        if len(sources) != 1:
+        if len(sources) > 1:
             raise ConfigError(
-                "scripted backend needs exactly one of: llm.script=FILE (a JSON list or {problem_id: [...]}), "
-                "the 'replies' argument, or the 'fn' argument" + (" (got several)" if sources else " (got none)")
+                "scripted backend takes at most one of: llm.script=FILE (a JSON list or {problem_id: [...]}), "
+                "the 'replies' argument, or the 'fn' argument (got several)"
             )
+        #: no script at all: deterministic stand-in replies (schema-shaped JSON when one is asked for)
+        self.stand_in = not sources
         if fn is not None and not callable(fn):
             raise ConfigError(f"scripted backend: fn must be callable, not {type(fn).__name__}")
         if latency_s < 0:
@@ -144,7 +150,7 @@ class ScriptedBackend:
         self.calls = 0
 
     def __repr__(self) -> str:
-        form = "fn" if self.fn is not None else type(self._script).__name__
+        form = "stand-in" if self.stand_in else "fn" if self.fn is not None else type(self._script).__name__
         return f"ScriptedBackend({form}, latency_s={self.latency_s})"
 
     def _next(self, request: LLMRequest) -> Reply:
@@ -179,7 +185,10 @@ class ScriptedBackend:
             await asyncio.sleep(self.latency_s)
         model = request.model or self.settings.model or "scripted"
         finish: str | None = "stop"
-        if self.fn is not None:
+        if self.stand_in:
+            schema = request.response_schema if request.structured_output == "schema" else None
+            text = stand_in_reply(request.messages, schema, request.structured_output == "json")
+        elif self.fn is not None:
             produced = self.fn(request)
             if inspect.isawaitable(produced):
                 produced = await produced

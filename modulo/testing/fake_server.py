@@ -53,6 +53,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Literal
 
+from ..llm.sampling import WORDS as _WORDS
+from ..llm.sampling import sample_from_schema
 from ..llm.tokens import approx_tokens
 
 #: every fault the fake provider can inject, with what it does
@@ -94,10 +96,6 @@ TRANSPORT_FAULTS = frozenset(
 
 PROBLEM_HEADER = "x-modulo-problem-id"
 _PROBLEM_RE = re.compile(r"\bproblem[_ ]id\s*[:=]\s*[\"']?([A-Za-z0-9_.:/\-]+)")
-_WORDS = (
-    "plan visit city day hotel flight dinner museum budget route morning evening train "
-    "arrive depart lunch tour stay park meeting friend schedule"
-).split()
 REFUSAL = "I'm sorry, but I can't help with that request."
 
 Api = Literal["openai", "anthropic"]
@@ -172,47 +170,6 @@ def _text_of(content: object) -> str:
             str(part.get("text", "")) for part in content if isinstance(part, dict) and part.get("type") == "text"
         )
     return "" if content is None else str(content)
-
-
-def sample_from_schema(schema: Mapping[str, Any], rng: random.Random, root: Mapping[str, Any] | None = None) -> Any:
-    """A small JSON value that follows ``schema`` (objects get every listed property)."""
-    root = root if root is not None else schema
-    ref = schema.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/"):
-        target: Any = root
-        for part in ref[2:].split("/"):
-            target = target.get(part, {}) if isinstance(target, Mapping) else {}
-        return sample_from_schema(target, rng, root)
-    if "const" in schema:
-        return schema["const"]
-    if schema.get("enum"):
-        return rng.choice(list(schema["enum"]))
-    for combinator in ("anyOf", "oneOf", "allOf"):
-        options = schema.get(combinator)
-        if options:
-            usable = [o for o in options if o.get("type") != "null"] or list(options)
-            return sample_from_schema(usable[0], rng, root)
-    kind = schema.get("type", "object" if "properties" in schema else "string")
-    if isinstance(kind, list):
-        kind = next((k for k in kind if k != "null"), "null")
-    if kind == "object":
-        props = schema.get("properties", {})
-        return {name: sample_from_schema(sub, rng, root) for name, sub in props.items()}
-    if kind == "array":
-        count = max(1, int(schema.get("minItems", 1)))
-        items = schema.get("items", {"type": "string"})
-        return [sample_from_schema(items, rng, root) for _ in range(count)]
-    if kind == "integer":
-        return int(schema.get("minimum", rng.randint(1, 9)))
-    if kind == "number":
-        return float(schema.get("minimum", rng.randint(1, 99)))
-    if kind == "boolean":
-        return rng.random() < 0.5
-    if kind == "null":
-        return None
-    if schema.get("format") == "date":
-        return "2024-03-0" + str(rng.randint(1, 9))
-    return " ".join(rng.choice(_WORDS) for _ in range(2))
 
 
 class FakeProvider:

@@ -13,6 +13,7 @@ from modulo.errors import ArgumentError, ConfigError, PermanentLLMError
 from modulo.llm.base import LLMRequest, LLMResponse, LLMSettings
 from modulo.llm.client import build_client
 from modulo.llm.tokens import approx_tokens
+from modulo.types import Message
 
 from .support import request
 
@@ -94,9 +95,21 @@ def test_bad_script_files_are_config_errors(tmp_path: Path, content: str, messag
         build_client(LLMSettings(name="scripted", script=str(path)))
 
 
-def test_missing_or_double_sources_are_config_errors(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"got none"):
-        build_client(LLMSettings(name="scripted"))
+async def test_no_script_gives_deterministic_stand_in_replies() -> None:
+    schema = {"type": "object", "properties": {"day": {"enum": ["Monday"]}, "n": {"type": "integer", "minimum": 3}}}
+    client = build_client(LLMSettings(name="scripted"))
+    ask = LLMRequest(
+        messages=(Message(role="user", content="plan it"),), structured_output="schema", response_schema=schema
+    )
+    first = await client.call(ask, "generate")
+    again = await client.call(ask, "generate")
+    assert first.reply == again.reply and json.loads(first.reply or "") == {"day": "Monday", "n": 3}
+    text = await client.call(LLMRequest(messages=(Message(role="user", content="plan it"),)), "generate")
+    assert text.reply and not text.reply.startswith("{")
+    await client.aclose()
+
+
+def test_double_or_missing_sources_are_config_errors(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"got several"):
         build_client(scripted(replies=["a"], fn=lambda r: "b"))
     with pytest.raises(ConfigError, match=r"does not exist"):
