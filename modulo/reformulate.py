@@ -34,10 +34,41 @@ class Reformulation:
     calls: list[LLMCall] = field(default_factory=list)
 
 
+#: nesting deeper than this is no plan (and would overflow the recursion of the steps after parsing)
+MAX_JSON_DEPTH = 100
+#: the scan for a JSON value inside prose tries at most this many starting brackets...
+_MAX_STARTS = 2000
+#: ...and reads at most this many characters per character of the answer in failed attempts
+_SCAN_FACTOR = 20
+
+
+def _depth(value: Any) -> int:
+    """How deeply ``value`` nests lists and objects (iterative: no recursion limit)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        deepest = max(deepest, level)
+        if deepest > MAX_JSON_DEPTH:
+            break
+        stack.extend((child, level + 1) for child in children)
+    return deepest
+
+
+def _shallow(value: Any) -> Any:
+    if _depth(value) > MAX_JSON_DEPTH:
+        raise PlanFormatError(f"the JSON value is nested more than {MAX_JSON_DEPTH} levels deep")
+    return value
+
+
 def extract_json(text: str) -> Any:
     """The JSON value in ``text``: the whole text, a fenced block, or the first balanced object/array.
 
-    Raises PlanFormatError with a short reason when there is none.
+    Raises PlanFormatError with a short reason when there is none. The scan inside prose is bounded
+    (starting points and characters read), so that no answer, however long or degenerate, takes more
+    than linear time; a value nested more than MAX_JSON_DEPTH levels deep is refused.
     """
     if not text or not text.strip():
         raise PlanFormatError("the answer is empty")
@@ -47,17 +78,25 @@ def extract_json(text: str) -> Any:
     candidates += [m.group(1).strip() for m in _FENCE.finditer(text)]
     for cand in candidates:
         try:
-            return json.loads(cand)
-        except (json.JSONDecodeError, RecursionError):
+            return _shallow(json.loads(cand))
+        except (ValueError, RecursionError):  # JSONDecodeError, or a number too long to convert
             pass
     decoder = json.JSONDecoder()
+    starts, budget = 0, _SCAN_FACTOR * len(text) + 1_000_000
     for i, ch in enumerate(text):
         if ch in "[{":
+            starts += 1
+            if starts > _MAX_STARTS or budget <= 0:
+                raise PlanFormatError(
+                    f"no JSON value could be read from the answer (gave up after {starts - 1} starting brackets)"
+                )
             try:
                 value, _ = decoder.raw_decode(text, i)
-                return value
-            except (json.JSONDecodeError, RecursionError):
-                continue
+                return _shallow(value)
+            except json.JSONDecodeError as exc:
+                budget -= exc.pos - i + 1
+            except (ValueError, RecursionError):
+                budget -= 1000
     raise PlanFormatError("no JSON value could be read from the answer (it may be cut off or not JSON)")
 
 
