@@ -20,7 +20,7 @@ from .benchmark import Benchmark
 from .errors import ConfigError, PlanFormatError
 from .llm.base import LLMRequest, LLMSettings
 from .prompts import Template, resolve
-from .types import LLMCall, Message, PlanJSON, Problem
+from .types import LLMCall, Message, PlanJSON, Problem, canonical_json
 
 ReformulatorMode = Literal["llm", "parser", "none"]
 
@@ -100,11 +100,26 @@ def extract_json(text: str) -> Any:
     raise PlanFormatError("no JSON value could be read from the answer (it may be cut off or not JSON)")
 
 
+#: a format error longer than this is cut: it goes into traces and into the next prompt
+MAX_REASON_CHARS = 500
+
+
+def short_reason(reason: str) -> str:
+    """``reason`` cut to MAX_REASON_CHARS (a schema error can quote a whole, huge answer)."""
+    return reason if len(reason) <= MAX_REASON_CHARS else reason[: MAX_REASON_CHARS - 3] + "..."
+
+
 def validated(benchmark: Benchmark, value: Any) -> Reformulation:
+    try:  # text that cannot be written as UTF-8 (a lone surrogate escape) would break hashing and records
+        canonical_json(value).encode("utf-8")
+    except UnicodeEncodeError:
+        return Reformulation(error="the plan holds text that is not valid Unicode (a lone surrogate escape)")
+    except RecursionError:
+        return Reformulation(error=f"the plan is nested more than {MAX_JSON_DEPTH} levels deep")
     try:
         return Reformulation(plan=benchmark.validate_plan(value))
     except PlanFormatError as exc:
-        return Reformulation(error=str(exc))
+        return Reformulation(error=short_reason(str(exc)))
 
 
 class Reformulator(ABC):
@@ -134,7 +149,7 @@ class JSONReformulator(Reformulator):
         try:
             value = extract_json(text)
         except PlanFormatError as exc:
-            reason = str(exc) + (" (the reply was cut off at the token limit)" if truncated else "")
+            reason = short_reason(str(exc)) + (" (the reply was cut off at the token limit)" if truncated else "")
             return Reformulation(error=reason)
         return validated(self.benchmark, value)
 
@@ -157,7 +172,8 @@ class ParserReformulator(Reformulator):
         try:
             value = self.benchmark.parse(text, problem)
         except PlanFormatError as exc:
-            return Reformulation(error=str(exc) + (" (the reply was cut off at the token limit)" if truncated else ""))
+            cut = " (the reply was cut off at the token limit)" if truncated else ""
+            return Reformulation(error=short_reason(str(exc)) + cut)
         return validated(self.benchmark, value)
 
 
