@@ -263,7 +263,7 @@ class LLMClient:
             nonlocal spent
             number = len(faults) + 1
             try:
-                response = await self._send(request)
+                response = _valid_text(await self._send(request))
                 if self.retry_empty and not response.text.strip():
                     raise EmptyReplyError(
                         f"the model returned an empty reply (finish_reason={response.finish_reason!r})",
@@ -402,6 +402,18 @@ class LLMClient:
         finally:
             if self.cache is not None:
                 self.cache.close()
+
+
+def _valid_text(response: LLMResponse) -> LLMResponse:
+    """``response`` with each lone surrogate in its text replaced by U+FFFD: such text (a provider's
+    JSON may carry a half emoji as an escape) cannot be written as UTF-8, so the paid reply could be
+    neither cached nor recorded."""
+    try:
+        response.text.encode("utf-8")
+    except UnicodeEncodeError:
+        fixed = response.text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        return response.model_copy(update={"text": fixed})
+    return response
 
 
 def build_client(
