@@ -117,6 +117,10 @@ class LLMClient:
         self.backend = backend
         self.settings = settings
         self.backend_name = backend_name or settings.name
+        #: what the cache key calls the backend (its name and server URL)
+        self.cache_id = (
+            cache_identity(settings) if backend_name is None or backend_name == settings.name else backend_name
+        )
         self.cache = cache
         self.cache_mode: CacheMode = cache_mode
         self.backoff_base_s = max(0.0, min(backoff_base_s, settings.max_backoff_s))
@@ -220,7 +224,7 @@ class LLMClient:
         started = time.monotonic()
         faults: list[Fault] = []
         spent = Usage()
-        key = request.key(self.backend_name) if self.cache is not None and self.cache_mode != "off" else ""
+        key = request.key(self.cache_id) if self.cache is not None and self.cache_mode != "off" else ""
 
         if key:
             assert self.cache is not None
@@ -404,6 +408,12 @@ class LLMClient:
                 self.cache.close()
 
 
+def cache_identity(settings: LLMSettings) -> str:
+    """What the cache key calls the backend: its name, plus the server's URL when one is set, so a
+    fake or local server's replies are never served for another endpoint's requests."""
+    return settings.name + (f"@{settings.base_url.rstrip('/')}" if settings.base_url else "")
+
+
 def _valid_text(response: LLMResponse) -> LLMResponse:
     """``response`` with each lone surrogate in its text replaced by U+FFFD: such text (a provider's
     JSON may carry a half emoji as an escape) cannot be written as UTF-8, so the paid reply could be
@@ -432,6 +442,8 @@ def build_client(
     factory = components.llms.get(settings.name)
     kwargs = bind_arguments("llm backend", settings.name, factory, settings.args, inject={"settings": settings})
     backend = factory(**kwargs)
+    if not getattr(backend, "cacheable", True):
+        cache_mode = "off"  # a script's replies depend on call order, not on the request alone
     cache: ResponseCache | None = None
     if cache_mode != "off":
         path: Path | None = None

@@ -145,6 +145,9 @@ class ScriptedBackend:
         elif settings.script is not None:
             script = load_script(settings.script)
         self._script = script
+        #: a list or dict script answers in call order, so a cache would shift its replies; a function's
+        #: or the stand-in's reply depends on the request alone and may be cached
+        self.cacheable = script is None
         self._cursor: dict[str, int] = {}
         self._lock = threading.Lock()
         self.calls = 0

@@ -172,3 +172,16 @@ def test_first_writer_wins_and_unknown_mode_is_rejected(tmp_path: Path) -> None:
     cache.close()
     with pytest.raises(ConfigError, match=r"cache mode"):
         build_client(LLMSettings(name="scripted", args={"replies": []}), cache_mode="sometimes")  # type: ignore[arg-type]
+
+
+def test_the_server_url_is_part_of_the_cache_identity(tmp_path: Path) -> None:
+    from modulo.llm.client import cache_identity
+
+    fake = LLMSettings(name="openai", base_url="http://127.0.0.1:8001/v1", model="m")
+    real = LLMSettings(name="openai", model="m")
+    other = LLMSettings(name="openai", base_url="http://127.0.0.1:8002/v1/", model="m")
+    ids = {cache_identity(s) for s in (fake, real, other)}
+    assert len(ids) == 3  # a fake server's replies are never served for another endpoint
+    assert cache_identity(LLMSettings(name="openai", base_url="http://h/v1/")) == cache_identity(
+        LLMSettings(name="openai", base_url="http://h/v1")
+    )
