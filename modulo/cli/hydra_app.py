@@ -129,7 +129,11 @@ def _main(cfg: DictConfig, *, check: bool = False) -> Any:
             asyncio.run(session.aclose())
             return 0
         run_dir = Path(mcfg.run.dir) if mcfg.run.dir else Path(HydraConfig.get().runtime.output_dir)
-        return run_and_report(mcfg, run_dir, config_yaml(mcfg))
+        code = run_and_report(mcfg, run_dir, config_yaml(mcfg))
+        mode = HydraConfig.get().mode if HydraConfig.initialized() else None
+        if code and (mode is None or mode.name != "MULTIRUN"):
+            sys.exit(code)  # Hydra drops the task's return value: a stopped run must not exit 0
+        return code
     except ModuloError as exc:
         from .console import error
 
@@ -146,6 +150,9 @@ def run_hydra(argv: list[str], *, check: bool = False) -> None:
     register_schema()
     conf_dir = str(resource_dir("conf"))
     app = hydra.main(config_path=conf_dir, config_name="config", version_base="1.3")(_task(check))
+    if check and not {"-m", "--multirun"} & set(argv):
+        # a check runs nothing: no output directory, no log file, no saved config
+        argv = [*argv, "hydra.output_subdir=null", "hydra.run.dir=.", "hydra/job_logging=disabled"]
     old = sys.argv
     sys.argv = ["modulo " + ("check" if check else "run"), *argv]
     try:
