@@ -283,6 +283,7 @@ def run_info(session: Session, sources: list[str]) -> dict[str, Any]:
             "max_seconds": cfg.metacontroller.max_seconds,
         },
         "sample": cfg.run.sample,
+        "allow_test_oracle": cfg.run.allow_test_oracle,
         "labels": dict(cfg.labels),
         "templates": session.loop.templates(),
         "problem_ids": [p.id for p in session.problems],
