@@ -224,6 +224,7 @@ def drill_overrides(
     concurrency: int = 8,
     max_retries: int = 12,
     timeout_s: float = 5.0,
+    critics: str = "all",
     extra: Sequence[str] = (),
 ) -> list[str]:
     """``modulo run`` overrides of a drill run against the fake provider at ``base_url`` (its /v1 URL)."""
@@ -242,7 +243,7 @@ def drill_overrides(
         f"llm.concurrency={concurrency}",
         "generator.prompt=" + ("direct" if reformulator == "llm" else "json"),
         f"reformulator={reformulator}",
-        "critics=all",
+        f"critics={critics}",
         f"metacontroller.max_iterations={max_iterations}",
         f"run.concurrency={concurrency}",
         "run.progress=false",
