@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from .budget import BudgetCurve
-from .tables import Firing
+from .tables import Firing, method_label
 
 
 def _pyplot() -> Any:
@@ -78,7 +78,8 @@ def plot_critic_firing(firings: Sequence[Firing], path: Path, *, subtitle: str =
             )
             ax.set_xticks(x if len(x) <= 20 else x[:: math.ceil(len(x) / 20)])
         quiet = [c for c in firing.counts if not any(firing.counts[c])]
-        title = f"{firing.run.name}: {firing.run.model}"
+        method = method_label(firing.run)
+        title = f"{firing.run.name}: " + (f"{method} ({firing.run.model})" if method != "-" else firing.run.model)
         if quiet:
             title += f"\n(never fired: {', '.join(quiet[:6])}{', ...' if len(quiet) > 6 else ''})"
         ax.set_title(title, fontsize=9)
