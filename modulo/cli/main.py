@@ -311,6 +311,13 @@ def show(ctx: click.Context) -> None:
     _call_hook("modulo.reports.cli", "show_main", list(ctx.args))
 
 
+@cli.command(context_settings=PASS_THROUGH)
+@click.pass_context
+def dissect(ctx: click.Context) -> None:
+    """Label why failed problems fail (re-run, wording, topic, structure): modulo dissect RUN_DIR [...]."""
+    _call_hook("modulo.dissect", "dissect_main", list(ctx.args))
+
+
 @cli.command("fake-server", context_settings=PASS_THROUGH)
 @click.pass_context
 def fake_server(ctx: click.Context) -> None:
