@@ -147,6 +147,9 @@ def _main(cfg: DictConfig, *, check: bool = False) -> Any:
 
 def run_hydra(argv: list[str], *, check: bool = False) -> None:
     """Run the Hydra app on ``argv`` (overrides and Hydra flags such as ``-m``)."""
+    from ..llm.keys import reject_secret_overrides
+
+    reject_secret_overrides(argv)  # before Hydra writes the overrides into the run directory
     register_schema()
     conf_dir = str(resource_dir("conf"))
     app = hydra.main(config_path=conf_dir, config_name="config", version_base="1.3")(_task(check))

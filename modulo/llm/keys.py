@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Iterable
 from urllib.parse import urlparse
 
 from ..errors import ConfigError
@@ -35,6 +37,40 @@ class Secret:
         raise TypeError("a Secret cannot be pickled")
 
 
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: what API keys of the common providers look like (OpenAI, Anthropic, Groq, xAI, Google)
+_KEY_LIKE = re.compile(r"\b(?:sk|xai)-[A-Za-z0-9_-]{32,}|\bgsk_[A-Za-z0-9]{32,}|\bAIza[A-Za-z0-9_-]{30,}")
+_SECRET_WORDS = ("api_key", "apikey", "secret", "password")
+_WHERE = (
+    "API keys are read from the environment only: put it in the provider's variable ($OPENAI_API_KEY, "
+    "$ANTHROPIC_API_KEY) or name another variable with llm.api_key_env=VARIABLE"
+)
+
+
+def check_env_name(name: str) -> None:
+    """A ConfigError when ``llm.api_key_env`` is not a variable name (it may be the key itself; never shown)."""
+    if not _ENV_NAME.fullmatch(name):
+        raise ConfigError(
+            "llm.api_key_env must name an environment variable (letters, digits, underscores); the value given "
+            f"is not one and is not shown here, as it may be the key itself. {_WHERE}"
+        )
+
+
+def reject_secret_overrides(overrides: Iterable[str]) -> None:
+    """A ConfigError, naming the key but never the value, for a command-line override that holds a
+    secret: a setting named like one, a value shaped like an API key, or a key given as llm.api_key_env.
+    Checked before Hydra saves the overrides into the run directory."""
+    for item in overrides:
+        name, sep, value = item.lstrip("+~").partition("=")
+        if not sep:
+            continue
+        last = name.rsplit(".", 1)[-1].lower()
+        if last == "api_key_env":
+            check_env_name(value.strip())
+        elif any(word in last for word in _SECRET_WORDS) or _KEY_LIKE.search(value):
+            raise ConfigError(f"the override of {name!r} holds what looks like a secret (not shown). {_WHERE}")
+
+
 def is_official(base_url: str | None, official_hosts: tuple[str, ...]) -> bool:
     """True when ``base_url`` is unset or points at one of the provider's own hosts."""
     if not base_url:
@@ -52,6 +88,7 @@ def resolve_api_key(
     (a local server, a proxy, the fake provider) gets a dummy key instead.
     """
     env = settings.api_key_env or default_env
+    check_env_name(env)
     value = os.environ.get(env, "").strip()
     if value:
         return Secret(value)
