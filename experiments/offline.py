@@ -157,6 +157,7 @@ def sweep_args(
         "llm.model=gpt-4o-mini",  # priced in the built-in table, so reports show what calls cost
         f"llm.base_url={base_url}",
         "+llm.args.tag_headers=true",
+        "benchmark=travelplanner",
         "benchmark.split=train",
         f"benchmark.ids=[{','.join(PROBLEM_IDS)}]",
         f"cache.dir={cache_dir}",

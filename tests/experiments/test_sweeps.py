@@ -23,7 +23,6 @@ from .conftest import offline
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 #: nothing listens there: a request would fail
-DEAD_URL = "http://127.0.0.1:9/v1"
 
 
 def _records(run_dir: Path) -> dict[str, ProblemResult]:
@@ -165,10 +164,15 @@ def test_table1_preset_runs_six_methods_and_a_finished_sweep_resumes_without_cal
     assert fake.stats().requests == sent
     assert {run.name: (run / "records.jsonl").read_bytes() for run in runs} == before
 
-    # the cache file alone reproduces the sweep: read-only, and no server behind the base URL
+    # the cache file alone reproduces the sweep: read-only, so not one request reaches the server (the
+    # cache key names the endpoint, so the replay names the same base URL)
     replay = tmp_path / "replay"
-    args = offline.sweep_args(DEAD_URL, replay, tmp_path / "cache", preset="table1", extra=["cache.mode=read-only"])
+    sent = fake.stats().requests
+    args = offline.sweep_args(
+        fake.openai_base_url, replay, tmp_path / "cache", preset="table1", extra=["cache.mode=read-only"]
+    )
     code, out, _ = offline.modulo(args, timeout=300)
     assert code == 0, out[-4000:]
+    assert fake.stats().requests == sent
     assert _outcomes(replay) == _outcomes(sweep)
     assert offline.sweep_usage(replay)["cached_calls"] == offline.sweep_usage(sweep)["calls"]
