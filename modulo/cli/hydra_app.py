@@ -110,7 +110,7 @@ def _task(check: bool) -> Callable[[DictConfig], Any]:
     return modulo_task
 
 
-QUIET_LOGGERS = ("httpx", "httpcore", "openai", "anthropic", "urllib3")
+QUIET_LOGGERS = ("httpx", "httpx2", "httpcore", "openai", "anthropic", "urllib3", "aiohttp")
 
 
 def _main(cfg: DictConfig, *, check: bool = False) -> Any:
