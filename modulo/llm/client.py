@@ -349,6 +349,17 @@ class LLMClient:
 
     async def _send(self, request: LLMRequest) -> LLMResponse:
         semaphore, limiter = self._limits()
+        try:
+            return await self._send_in_slot(request, semaphore, limiter)
+        finally:
+            # let a task waiting for the freed slot send its request before this one goes on with its
+            # own work (critique, backprompt): replies that arrive together would otherwise keep the
+            # slots idle while all of them are processed
+            await asyncio.sleep(0)
+
+    async def _send_in_slot(
+        self, request: LLMRequest, semaphore: asyncio.Semaphore, limiter: RateLimiter | None
+    ) -> LLMResponse:
         async with semaphore:
             if limiter is not None:
                 await limiter.acquire()
