@@ -234,19 +234,24 @@ def data() -> None:
     """Benchmark data: check what is present, download what is missing."""
 
 
-@data.command("check")
-@click.argument("benchmark")
-@click.option("--data-dir", default=None)
-def data_check(benchmark: str, data_dir: str | None) -> None:
-    """What data is present, what is missing, and what that rules out."""
+def _data_action(benchmark: str, data_dir: str | None, action: str) -> None:
     try:
-        report = _benchmark(benchmark, data_dir).data_check()
+        bench = _benchmark(benchmark, data_dir)
+        report = bench.data_check() if action == "check" else bench.data_download()
     except ModuloError as exc:
         _fail(exc)
         return
     for line in report.lines:
         click.echo(line)
     sys.exit(0 if report.ok else 1)
+
+
+@data.command("check")
+@click.argument("benchmark")
+@click.option("--data-dir", default=None)
+def data_check(benchmark: str, data_dir: str | None) -> None:
+    """What data is present, what is missing, and what that rules out."""
+    _data_action(benchmark, data_dir, "check")
 
 
 @data.command("download")
@@ -254,14 +259,7 @@ def data_check(benchmark: str, data_dir: str | None) -> None:
 @click.option("--data-dir", default=None)
 def data_download(benchmark: str, data_dir: str | None) -> None:
     """Fetch and verify a benchmark's official files (needs a network)."""
-    try:
-        report = _benchmark(benchmark, data_dir).data_download()
-    except ModuloError as exc:
-        _fail(exc)
-        return
-    for line in report.lines:
-        click.echo(line)
-    sys.exit(0 if report.ok else 1)
+    _data_action(benchmark, data_dir, "download")
 
 
 @cli.command()
