@@ -126,11 +126,19 @@ class PlanEvaluation:
         return out
 
     def row(self) -> dict[str, Any]:
-        """A per-problem dict for :class:`~modulo.benchmark.EvalResult`."""
+        """A per-problem dict for :class:`~modulo.benchmark.EvalResult`.
+
+        ``commonsense_micro`` and ``hard_micro`` hold this plan's [passes, denominator share], so the
+        micro rates (and their bootstrap intervals) are sums of per-problem parts.
+        """
+        cs_true = sum(1 for r in (self.commonsense or {}).values() if r.verdict is True)
+        hard_true = sum(1 for r in (self.hard or {}).values() if r.verdict is True)
         return {
             "problem_id": self.id,
             "passed": self.passed,
             **self.values(),
+            "commonsense_micro": [cs_true, 8],
+            "hard_micro": [hard_true, computed_denominators([self.query])[2]],
             "delivered": self.delivered,
             "hard_evaluated": self.hard_evaluated,
             "commonsense_pass": self.commonsense_pass,
