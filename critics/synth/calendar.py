@@ -624,7 +624,7 @@ class CalendarFamily(Family):
                 data = json.loads(text[start : text.rfind("}") + 1])
                 if isinstance(data, dict) and {"day", "start", "end"} <= set(data):
                     return data
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):  # not JSON, a number too long to convert, or nested too deep
                 pass
         tm = r"\d{1,2}:\d{2}\s*(?:[ap]\.?m\.?)?"
         rx = re.compile(

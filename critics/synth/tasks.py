@@ -641,6 +641,6 @@ def _json_object(text: str) -> dict[str, Any] | None:
         return None
     try:
         value = json.loads(text[start : end + 1])
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # not JSON, a number too long to convert, or nested too deep
         return None
     return value if isinstance(value, dict) else None

@@ -451,7 +451,7 @@ class TripFamily(Family):
                 data = json.loads(text[start : text.rfind("}") + 1])
                 if isinstance(data, dict) and isinstance(data.get("stays"), list):
                     return data
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):  # not JSON, a number too long to convert, or nested too deep
                 pass
         if "PLAN:" in text:
             text = text.rsplit("PLAN:", 1)[1]
