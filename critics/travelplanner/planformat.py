@@ -76,10 +76,18 @@ def render_text(plan: Any) -> str:
 
 def _json_plan(text: str) -> list[dict[str, Any]] | None:
     start = text.find("[")
-    while start != -1:
+    # bounded, so that a degenerate answer ('[[[[...', megabytes of it) costs linear time, not hours
+    attempts, budget = 0, 20 * len(text) + 1_000_000
+    while start != -1 and attempts < 2000 and budget > 0:
+        attempts += 1
         try:
             value, _ = json.JSONDecoder().raw_decode(text, start)
-        except json.JSONDecodeError:
+        except json.JSONDecodeError as exc:
+            budget -= exc.pos - start + 1
+            start = text.find("[", start + 1)
+            continue
+        except (ValueError, RecursionError):  # a number too long to convert, or nested too deep
+            budget -= 1000
             start = text.find("[", start + 1)
             continue
         if isinstance(value, list) and value and all(isinstance(d, dict) for d in value):
