@@ -24,6 +24,7 @@ import json
 import os
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,15 @@ def run(strategy: Any, check: Any, target: Target, n: int, seed: int) -> None:
     prop()
 
 
+def describe(exc: BaseException) -> str:
+    """Where and why a contract broke, with Hypothesis's (shrunk) input cut to a readable length."""
+    frames = "".join(traceback.format_tb(exc.__traceback__)[-6:])
+    notes = "\n".join(
+        n if len(n) < 1500 else n[:700] + f" ...[{len(n)} chars]... " + n[-700:] for n in getattr(exc, "__notes__", [])
+    )
+    return f"{frames}{type(exc).__name__}: {str(exc)[:800]}\n{notes}"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--examples", type=int, default=10_000, help="inputs per parser and per critic (default 10000)")
@@ -94,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
                 run(edited_plans(target), check_plan, target, args.examples, args.seed + 1 + rounds)
         except Exception as exc:
             failed = True
-            entry["failure"] = f"{type(exc).__name__}: {exc}"[:4000]
+            parts = exc.exceptions if isinstance(exc, BaseExceptionGroup) else [exc]
+            entry["failure"] = "\n\n".join(describe(e) for e in parts)
             print(f"{target.name}: CONTRACT BROKEN\n{entry['failure']}", flush=True)
         entry["seconds"] = round(time.perf_counter() - started, 1)
         entry["counts"] = dict(sorted(target.counts.items()))

@@ -225,6 +225,7 @@ def drill_overrides(
     max_retries: int = 12,
     timeout_s: float = 5.0,
     critics: str = "all",
+    report: bool = False,
     extra: Sequence[str] = (),
 ) -> list[str]:
     """``modulo run`` overrides of a drill run against the fake provider at ``base_url`` (its /v1 URL)."""
@@ -247,6 +248,7 @@ def drill_overrides(
         f"metacontroller.max_iterations={max_iterations}",
         f"run.concurrency={concurrency}",
         "run.progress=false",
+        f"run.report={str(report).lower()}",
         f"cache.dir={cache_dir}",
         "cache.mode=read-write",
         f"run.dir={run_dir}",
@@ -498,6 +500,7 @@ class ForkServer:
         self,
         preload: Sequence[str] = ("openai", "modulo.build", "modulo.runner"),
         env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
     ) -> None:
         self._proc = subprocess.Popen(
             [sys.executable, "-c", _FORK_SERVER, "modulo.cli.hydra_app", *preload],
@@ -505,6 +508,7 @@ class ForkServer:
             stdout=subprocess.PIPE,
             text=True,
             env=dict(os.environ if env is None else env),
+            cwd=cwd,
         )
 
     def start(self, args: Sequence[str], log: Path) -> int:
@@ -545,20 +549,42 @@ class Launcher:
     """How a drill starts ``modulo run``: a plain subprocess per run, or a child of a :class:`ForkServer`."""
 
     def __init__(
-        self, *, fork: bool = False, env: Mapping[str, str] | None = None, preload: Sequence[str] = ()
+        self,
+        *,
+        fork: bool = False,
+        env: Mapping[str, str] | None = None,
+        preload: Sequence[str] = (),
+        cwd: Path | None = None,
     ) -> None:
         self.env = dict(os.environ if env is None else env)
-        self.fork = ForkServer(("openai", "modulo.build", "modulo.runner", *preload), self.env) if fork else None
+        self.cwd = cwd
+        self.fork = ForkServer(("openai", "modulo.build", "modulo.runner", *preload), self.env, cwd) if fork else None
         self._proc: subprocess.Popen[bytes] | None = None
         self._log: Path | None = None
 
     def start(self, overrides: Sequence[str], log: Path) -> int:
+        """Start ``modulo run OVERRIDES`` (output to ``log``); its pid."""
+        return self.command(["run", *overrides], log)
+
+    def command(self, args: Sequence[str], log: Path) -> int:
+        """Start ``modulo ARGS`` (any subcommand; output to ``log``); its pid."""
         self._log = log
         if self.fork is not None:
-            return self.fork.start(["run", *overrides], log)
+            return self.fork.start(list(args), log)
         with log.open("w") as fh:
-            self._proc = subprocess.Popen(cli_command(overrides), env=self.env, stdout=fh, stderr=subprocess.STDOUT)
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "modulo.cli.main", *args],
+                env=self.env,
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                cwd=self.cwd,
+            )
         return self._proc.pid
+
+    def __call__(self, args: Sequence[str], log: Path, timeout_s: float = 300.0) -> tuple[int, str]:
+        """Run ``modulo ARGS`` to the end: (exit code, output)."""
+        self.command(args, log)
+        return self.wait(timeout_s)
 
     def wait(self, timeout_s: float) -> tuple[int, str]:
         """(exit code, output) of the run started last; negative codes are signals."""

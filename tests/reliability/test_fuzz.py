@@ -90,7 +90,7 @@ def test_fuzz_travelplanner(data_dir: Path) -> None:
 
 
 @FUZZ
-@given(st.one_of(st.text(ANY_CHAR), st.lists(st.sampled_from(JUNK) | st.text(max_size=5), max_size=8).map("".join)))
+@given(st.one_of(st.text(ANY_CHAR), st.lists(st.sampled_from(JUNK) | st.text(max_size=5), max_size=3).map("".join)))
 def test_fuzz_extract_json_on_any_text(text: str) -> None:
     try:
         value = extract_json(text)
@@ -145,3 +145,26 @@ def test_regression_lone_surrogates_and_huge_reasons() -> None:
     assert out.plan is None and "not valid Unicode" in (out.error or "")
     out = validated(bench, [{"task": "x" * 100} for _ in range(10_000)])
     assert out.error is not None and len(out.error) <= MAX_REASON_CHARS
+
+
+PARSER_CRASHERS = [
+    '{"schedule": 1' + "9" * 5000 + "}",  # ValueError: a number too long to convert (found by fuzzing)
+    "{" + "[" * 3000 + "}",  # RecursionError in json.loads (found by fuzzing)
+    '[{"days": 1' + "9" * 5000 + "}]",
+    "[" * 200_000,  # and a bounded scan
+]
+
+
+@pytest.mark.parametrize("family", SYNTH)
+def test_regression_synth_parsers_raise_only_plan_format_errors(family: str) -> None:
+    t = target(f"synth/{family}")
+    for text in PARSER_CRASHERS:
+        with pytest.raises(PlanFormatError):
+            t.benchmark.parse(text, t.problems[0])
+
+
+def test_regression_travelplanner_parser_raises_only_plan_format_errors(data_dir: Path) -> None:
+    t = target("travelplanner", data_dir)
+    for text in PARSER_CRASHERS:
+        with pytest.raises(PlanFormatError):
+            t.benchmark.parse(text, t.problems[0])

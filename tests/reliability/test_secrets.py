@@ -2,7 +2,7 @@
 
 A real ``modulo run`` process gets a recognisable fake key in ``$OPENAI_API_KEY`` and runs against
 the fake provider, which also meets faults, among them a 401 whose message echoes the key it was
-sent (as a careless server might). Every file the run, its resume, ``modulo report`` and ``modulo
+sent (as a careless server might). Every file the run (report included), its resume and ``modulo
 show`` write (run directory, Hydra's logs and saved config, response cache, home and temp folders,
 all inside the test's folder) and everything they print is then searched for the key, and for a
 fragment of it. A key put on the command line instead is refused before anything is written.
@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from modulo.testing.drills import cli_command, records
+from modulo.testing.drills import Launcher, cli_command, records
 
 from .conftest import DrillFactory
 
@@ -39,13 +38,6 @@ def isolated_env(tmp: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def modulo(args: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "modulo.cli.main", *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=300
-    )
-    return proc.returncode, proc.stdout + proc.stderr
-
-
 def leaks(root: Path, outputs: list[str]) -> list[str]:
     found = [f"console output {i}" for i, out in enumerate(outputs) for n in NEEDLES if n in out]
     for path in root.rglob("*"):
@@ -59,33 +51,33 @@ def test_a_whole_run_never_writes_or_prints_the_key(drill: DrillFactory, tmp_pat
     d = drill(retry_after_s=0.01)
     work = tmp_path / "work"
     work.mkdir()
-    overrides = d.overrides("run", n=6, max_retries=3, concurrency=2, extra=["hydra.verbose=true"])
+    overrides = d.overrides("run", n=6, max_retries=3, concurrency=2, report=True, extra=["hydra.verbose=true"])
     overrides = [o for o in overrides if not o.startswith("hydra.run.dir")] + [f"hydra.run.dir={tmp_path / 'run'}"]
     d.script(overrides)
     # one problem meets a 401 that echoes the key (a permanent error, recorded), others transient faults
     d.fake.push_faults("server_error", "ok", "auth", "rate_limit", "reset", "ok", "empty")
-    env = isolated_env(tmp_path, OPENAI_API_KEY=KEY)
+    # each command is its own process (children of a fork server started with the key in its environment)
+    modulo = Launcher(fork=True, env=isolated_env(tmp_path, OPENAI_API_KEY=KEY), cwd=work)
     outputs = []
-    proc = subprocess.run(cli_command(overrides), env=env, cwd=work, capture_output=True, text=True, timeout=300)
-    outputs.append(proc.stdout + proc.stderr)
-    assert proc.returncode == 0, outputs[-1][-3000:]
-    by_id = records(tmp_path / "run")
-    assert len(by_id) == 6
-    assert any("auth" in (r.error or "") or "401" in (r.error or "") for r in by_id.values())
-    # the key really went to the server (so this test can fail)...
-    assert {r.api_key for r in d.fake.requests} == {KEY}
+    try:
+        code, out = modulo(["run", *overrides], tmp_path / "console-run.txt")
+        outputs.append(out)
+        assert code == 0, out[-3000:]
+        by_id = records(tmp_path / "run")
+        assert len(by_id) == 6
+        assert any("auth" in (r.error or "") or "401" in (r.error or "") for r in by_id.values())
+        # the key really went to the server (so this test can fail)...
+        assert {r.api_key for r in d.fake.requests} == {KEY}
 
-    # ...resume, report and show the run too...
-    code, out = modulo(["run", *overrides], env, work)
-    outputs.append(out)
-    assert code == 0 and "resumed" in out
-    code, out = modulo(["report", str(tmp_path / "run")], env, work)
-    outputs.append(out)
-    assert code == 0, out[-2000:]
-    pid = sorted(by_id)[0]
-    code, out = modulo(["show", str(tmp_path / "run"), pid], env, work)
-    outputs.append(out)
-    assert code == 0, out[-2000:]
+        # ...resume it (which writes the report again) and show a problem too...
+        code, out = modulo(["run", *overrides], tmp_path / "console-resume.txt")
+        outputs.append(out)
+        assert code == 0 and "resumed" in out
+        code, out = modulo(["show", str(tmp_path / "run"), sorted(by_id)[0]], tmp_path / "console-show.txt")
+        outputs.append(out)
+        assert code == 0, out[-2000:]
+    finally:
+        modulo.close()
 
     # ...and find it nowhere: not in a file under the test's folder, not on the console
     written = [p for p in tmp_path.rglob("*") if p.is_file()]
@@ -107,7 +99,10 @@ def test_a_key_on_the_command_line_is_refused_before_anything_is_written(
 ) -> None:
     d = drill()
     overrides = [*d.overrides("cli-key", n=2), override]
-    code, out = modulo(["run", *overrides], isolated_env(tmp_path), tmp_path)
+    proc = subprocess.run(
+        cli_command(overrides), env=isolated_env(tmp_path), cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    code, out = proc.returncode, proc.stdout + proc.stderr
     assert code == 2 and "Traceback" not in out
     assert "environment" in out  # it says where keys belong
     assert d.fake.stats().requests == 0
