@@ -739,7 +739,7 @@ def kill_drill(
     let the last process finish. ``fake`` must answer through ``switch``.
 
     A kill comes a random number of server requests into a process (spread so that the kills cover
-    the run) plus a random delay (zero, so that the request is in flight, or up to 80 ms, so that the
+    the run) plus a random delay (zero, so that the request is in flight, or up to 50 ms, so that the
     kill lands while the client handles replies). After each kill, the requests whose reply was
     recorded (response cache, run records) are noted, and every request is classified (:class:`Send`):
     none may be sent again once its reply was recorded.
@@ -762,8 +762,8 @@ def kill_drill(
             if not final:
                 done = len(recorded_after[-1]) if recorded_after else 0
                 remaining = max(2, expected_requests - done)
-                phase.kill_at = rng.randint(1, max(1, 2 * remaining // (kills - k + 1)))
-                phase.delay_s = 0.0 if rng.random() < 0.3 else rng.uniform(0.0, 0.08)
+                phase.kill_at = rng.randint(1, max(1, remaining // (kills - k + 1)))
+                phase.delay_s = 0.0 if rng.random() < 0.3 else rng.uniform(0.0, 0.05)
                 switch.arm(pid, phase.kill_at, phase.delay_s)
             code, out = launch.wait(timeout_s)
             switch.disarm()

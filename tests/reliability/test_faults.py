@@ -31,7 +31,7 @@ N = 32
 
 
 def test_twenty_percent_faults_change_nothing_but_the_traces(drill: DrillFactory) -> None:
-    d = drill(retry_after_s=0.01, hang_s=3.0)
+    d = drill(retry_after_s=0.01, hang_s=4.0)
     clean = d.overrides("clean", n=N)
     kinds = d.script(clean)
     assert set(kinds.values()) == {"first", "second", "wrong", "none"}
@@ -40,7 +40,7 @@ def test_twenty_percent_faults_change_nothing_but_the_traces(drill: DrillFactory
 
     d.fake.reset_stats()
     d.fake.push_faults(*fault_pattern(5 * clean_requests, 0.2, seed=3))
-    faulted = d.overrides("faulted", n=N, timeout_s=2.0)
+    faulted = d.overrides("faulted", n=N, timeout_s=3.0)
     result = run_in_process(faulted)
     stats = d.fake.stats()
 

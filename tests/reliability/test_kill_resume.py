@@ -3,7 +3,7 @@ and no request whose reply was recorded is ever sent again.
 
 Each ``modulo run`` process is a child of a fork server (the real command line, started in
 milliseconds instead of seconds of imports). A kill comes a random number of requests into a
-process, right away (the request is in flight) or up to 80 ms later (the client is parsing
+process, right away (the request is in flight) or up to 50 ms later (the client is parsing
 replies, writing the cache, running critics or fsync'ing a record). After each kill the requests
 whose replies were recorded (response cache, run records) are noted; every later request is then
 classified at the server: first send, retry after a fault, or re-send of a request that was in
@@ -29,7 +29,7 @@ from modulo.testing.drills import (
 
 from .conftest import DrillFactory
 
-N, KILLS = 16, 10
+N, KILLS = 20, 10
 
 
 def test_ten_sigkills_and_resumes_end_as_an_uninterrupted_run(drill: DrillFactory) -> None:
