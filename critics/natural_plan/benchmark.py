@@ -143,7 +143,10 @@ class NaturalPlanBenchmark(Benchmark):
             raise PlanFormatError("the answer is not text")
         if self.answer_marker and self.answer_marker in text:
             text = text[text.rfind(self.answer_marker) + len(self.answer_marker) :]
-        return self._parse_text(text)
+        try:
+            return self._parse_text(text)
+        except ValueError as exc:  # e.g. a day number of 5000 digits, too long for int() (found by fuzzing)
+            raise PlanFormatError(f"the answer could not be read: {str(exc)[:200]}") from None
 
     def validate_plan(self, value: Any) -> PlanJSON:
         """The base validation, with a fast path: a value the pydantic model accepts in strict mode

@@ -191,7 +191,10 @@ class SynthBenchmark(Benchmark):
     def parse(self, text: str, problem: Problem) -> PlanJSON:
         if not text or not text.strip():
             raise PlanFormatError("the answer is empty")
-        return self.family.parse_plan(text, problem.constraints)
+        try:
+            return self.family.parse_plan(text, problem.constraints)
+        except ValueError as exc:  # e.g. a day number of 5000 digits, too long for int() (found by fuzzing)
+            raise PlanFormatError(f"the answer could not be read: {str(exc)[:200]}") from None
 
     def render_plan(self, plan: PlanJSON) -> str:
         try:
