@@ -168,3 +168,28 @@ def test_regression_travelplanner_parser_raises_only_plan_format_errors(data_dir
     for text in PARSER_CRASHERS:
         with pytest.raises(PlanFormatError):
             t.benchmark.parse(text, t.problems[0])
+
+
+@pytest.mark.parametrize("family", SYNTH)
+def test_regression_a_huge_number_in_a_text_plan_is_a_format_error(family: str) -> None:
+    # found by fuzzing: '**Day 1-3:**' with 5000 digits spliced in crashed int() in the trip parsers
+    t = target(f"synth/{family}")
+    problem, plan = t.problems[0], t.plans[0]
+    text = t.benchmark.plan_text(plan, problem)
+    for at in [i for i, ch in enumerate(text) if ch.isdigit()][:10]:
+        try:  # a plan (the parser may skip the number) or a format error, nothing else
+            t.benchmark.parse(text[:at] + "9" * 5000 + text[at:], problem)
+        except PlanFormatError:
+            pass
+
+
+@pytest.mark.parametrize("task", NATURAL_PLAN)
+def test_regression_natural_plan_huge_numbers(task: str, data_dir: Path) -> None:
+    t = target(f"natural_plan/{task}", data_dir)
+    problem, plan = t.problems[0], t.plans[0]
+    text = t.benchmark.plan_text(plan, problem)
+    for at in [i for i, ch in enumerate(text) if ch.isdigit()][:10]:
+        try:
+            t.benchmark.parse(text[:at] + "9" * 5000 + text[at:], problem)
+        except PlanFormatError:
+            pass
