@@ -17,10 +17,29 @@ Pieces:
   overrides, used both by a subprocess (``modulo run ...``) and in process (Hydra's compose API,
   then :func:`modulo.runner.run_session`), so both run exactly the same configuration.
 - :func:`comparable`, :func:`trace_faults`, :func:`expected_trace_faults`: what must match between
-  two runs, and faults counted by class in the traces and at the server.
-- :func:`kill_drill`: a run killed with SIGKILL at random moments and resumed each time; the report
-  says which requests were sent again, and proves none of them had its reply recorded.
+  two runs, and faults counted by class in the traces and at the server; :func:`fault_pattern`
+  (exactly one request in ``1/rate`` faulted) and :func:`paid_repeats` (requests sent again after a
+  normal answer).
+- :class:`Launcher` / :class:`ForkServer`: ``modulo`` commands as separate processes, plainly or as
+  children of a fork server that imported everything once (milliseconds per start).
+- :func:`kill_drill`: a run killed with SIGKILL at random moments and resumed each time; every
+  request is classified at the server (:class:`Send`), so that a request sent again after its reply
+  was recorded shows up as a repeated paid request.
 - :func:`max_in_window`: the most requests the server saw in any window of a given length.
+
+Example (a run with one request in five faulted, against a fault-free one)::
+
+    model = ScriptedModel()
+    with FakeProvider(model, retry_after_s=0.01) as fake:
+        clean = drill_overrides(fake.openai_base_url, tmp / "clean", tmp / "clean-cache", n=40)
+        session = build_session(compose(clean))
+        model.answers, _ = witness_answers(session.problems, session.critics)
+        run_in_process(clean)
+        fake.push_faults(*fault_pattern(1000, 0.2))
+        faulted = drill_overrides(fake.openai_base_url, tmp / "faulted", tmp / "faulted-cache", n=40)
+        result = run_in_process(faulted)
+        assert comparable(tmp / "faulted") == comparable(tmp / "clean")
+        assert trace_faults(result.results) == expected_trace_faults(fake.stats().by_fault)
 """
 
 from __future__ import annotations
