@@ -155,7 +155,7 @@ def run_hydra(argv: list[str], *, check: bool = False) -> None:
     app = hydra.main(config_path=conf_dir, config_name="config", version_base="1.3")(_task(check))
     if check and not {"-m", "--multirun"} & set(argv):
         # a check runs nothing: no output directory, no log file, no saved config
-        argv = [*argv, "hydra.output_subdir=null", "hydra.run.dir=.", "hydra/job_logging=disabled"]
+        argv = [*argv, "hydra.output_subdir=null", "hydra.run.dir=.", "hydra/job_logging=none"]
     old = sys.argv
     sys.argv = ["modulo " + ("check" if check else "run"), *argv]
     try:
