@@ -74,6 +74,14 @@ def load_template(template_id: str, root: Path | None = None) -> Template:
     return Template(id=template_id, version=m.group(1), sha=sha, source=body)
 
 
+ROLES = ("direct", "cot", "json", "reformulate")
+
+
+def role_templates(namespace: str, roles: tuple[str, ...] = ROLES) -> dict[str, str]:
+    """``{role: "<namespace>/<role>"}``: a benchmark's ``prompts`` when its templates follow the layout."""
+    return {role: f"{namespace}/{role}" for role in roles}
+
+
 @lru_cache(maxsize=512)
 def resolve(namespace: str, role: str, root: Path | None = None) -> Template:
     """``<namespace>/<role>`` if it exists, else ``core/<role>``."""

@@ -40,6 +40,7 @@ from critics.core import format_critic
 from modulo.benchmark import Benchmark, DataReport, EvalResult, MetricSpec
 from modulo.critic import Critic, CriticFactory
 from modulo.errors import ConfigError, DataError, ModuloError, PlanFormatError
+from modulo.prompts import role_templates
 from modulo.types import PlanJSON, Problem, Verdict
 
 from . import calendar as cal
@@ -510,12 +511,7 @@ class TripPlanning(NaturalPlanBenchmark):
     plan_model: ClassVar[type[BaseModel] | None] = trp.TripPlan
     critic_factories: ClassVar[tuple[CriticFactory, ...]] = TRIP_CRITICS
     cell_keys: ClassVar[tuple[str, ...]] = ("num_cities",)
-    prompts: ClassVar[dict[str, str]] = {
-        "direct": "natural_plan/trip/direct",
-        "cot": "natural_plan/trip/cot",
-        "json": "natural_plan/trip/json",
-        "reformulate": "natural_plan/trip/reformulate",
-    }
+    prompts: ClassVar[dict[str, str]] = role_templates("natural_plan/trip")
     #: Mind Evolution's split of the 1,600: the first 40 of each num_cities cell validate, the rest test
     VALIDATION_PER_CELL: ClassVar[int] = 40
     test_splits: ClassVar[tuple[str, ...]] = ("test",)
@@ -610,12 +606,7 @@ class MeetingPlanning(NaturalPlanBenchmark):
     plan_model: ClassVar[type[BaseModel] | None] = mtg.MeetingPlan
     critic_factories: ClassVar[tuple[CriticFactory, ...]] = MEETING_CRITICS
     cell_keys: ClassVar[tuple[str, ...]] = ("num_people",)
-    prompts: ClassVar[dict[str, str]] = {
-        "direct": "natural_plan/meeting/direct",
-        "cot": "natural_plan/meeting/cot",
-        "json": "natural_plan/meeting/json",
-        "reformulate": "natural_plan/meeting/reformulate",
-    }
+    prompts: ClassVar[dict[str, str]] = role_templates("natural_plan/meeting")
     #: the official reader keeps what follows the FIRST "SOLUTION:", and so does the parser
     answer_marker: ClassVar[str | None] = None
 
@@ -698,12 +689,7 @@ class CalendarScheduling(NaturalPlanBenchmark):
     plan_model: ClassVar[type[BaseModel] | None] = cal.CalendarSlot
     critic_factories: ClassVar[tuple[CriticFactory, ...]] = CALENDAR_CRITICS
     cell_keys: ClassVar[tuple[str, ...]] = ("num_people", "num_days")
-    prompts: ClassVar[dict[str, str]] = {
-        "direct": "natural_plan/calendar/direct",
-        "cot": "natural_plan/calendar/cot",
-        "json": "natural_plan/calendar/json",
-        "reformulate": "natural_plan/calendar/reformulate",
-    }
+    prompts: ClassVar[dict[str, str]] = role_templates("natural_plan/calendar")
 
     def _problem(self, key: str, item: dict[str, Any], split: str) -> Problem:
         prompt = self._prompt(key, item)

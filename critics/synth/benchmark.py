@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 from modulo.benchmark import Benchmark, DataReport, EvalResult, MetricSpec
 from modulo.errors import ConfigError, DataError, PlanFormatError
+from modulo.prompts import role_templates
 from modulo.types import PlanJSON, Problem
 
 from .common import derive_seed, rng_for
@@ -337,7 +338,7 @@ class SynthTasks(SynthBenchmark):
     name = "synth/tasks"
     description = "synthesized task schedules (PDoctor's order and time DSL), verified by Z3"
     family_name = "tasks"
-    prompts: ClassVar[dict[str, str]] = {r: f"synth/tasks/{r}" for r in ("direct", "cot", "json", "reformulate")}
+    prompts: ClassVar[dict[str, str]] = role_templates("synth/tasks")
     plan_model = get_family("tasks").plan_model
 
     def __init__(
@@ -393,7 +394,7 @@ class SynthCalendar(SynthBenchmark):
     name = "synth/calendar"
     description = "synthesized meeting scheduling (NATURAL PLAN calendar style), verified by Z3"
     family_name = "calendar"
-    prompts: ClassVar[dict[str, str]] = {r: f"synth/calendar/{r}" for r in ("direct", "cot", "json", "reformulate")}
+    prompts: ClassVar[dict[str, str]] = role_templates("synth/calendar")
     plan_model = get_family("calendar").plan_model
 
     def __init__(
@@ -452,7 +453,7 @@ class SynthTrip(SynthBenchmark):
     name = "synth/trip"
     description = "synthesized multi-city trips (NATURAL PLAN trip style), unique by default, verified by Z3"
     family_name = "trip"
-    prompts: ClassVar[dict[str, str]] = {r: f"synth/trip/{r}" for r in ("direct", "cot", "json", "reformulate")}
+    prompts: ClassVar[dict[str, str]] = role_templates("synth/trip")
     plan_model = get_family("trip").plan_model
 
     def __init__(
