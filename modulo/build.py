@@ -8,6 +8,7 @@ problems are loaded. Only then does a run start. ``modulo check`` runs just this
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -112,8 +113,6 @@ def build_critics(cfg: ModuloConfig, benchmark: Benchmark) -> list[Critic]:
                 f"critic {name!r} applies to {', '.join(meta['benchmarks'])}, not to benchmark {benchmark.name!r}"
             )
         args = dict(cfg.critic_args.get(name, {}))
-        import inspect
-
         params = inspect.signature(factory).parameters
         for key, value in options.items():
             if key in params and key not in args:
@@ -141,8 +140,6 @@ def resolve_reformulator(cfg: ModuloConfig, prompt: str) -> str:
 def build_generator(cfg: ModuloConfig, benchmark: Benchmark) -> Generator:
     factory = components.generators.get(cfg.generator.name)
     args = dict(cfg.generator.args)
-    import inspect
-
     if "prompt" in inspect.signature(factory).parameters and "prompt" not in args:
         args["prompt"] = resolve_prompt(cfg)
     if "sample_index" in inspect.signature(factory).parameters and "sample_index" not in args:
@@ -159,8 +156,6 @@ def llm_settings(cfg: ModuloConfig) -> LLMSettings:
 def build_llm(cfg: ModuloConfig) -> Any:
     from .llm.client import build_client
 
-    if cfg.cache.mode not in ("off", "read-write", "read-only"):
-        raise ConfigError(f"cache.mode must be off, read-write or read-only, not {cfg.cache.mode!r}")
     return build_client(
         llm_settings(cfg),
         cache_mode=cfg.cache.mode,  # type: ignore[arg-type]
