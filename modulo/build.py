@@ -175,6 +175,8 @@ def build_strategy(cfg: ModuloConfig) -> BackpromptStrategy:
 
 def build_session(cfg: ModuloConfig, *, load_problems: bool = True) -> Session:
     """Bind every component of ``cfg``; raises a ModuloError subclass on any problem, before any LLM call."""
+    if cfg.cache.mode not in ("off", "read-write", "read-only"):  # a typo fails even when no model is needed
+        raise ConfigError(f"cache.mode must be off, read-write or read-only, not {cfg.cache.mode!r}")
     benchmark = build_benchmark(cfg)
     splits = benchmark.splits()
     split = cfg.benchmark.split or splits[0]
