@@ -22,10 +22,10 @@ from typing import Any, Literal, get_args
 
 import anthropic
 
-from ..errors import ConfigError, LLMError, PermanentLLMError, TransientLLMError
+from ..errors import ConfigError, LLMError
 from ..types import Usage
 from .base import LLMRequest, LLMResponse, LLMSettings
-from .faults import body_details, error_for_status, error_for_transport, redact, tag_headers
+from .faults import tag_headers, translate_sdk_error
 from .keys import resolve_api_key
 
 SchemaMode = Literal["output_config", "tool", "off"]
@@ -151,27 +151,9 @@ class AnthropicBackend:
         return LLMResponse(text="".join(parts), usage=usage, model=message.model or "", finish_reason=finish)
 
     def _translate(self, exc: anthropic.AnthropicError) -> LLMError:
-        secrets = (self._key.reveal(),)
-        if isinstance(exc, anthropic.APITimeoutError):
-            return error_for_transport("timeout", redact(str(exc), secrets), provider="Anthropic")
-        if isinstance(exc, anthropic.APIConnectionError):
-            cause = exc.__cause__ or exc.__context__
-            detail = str(exc) + (f" ({type(cause).__name__}: {cause})" if cause is not None else "")
-            return error_for_transport("connection", redact(detail, secrets), provider="Anthropic")
-        if isinstance(exc, anthropic.APIStatusError):
-            message, code = body_details(exc.body, str(exc))
-            return error_for_status(
-                exc.status_code,
-                redact(message, secrets),
-                provider="Anthropic",
-                headers=dict(exc.response.headers),
-                code=code,
-            )
-        if isinstance(exc, anthropic.APIResponseValidationError):
-            return TransientLLMError(
-                f"Anthropic server sent an unreadable response: {redact(str(exc), secrets)}", fault="bad_response"
-            )
-        return PermanentLLMError(f"Anthropic client error: {type(exc).__name__}: {redact(str(exc), secrets)}")
+        return translate_sdk_error(
+            exc, anthropic, provider="Anthropic", server="Anthropic server", secrets=(self._key.reveal(),)
+        )
 
     async def aclose(self) -> None:
         await self._client.close()

@@ -12,6 +12,7 @@ import email.utils
 import math
 import time
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ..errors import ContextLengthError, LLMError, PermanentLLMError, RateLimitError, TransientLLMError
 from ..types import Usage
@@ -137,3 +138,30 @@ def tag_headers(tags: Mapping[str, str]) -> dict[str, str]:
         clean = "".join(ch for ch in str(value) if 32 <= ord(ch) < 127)
         headers[name] = clean[:200]
     return headers
+
+
+def translate_sdk_error(
+    exc: Exception, sdk: Any, *, provider: str, server: str, secrets: Iterable[str | None]
+) -> LLMError:
+    """An official SDK's exception (``openai`` or ``anthropic``, whose error classes share names) as an
+    :class:`LLMError`, with every secret redacted from the message."""
+    if isinstance(exc, sdk.APITimeoutError):
+        return error_for_transport("timeout", redact(str(exc), secrets), provider=provider)
+    if isinstance(exc, sdk.APIConnectionError):
+        cause = exc.__cause__ or exc.__context__
+        detail = str(exc) + (f" ({type(cause).__name__}: {cause})" if cause is not None else "")
+        return error_for_transport("connection", redact(detail, secrets), provider=provider)
+    if isinstance(exc, sdk.APIStatusError):
+        message, code = body_details(exc.body, str(exc))
+        return error_for_status(
+            exc.status_code,
+            redact(message, secrets),
+            provider=provider,
+            headers=dict(exc.response.headers),
+            code=code,
+        )
+    if isinstance(exc, sdk.APIResponseValidationError):
+        return TransientLLMError(
+            f"{server} sent an unreadable response: {redact(str(exc), secrets)}", fault="bad_response"
+        )
+    return PermanentLLMError(f"{provider} client error: {type(exc).__name__}: {redact(str(exc), secrets)}")

@@ -24,10 +24,10 @@ from typing import Any, Literal, get_args
 
 import openai
 
-from ..errors import ConfigError, LLMError, PermanentLLMError, TransientLLMError
+from ..errors import ConfigError, LLMError
 from ..types import Usage
 from .base import LLMRequest, LLMResponse, LLMSettings
-from .faults import EmptyReplyError, body_details, error_for_status, error_for_transport, redact, tag_headers
+from .faults import EmptyReplyError, tag_headers, translate_sdk_error
 from .keys import is_official, resolve_api_key
 
 SchemaFormat = Literal["openai", "llamacpp"]
@@ -146,28 +146,9 @@ class OpenAIBackend:
         return LLMResponse(text=text or "", usage=usage, model=response.model or "", finish_reason=finish)
 
     def _translate(self, exc: openai.OpenAIError) -> LLMError:
-        secrets = (self._key.reveal(),)
-        if isinstance(exc, openai.APITimeoutError):
-            return error_for_transport("timeout", redact(str(exc), secrets), provider="OpenAI")
-        if isinstance(exc, openai.APIConnectionError):
-            cause = exc.__cause__ or exc.__context__
-            detail = str(exc) + (f" ({type(cause).__name__}: {cause})" if cause is not None else "")
-            return error_for_transport("connection", redact(detail, secrets), provider="OpenAI")
-        if isinstance(exc, openai.APIStatusError):
-            message, code = body_details(exc.body, str(exc))
-            return error_for_status(
-                exc.status_code,
-                redact(message, secrets),
-                provider="OpenAI",
-                headers=dict(exc.response.headers),
-                code=code,
-            )
-        if isinstance(exc, openai.APIResponseValidationError):
-            return TransientLLMError(
-                f"OpenAI-compatible server sent an unreadable response: {redact(str(exc), secrets)}",
-                fault="bad_response",
-            )
-        return PermanentLLMError(f"OpenAI client error: {type(exc).__name__}: {redact(str(exc), secrets)}")
+        return translate_sdk_error(
+            exc, openai, provider="OpenAI", server="OpenAI-compatible server", secrets=(self._key.reveal(),)
+        )
 
     async def aclose(self) -> None:
         await self._client.close()
