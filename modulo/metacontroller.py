@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from .backprompt import BackpromptContext, BackpromptStrategy
@@ -65,7 +65,6 @@ class RunBudget:
 
     max_dollars: float | None = None
     spent: float = 0.0
-    _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     @property
     def exhausted(self) -> bool:

@@ -14,7 +14,6 @@ from rich.table import Table
 
 from ..build import Session, build_session
 from ..config import ModuloConfig
-from ..errors import ModuloError
 from ..metacontroller import best_iteration
 from ..runner import RunResult, RunState, run_session
 from ..runs import RunDir
@@ -192,8 +191,3 @@ def print_result(session: Session, result: RunResult) -> None:
 
 def _pct(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f}"
-
-
-def handle(exc: ModuloError) -> int:
-    error(exc)
-    return 2

@@ -105,15 +105,13 @@ def test_format_failure_gates_other_critics() -> None:
 
 def test_budget_exhaustion_returns_best_plan_so_far() -> None:
     # [1,2]: distinct passes, sum fails; [4,4]: both fail -> best is the first
-    loop, _ = make_loop({"toy-0": ["[1, 2]", "[4, 4]", "[4, 4]"]}, max_iterations=3)
+    loop, _ = make_loop({"toy-0": ["[1, 2]", "[4, 4]", "[4, 4]", "[4, 4]"]}, max_iterations=4)
     result = solve(loop)
     assert result.outcome is Outcome.EXHAUSTED and result.stop_reason == "iterations"
     assert result.best_plan == [1, 2] and result.best_iteration == 0
-    assert result.iterations[2].repeat_of == 1  # a repeated plan is noticed
-    assert (
-        "same plan you proposed at attempt 2" in (result.iterations[2].backprompt or "")
-        or result.iterations[2].backprompt is None
-    )
+    assert result.iterations[2].repeat_of == 1  # a repeated plan is noticed, and said in the backprompt
+    assert "same plan you proposed at attempt 2" in (result.iterations[2].backprompt or "")
+    assert result.iterations[3].backprompt is None  # nothing is built after the last iteration
 
 
 def test_failed_when_no_plan_is_ever_parsed() -> None:
