@@ -12,7 +12,11 @@ group. The core never imports a benchmark; it looks one up by name. A benchmark 
   ``reformulate`` and optionally backprompt overrides; and ``prompt_variables(problem)``;
 * ``critic_names()``: its default critics (the ``all`` preset), and ``metrics``/``evaluate``: the
   official numbers, computed from the same checks the critics use;
-* optionally ``prove_unsolvable(problem)``: an explanation when no plan can pass.
+* optionally ``prove_unsolvable(problem)``: an explanation when no plan can pass;
+* optionally ``submission_formats`` and ``write_submission(fmt, problems, plans, out)``: the official
+  submission files ``modulo export RUN --format FMT --out FILE`` writes (all problems of the run's
+  split in order, the best plan per problem, ``None`` where none was delivered); the default has no
+  formats and ``write_submission`` raises :class:`~modulo.errors.ConfigError` naming what exists.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import copy
 import functools
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -75,6 +79,8 @@ class Benchmark(ABC):
     test_splits: ClassVar[tuple[str, ...]] = ("test",)
     #: where the critics' knowledge comes from, recorded with every run
     critic_source: ClassVar[str] = "reimplemented"
+    #: names of the official submission formats :meth:`write_submission` writes (``modulo export``)
+    submission_formats: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, data_dir: Path | None = None) -> None:
         self.data_dir = data_dir
@@ -182,6 +188,19 @@ class Benchmark(ABC):
     def data_download(self) -> DataReport:
         """Fetch and verify the official files where a network exists; raise DataError otherwise."""
         return self.data_check()
+
+    def write_submission(
+        self, fmt: str, problems: Sequence[Problem], plans: Mapping[str, PlanJSON | None], out: Path
+    ) -> int:
+        """Write the submission file ``out`` in format ``fmt`` (one of ``submission_formats``).
+
+        ``problems`` are all problems of the run's split in order; ``plans`` maps a problem id to its
+        best plan (missing or ``None``: no plan delivered). Returns the number of lines written.
+        """
+        from .errors import ConfigError
+
+        known = ", ".join(self.submission_formats) or "none"
+        raise ConfigError(f"benchmark {self.name!r} has no submission format {fmt!r} (its submission formats: {known})")
 
     def evaluate_command(self, argv: list[str]) -> int:
         """``modulo evaluate <benchmark> ARGS...``: parse ``argv`` (argparse) and print results. Exit code."""
