@@ -21,7 +21,7 @@ from typing import Any
 
 from .build import Session
 from .metacontroller import RunAborted, RunBudget
-from .runs import RunDir
+from .runs import RunDir, error_digest
 from .types import Outcome, PlanJSON, Problem, ProblemResult, Usage
 
 ProgressFn = Callable[["RunState"], None]
@@ -118,9 +118,7 @@ async def run_session(
             except Exception as exc:  # one problem's failure never takes finished work (or the run) down
                 log.exception("problem %s failed", problem.id)
                 result = _skipped(problem, session, "error")
-                result = result.model_copy(
-                    update={"outcome": Outcome.ERROR, "error": f"{type(exc).__name__}: {exc}"}
-                )
+                result = result.model_copy(update={"outcome": Outcome.ERROR, "error": f"{type(exc).__name__}: {exc}"})
             await finish(result)
 
     if progress is not None:
@@ -156,25 +154,40 @@ def final_plans(problems: list[Problem], results: dict[str, ProblemResult]) -> l
 def summarise(
     session: Session, results: list[ProblemResult], state: RunState
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """``summary.json`` and ``evaluation.json`` content for a finished (or stopped) run."""
+    """``summary.json`` and ``evaluation.json`` content for a finished (or stopped) run.
+
+    Problems that ended ``error`` (or have no record) are left out of the evaluation: a problem that
+    could not be run is neither a plan failure nor an abstention. ``summary["errors"]`` counts them and
+    names the first error (see :func:`modulo.runs.error_digest`); ``evaluation["excluded"]`` lists them.
+    """
     by_id = {r.problem_id: r for r in results}
     counts = Counter(r.outcome.value for r in results)
     usage = Usage()
     for r in results:
         usage = usage + r.usage
+    scored = [p for p in session.problems if p.id in by_id and by_id[p.id].outcome != Outcome.ERROR]
+    excluded = [p.id for p in session.problems if p.id not in {q.id for q in scored}]
     evaluation: dict[str, Any] | None = None
     metrics: dict[str, float] = {}
     try:
-        ev = session.benchmark.evaluate(session.problems, final_plans(session.problems, by_id))
+        ev = session.benchmark.evaluate(scored, final_plans(scored, by_id)) if scored else None
     except NotImplementedError:
         ev = None
     if ev is not None:
         metrics = dict(ev.metrics)
         evaluation = {"metrics": ev.metrics, "per_problem": ev.per_problem, "tables": ev.tables}
+    elif not scored and excluded:
+        evaluation = {"metrics": {}, "per_problem": [], "tables": {}}
+    if evaluation is not None and excluded:
+        evaluation["excluded"] = {"problem_ids": excluded, "reason": "ended with an error or not run"}
     n = len(session.problems)
+    errors = error_digest(results)
     summary = {
+        "status": "errors" if errors["count"] else ("complete" if len(results) == n else "partial"),
+        "errors": errors,
         "n_problems": n,
         "finished": len(results),
+        "evaluated": len(scored),
         "counts": dict(counts),
         "certified_rate": counts.get(Outcome.CERTIFIED.value, 0) / n if n else 0.0,
         "metrics": metrics,

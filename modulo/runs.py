@@ -15,14 +15,15 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+import re
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from .errors import RunError
-from .types import ProblemResult
+from .types import Outcome, ProblemResult
 
 FORMAT_VERSION = 1
 RECORDS = "records.jsonl"
@@ -136,6 +137,40 @@ class RunDir:
         target = self.path / name
         _atomic_write(target, json.dumps(data, indent=1, default=str))
         return target
+
+
+_ERROR_CLASS = re.compile(r"^([A-Za-z_][\w.]*): (.*)$", re.DOTALL)
+
+
+def split_error(text: str, stop_reason: str = "") -> tuple[str, str]:
+    """``"Class: message"`` (how the loop records an exception) as (class, message).
+
+    A critic error recorded without a class prefix reads as ``CriticError``; other text as ``error``.
+    """
+    match = _ERROR_CLASS.match(text.strip())
+    if match:
+        return match.group(1), match.group(2)
+    return ("CriticError" if stop_reason == "critic_error" else "error"), text.strip()
+
+
+def error_digest(results: Iterable[ProblemResult]) -> dict[str, Any]:
+    """How many problems ended ``error``, and the first one's class and message (summary.json's ``errors``).
+
+    ``{"count": 0}`` when none did; otherwise also ``problem_id``, ``class``, ``message`` of the first
+    errored problem (in the order given) and ``problem_ids`` of all of them.
+    """
+    errored = [r for r in results if r.outcome == Outcome.ERROR]
+    if not errored:
+        return {"count": 0}
+    first = errored[0]
+    cls, message = split_error(first.error or "no error message recorded", first.stop_reason)
+    return {
+        "count": len(errored),
+        "problem_id": first.problem_id,
+        "class": cls,
+        "message": message,
+        "problem_ids": [r.problem_id for r in errored],
+    }
 
 
 def now_iso() -> str:

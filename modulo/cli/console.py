@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -17,6 +18,7 @@ from ..config import ModuloConfig
 from ..metacontroller import best_iteration
 from ..runner import RunResult, RunState, run_session
 from ..runs import RunDir
+from ..types import Outcome
 
 
 def _width() -> int | None:
@@ -119,8 +121,10 @@ def budget_rows(session: Session, result: RunResult) -> list[tuple[str, dict[str
     k iterations; the other columns are the benchmark evaluator's metrics of the plan at budget k.
     """
     rows: list[tuple[str, dict[str, float]]] = []
-    problems = session.problems
-    by_id = {r.problem_id: r for r in result.results}
+    by_id = {r.problem_id: r for r in result.results if r.outcome != Outcome.ERROR}
+    problems = [p for p in session.problems if p.id in by_id]  # an errored problem is not a plan failure
+    if not problems:
+        return rows
     budget = session.config.metacontroller.max_iterations
     used = max((len(r.iterations) for r in result.results), default=1)
     ks = [1, budget] if budget > 1 and used > 1 else [1]
@@ -147,10 +151,25 @@ def budget_rows(session: Session, result: RunResult) -> list[tuple[str, dict[str
     return rows
 
 
+def error_banner(summary: dict[str, Any]) -> str | None:
+    """``"3 of 8 problems ended in error; first (p1): ConnectionError: ..."`` or None when none did."""
+    errors = summary.get("errors") or {}
+    count = int(errors.get("count") or 0)
+    if not count:
+        return None
+    return (
+        f"{count} of {summary.get('n_problems', '?')} problems ended in error; first ({errors.get('problem_id')}): "
+        f"{errors.get('class')}: {errors.get('message')}"
+    )
+
+
 def print_result(session: Session, result: RunResult) -> None:
     s = result.summary
     counts = s["counts"]
     n = s["n_problems"]
+    banner = error_banner(s)
+    if banner:
+        err_console.print(f"[bold red]errors:[/] {escape(banner)}", soft_wrap=True, markup=True)
     console.print(
         f"\n[bold]run[/] {result.run_dir.path}  ({result.state.resumed} resumed, "
         f"{sum(len(r.iterations) for r in result.results)} iterations, {s['seconds']:.1f}s)",
@@ -168,9 +187,10 @@ def print_result(session: Session, result: RunResult) -> None:
         specs = session.benchmark.metrics
         keys = ["certified"] + ([m.key for m in specs] or sorted(k for k in rows[0][1] if k != "certified"))
         labels = {"certified": "Certified", **{m.key: m.label for m in specs}}
+        scored = s.get("evaluated", n)
         table = Table(
             title=f"{session.benchmark.name}: certified by the critics, and the evaluator's metrics (%), "
-            f"on the same {n} problems"
+            f"on the same {scored} problems" + (f" ({n - scored} errored problems left out)" if scored != n else "")
         )
         table.add_column("method")
         for k in keys:

@@ -20,7 +20,8 @@ from pydantic import ValidationError
 
 from ..benchmark import Benchmark, EvalResult, MetricSpec
 from ..errors import ModuloError, RunError
-from ..types import PlanJSON, Problem, ProblemResult
+from ..runs import error_digest
+from ..types import Outcome, PlanJSON, Problem, ProblemResult
 
 RUN_FILE = "run.json"
 RECORDS_FILE = "records.jsonl"
@@ -79,6 +80,21 @@ class RunData:
         ordered = [i for i in self.problem_ids if i in self.records]
         extra = [i for i in self.records if i not in set(ordered)]
         return ordered + extra
+
+    @property
+    def errored_ids(self) -> list[str]:
+        """Finished problems whose outcome is ``error`` (left out of every metric and figure count)."""
+        return [i for i in self.finished_ids if self.records[i].outcome == Outcome.ERROR]
+
+    @property
+    def scored_ids(self) -> list[str]:
+        """Finished problems that did not end in error: the ones a metric is computed over."""
+        bad = set(self.errored_ids)
+        return [i for i in self.finished_ids if i not in bad]
+
+    def errors(self) -> dict[str, Any]:
+        """Error count and the first error's class and message (see :func:`modulo.runs.error_digest`)."""
+        return error_digest(self.records[i] for i in self.finished_ids)
 
     @property
     def complete(self) -> bool:
@@ -352,30 +368,62 @@ def _assign_names(runs: list[RunData]) -> None:
 
 
 def ensure_evaluation(run: RunData, *, reevaluate: bool = True) -> None:
-    """Give a run without ``evaluation.json`` one: re-score its finished problems' best plans, or say why not."""
+    """Give a run without ``evaluation.json`` one: re-score its finished problems' best plans, or say why not.
+
+    Problems that ended ``error`` are never scored (not a plan failure, not an abstention). A recorded
+    evaluation that still holds rows for errored problems (written before errors were left out) is
+    re-scored without them when the benchmark is available, else kept with a note.
+    """
+    errored = set(run.errored_ids)
     if run.evaluation is not None:
-        return
-    if not reevaluate:
+        rows = run.evaluation.get("per_problem") or []
+        stale = [str(r.get("problem_id")) for r in rows if str(r.get("problem_id")) in errored]
+        if not stale:
+            return
+        if not reevaluate:
+            run.notes.append(
+                f"evaluation.json scores {len(stale)} problem(s) that ended in error as plan failures "
+                "(re-evaluation turned off)"
+            )
+            return
+    elif not reevaluate:
         run.evaluation_status = EVAL_MISSING
         run.notes.append("no evaluation.json; re-evaluation turned off, so the run's metrics are left out")
         return
-    ids = run.finished_ids
+    ids = run.scored_ids
     if not ids:
-        run.evaluation_status = EVAL_MISSING
-        run.notes.append("no evaluation.json and no finished problem: nothing to evaluate")
+        if errored:
+            if run.evaluation is None:
+                run.evaluation_status = EVAL_REEVALUATED
+            run.evaluation = {"metrics": {}, "per_problem": [], "tables": {}}
+            run.notes.append("every finished problem ended in error: there is nothing to score")
+        else:
+            run.evaluation_status = EVAL_MISSING
+            run.notes.append("no evaluation.json and no finished problem: nothing to evaluate")
         return
+    recorded = run.evaluation is not None
     try:
         bench = run.benchmark()
         result = bench.evaluate(run.problems(ids), run.best_plans(ids))
     except (ModuloError, NotImplementedError) as exc:
+        if recorded:
+            run.notes.append(f"evaluation.json scores errored problems and re-evaluation failed ({exc})")
+            return
         run.evaluation_status = EVAL_MISSING
         run.notes.append(f"no evaluation.json and re-evaluation failed ({exc}); the run's metrics are left out")
         return
     run.evaluation = eval_result_to_dict(result)
     run.evaluation_status = EVAL_REEVALUATED
+    if recorded:
+        run.notes.append(
+            f"evaluation.json scored {len(errored)} errored problem(s) as plan failures; the {len(ids)} other "
+            "finished problems were re-evaluated by the benchmark for this report"
+        )
+        return
     run.notes.append(
         f"no evaluation.json (the run did not finish): the best plans of the {len(ids)} finished problems "
         f"were re-evaluated by the benchmark for this report"
+        + (f" ({len(errored)} errored problem(s) left out)" if errored else "")
     )
 
 

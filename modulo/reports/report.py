@@ -163,6 +163,17 @@ class _Builder:
             f"{len(runs)} run(s) from {', '.join(str(p) for p in paths)}; generated {now}.",
             "",
         ]
+        failed = error_lines(runs)
+        if failed:
+            what = "Jobs with errors" if len(runs) > 1 else "Errors"
+            self.md += [
+                f"**Status: errors.** {what} (problems that ended in error are left out of every metric, "
+                "comparison and figure count; they are not plan failures):",
+                "",
+                *[f"- {line}" for line in failed],
+                "",
+            ]
+            self.text += [f"STATUS: ERRORS. {what}:", *[f"- {line}" for line in failed], ""]
 
     def benchmark_section(self, bench: str, runs: list[RunData]) -> None:
         splits = sorted({r.split for r in runs})
@@ -609,11 +620,27 @@ class _Builder:
 def _status(run: RunData) -> str:
     finished = sum(1 for i in run.problem_ids if i in run.records)
     total = len(run.problem_ids)
+    errored = len(run.errored_ids)
+    if errored:
+        return f"errors ({errored} of {total} problems)"
     if run.evaluation_status == EVAL_MISSING:
         return f"incomplete ({finished}/{total}, not evaluated)"
     if run.evaluation_status == EVAL_REEVALUATED:
         return f"killed ({finished}/{total}), re-evaluated"
     return "complete" if run.complete else f"partial ({finished}/{total})"
+
+
+def error_lines(runs: Sequence[RunData]) -> list[str]:
+    """One line per run with errored problems: how many, and the first error's class and message."""
+    lines: list[str] = []
+    for run in runs:
+        digest = run.errors()
+        if digest["count"]:
+            lines.append(
+                f"{run.name}: {digest['count']} of {len(run.problem_ids)} problems ended in error; "
+                f"first ({digest['problem_id']}): {digest['class']}: {digest['message']}"
+            )
+    return lines
 
 
 def _fmt_metric(row: HeadlineRow, key: str, kind: str) -> str:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..errors import ModuloError
-from ..types import Usage
+from ..types import IterationRecord, Usage
 from .load import RunData
 from .metrics import (
     Parts,
@@ -260,32 +260,54 @@ class Firing:
     run: RunData
     #: critic -> number of problems whose plan that critic rejected, at iteration 0, 1, ...
     counts: dict[str, list[int]]
-    #: problems that reached iteration 0, 1, ...
+    #: problems whose plan was critiqued at iteration 0, 1, ...
     active: list[int]
     groups: dict[str, str]
+    #: iterations that never reached the critics (the model call failed), at iteration 0, 1, ...
+    errored: list[int] = field(default_factory=list)
+    #: verdicts of critics that crashed (recorded, not rejections), per critic
+    crashed: dict[str, int] = field(default_factory=dict)
+
+
+def iteration_errored(it: IterationRecord) -> bool:
+    """An iteration that never reached the critics: no plan and no verdict (the model call failed).
+
+    The loop always records a ``format`` verdict for a reply it could not read, so an iteration with
+    no verdict at all is an error, not a rejection.
+    """
+    return it.plan is None and not it.verdicts
 
 
 def firing_counts(run: RunData) -> Firing:
     """How often each critic fired (rejected a plan) at each iteration, over all finished problems.
 
     An iteration whose reply could not be read as a plan counts as a firing of the ``format`` critic
-    even when no format verdict was recorded for it.
+    even when no format verdict was recorded for it. Iterations that errored before the critics ran,
+    and verdicts of critics that crashed, are counted apart (``errored``, ``crashed``), never as
+    rejections.
     """
     length = max((len(r.iterations) for r in run.records.values()), default=0)
     active = [0] * length
+    errored = [0] * length
+    crashed: dict[str, int] = {}
     counts: dict[str, list[int]] = {}
     groups: dict[str, str] = {}
     for name in run.critics:
         counts.setdefault(name, [0] * length)
     for rec in run.records.values():
         for pos, it in enumerate(rec.iterations):
+            if iteration_errored(it):
+                errored[pos] += 1
+                continue
             active[pos] += 1
             fired: set[str] = set()
             for v in it.verdicts:
                 if v.critic:
                     groups.setdefault(v.critic, v.group)
                     counts.setdefault(v.critic, [0] * length)
-                if not v.accepts and v.critic:
+                if v.error is not None:
+                    crashed[v.critic] = crashed.get(v.critic, 0) + 1
+                elif not v.accepts and v.critic:
                     fired.add(v.critic)
             if (it.plan is None or it.format_error) and not any(groups.get(c) == "format" for c in fired):
                 fired.add("format")
@@ -293,7 +315,7 @@ def firing_counts(run: RunData) -> Firing:
                 groups.setdefault("format", "format")
             for name in fired:
                 counts[name][pos] += 1
-    return Firing(run, counts, active, groups)
+    return Firing(run, counts, active, groups, errored, crashed)
 
 
 # -- paired comparisons ------------------------------------------------------------------------------

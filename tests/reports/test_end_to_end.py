@@ -112,3 +112,44 @@ def test_report_and_show_on_a_real_run(tmp_path: Path, toy_critics: None) -> Non
     assert "flips since iteration 0: h_max: FAIL -> pass" in out
     assert "x=12 is above 10." in out.split("backprompt built from these verdicts (sent at iteration 1)")[1]
     assert '-  "x": 12\n+  "x": 8' in out
+
+
+def test_a_run_whose_model_never_answers_looks_failed(tmp_path: Path, toy_critics: None) -> None:
+    """Every problem errors (nothing listens on the port): summary, report and figures say so, and no
+    errored iteration is counted as a critic rejection or a plan failure."""
+    run_dir = tmp_path / "run"
+    _code, out = _invoke(  # the exit status is `fc`'s part (issue 11)
+        "run",
+        "benchmark=custom",
+        "benchmark.name=toy_reports",
+        "benchmark.split=dev",
+        "llm=openai",
+        "llm.model=nothing-listens",
+        "llm.base_url=http://127.0.0.1:9/v1",
+        "llm.max_retries=0",
+        "llm.timeout_s=2",
+        "reformulator=none",
+        "cache.mode=off",
+        "critics=all",
+        "metacontroller.max_iterations=3",
+        f"run.dir={run_dir}",
+        f"hydra.run.dir={run_dir}",
+        "run.progress=false",
+    )
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert list(summary)[:2] == ["status", "errors"]  # at the top
+    assert summary["status"] == "errors"
+    assert summary["errors"]["count"] == 6 and summary["evaluated"] == 0
+    assert summary["errors"]["class"] and summary["errors"]["message"]
+    evaluation = json.loads((run_dir / "evaluation.json").read_text())
+    assert evaluation["per_problem"] == []  # an errored problem is not scored as a failed plan
+    assert len(evaluation["excluded"]["problem_ids"]) == 6
+    assert "problems ended in error" in out and summary["errors"]["class"] in out
+
+    md = (run_dir / "report.md").read_text()
+    head = md.split("\n## ")[0]
+    assert "**Status: errors.**" in head and "6 of 6 problems ended in error" in head
+    assert summary["errors"]["class"] in head
+    assert "errors (6 of 6 problems)" in md and "| complete |" not in md
+    firing = pd.read_csv(run_dir / "critic_firing.csv")
+    assert firing["fired"].sum() == 0  # no plan was ever produced, so no critic rejected one
