@@ -45,6 +45,7 @@ class Session:
         return f"<Session {self.benchmark.name}/{self.split} {len(self.problems)} problems>"
 
     async def aclose(self) -> None:
+        self.loop.executor.close()
         if self.llm is not None:
             await self.llm.aclose()
 
@@ -213,6 +214,8 @@ def build_session(cfg: ModuloConfig, *, load_problems: bool = True) -> Session:
             on_critic_error=mc.on_critic_error,  # type: ignore[arg-type]
             check_unsolvable=mc.check_unsolvable,
             stop_after_repeats=mc.stop_after_repeats,
+            critic_timeout_s=mc.critic_timeout_s,
+            critic_timeouts={str(k): float(v) for k, v in (mc.critic_timeouts or {}).items()},
         )
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc

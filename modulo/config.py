@@ -72,6 +72,10 @@ class MetacontrollerConf:
     on_critic_error: str = "record"
     check_unsolvable: bool = True
     stop_after_repeats: Optional[int] = None  # noqa: UP045
+    #: seconds a critic call may take before it is a recorded critic error (generous default)
+    critic_timeout_s: float = 120.0
+    #: per-critic deadlines in seconds: {critic_name: seconds}
+    critic_timeouts: Dict[str, float] = field(default_factory=dict)  # noqa: UP006
 
 
 @dataclass

@@ -14,6 +14,8 @@ with the user's arguments (checked against its signature) and, when the signatur
 the framework's own values (``benchmark``: the bound benchmark instance). Register it under the
 ``modulo.critics`` entry-point group. A critic that rejects a plan returns a failing Verdict; a
 critic that raises is an error (:class:`~modulo.errors.CriticError`), handled per run settings.
+Every call goes through :mod:`modulo.executor`: the critic gets its own copy of the plan (changing it
+is an error), runs off the event loop, and has a deadline.
 
 Groups: ``format`` critics gate the others (when one fails, the rest are not run); ``commonsense``
 and ``hard`` follow the LLM-Modulo paper; any other group name is allowed.
@@ -46,6 +48,10 @@ class Critic(ABC):
     #: lower runs (and is reported) first; used by the ``first`` backprompt strategy
     priority: ClassVar[int] = 100
     source: ClassVar[CriticSource] = "reimplemented"
+    #: this critic's own deadline in seconds (None: the run's ``metacontroller.critic_timeout_s``)
+    timeout_s: ClassVar[float | None] = None
+    #: CPU-heavy: an executor may run it in another process (see :mod:`modulo.executor`)
+    heavy: ClassVar[bool] = False
 
     @abstractmethod
     def check(self, problem: Problem, plan: PlanJSON) -> Verdict:
@@ -94,6 +100,8 @@ class CriticFactory:
         benchmarks: tuple[str, ...],
         priority: int,
         source: CriticSource,
+        timeout_s: float | None = None,
+        heavy: bool = False,
     ) -> None:
         self.fn = fn
         self.name = name
@@ -102,6 +110,8 @@ class CriticFactory:
         self.benchmarks = benchmarks
         self.priority = priority
         self.source = source
+        self.timeout_s = timeout_s
+        self.heavy = heavy
         functools.update_wrapper(self, fn)
         attrs = {
             "name": name,
@@ -110,6 +120,8 @@ class CriticFactory:
             "benchmarks": benchmarks,
             "priority": priority,
             "source": source,
+            "timeout_s": timeout_s,
+            "heavy": heavy,
         }
         self._cls: type[FunctionCritic] = type(f"Critic_{name.replace('/', '_')}", (FunctionCritic,), attrs)
 
@@ -139,13 +151,26 @@ def critic(
     benchmarks: tuple[str, ...] = (),
     priority: int = 100,
     source: CriticSource = "reimplemented",
+    timeout_s: float | None = None,
+    heavy: bool = False,
 ) -> Callable[[CheckFn], CriticFactory]:
-    """Turn ``fn(problem, plan, **options) -> Verdict`` into a registrable critic factory."""
+    """Turn ``fn(problem, plan, **options) -> Verdict`` into a registrable critic factory.
+
+    ``timeout_s``: this critic's deadline (default: the run's); ``heavy``: CPU-bound, so an executor
+    may run it in another process (see :mod:`modulo.executor`)."""
 
     def wrap(fn: CheckFn) -> CriticFactory:
         desc = description or (fn.__doc__ or "").strip().splitlines()[0] if (description or fn.__doc__) else ""
         return CriticFactory(
-            fn, name=name, group=group, description=desc, benchmarks=benchmarks, priority=priority, source=source
+            fn,
+            name=name,
+            group=group,
+            description=desc,
+            benchmarks=benchmarks,
+            priority=priority,
+            source=source,
+            timeout_s=timeout_s,
+            heavy=heavy,
         )
 
     return wrap

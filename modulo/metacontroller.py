@@ -9,7 +9,10 @@ benchmark can prove a problem unsolvable, that is checked before any generator c
 
 Format critics gate the others: when one fails, the rest are not run and only format feedback goes
 back. A critic that crashes is recorded as an errored verdict (``on_critic_error="record"``) or ends
-the problem with the ``error`` outcome and stops the run (``"stop"``).
+the problem with the ``error`` outcome and stops the run (``"stop"``). Every critic call goes through
+the critic executor (:mod:`modulo.executor`): the plan and its fingerprint are recorded before any
+critic runs, each critic gets its own copy (changing it is a critic error), and each call runs off
+the event loop under a deadline (``critic_timeout_s``, per critic ``critic_timeouts``).
 """
 
 from __future__ import annotations
@@ -17,13 +20,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .backprompt import BackpromptContext, BackpromptStrategy
 from .benchmark import Benchmark
 from .critic import FORMAT_GROUP, Critic
 from .errors import CriticError, LLMError
+from .executor import DEFAULT_CRITIC_TIMEOUT_S, CriticDeadlines, CriticExecutor, FrozenPlan, ThreadExecutor
 from .generator import GenerationContext, Generator
 from .reformulate import Reformulator
 from .types import (
@@ -53,10 +57,15 @@ class LoopSettings:
     check_unsolvable: bool = True
     #: stop early after this many consecutive repeats of an earlier plan (None: never)
     stop_after_repeats: int | None = None
+    #: seconds a critic call may take before it is a recorded critic error
+    critic_timeout_s: float = DEFAULT_CRITIC_TIMEOUT_S
+    #: per-critic deadlines, by critic name
+    critic_timeouts: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.max_iterations < 1:
             raise ValueError("metacontroller.max_iterations must be at least 1")
+        self.deadlines = CriticDeadlines(self.critic_timeout_s, dict(self.critic_timeouts))
 
 
 @dataclass
@@ -109,6 +118,7 @@ class Loop:
         strategy: BackpromptStrategy,
         llm: Any = None,
         settings: LoopSettings | None = None,
+        executor: CriticExecutor | None = None,
     ) -> None:
         self.benchmark = benchmark
         self.generator = generator
@@ -117,6 +127,7 @@ class Loop:
         self.strategy = strategy
         self.llm = llm
         self.settings = settings or LoopSettings()
+        self.executor = executor or ThreadExecutor()
         self.priorities = {c.name: c.priority for c in self.critics}
         self._schema = benchmark.plan_json_schema()
 
@@ -257,10 +268,12 @@ class Loop:
         rec.timings["reformulate"] = t2 - t1
         rec.plan = plan
         rec.plan_sha256 = plan_fingerprint(plan) if plan is not None else None
-        rec.verdicts, rec.gated = self._critique(problem, plan, rec.format_error)
+        rec.verdicts, rec.gated = await self._critique(problem, plan, rec.format_error)
         rec.timings["critique"] = time.perf_counter() - t2
 
-    def _critique(self, problem: Problem, plan: PlanJSON, format_error: str | None) -> tuple[list[Verdict], list[str]]:
+    async def _critique(
+        self, problem: Problem, plan: PlanJSON, format_error: str | None
+    ) -> tuple[list[Verdict], list[str]]:
         verdicts: list[Verdict] = []
         if plan is None:
             reason = format_error or "no plan could be read from the answer"
@@ -276,19 +289,20 @@ class Loop:
             return verdicts, [c.name for c in self.critics if c.name != "format"]
         gated: list[str] = []
         format_failed = False
+        frozen = FrozenPlan.of(plan)  # every critic gets its own copy of this text
         for critic in self.critics:
             if format_failed and critic.group != FORMAT_GROUP:
                 gated.append(critic.name)
                 continue
-            verdict = self._run_critic(critic, problem, plan)
+            verdict = await self._run_critic(critic, problem, frozen)
             verdicts.append(verdict)
             if critic.group == FORMAT_GROUP and not verdict.accepts:
                 format_failed = True
         return verdicts, gated
 
-    def _run_critic(self, critic: Critic, problem: Problem, plan: PlanJSON) -> Verdict:
+    async def _run_critic(self, critic: Critic, problem: Problem, frozen: FrozenPlan) -> Verdict:
         try:
-            return critic(problem, plan)
+            return await self.executor.run(critic, problem, frozen, self.settings.deadlines.for_critic(critic))
         except CriticError as exc:
             if self.settings.on_critic_error == "stop":
                 raise

@@ -1,0 +1,214 @@
+"""The critic executor: own copies of the plan, deadlines, off the event loop, nothing escapes."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import sys
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from modulo.critic import Critic
+from modulo.errors import CriticError
+from modulo.executor import CriticDeadlines, FrozenPlan, ThreadExecutor
+from modulo.metacontroller import RunAborted
+from modulo.types import Outcome, PlanJSON, Problem, Verdict
+
+from .test_loop import make_loop, solve
+
+pytestmark = pytest.mark.usefixtures("toy_registered")
+
+
+class Mutator(Critic):
+    name = "mutator"
+    group = "hard"
+
+    def check(self, problem: Problem, plan: PlanJSON) -> Verdict:
+        plan.append(99)  # type: ignore[union-attr]
+        plan[0] = 5  # type: ignore[index]
+        return Verdict.ok()
+
+
+class Seer(Critic):
+    """Records the plan it is shown (runs after the mutator)."""
+
+    name = "seer"
+    group = "hard"
+    priority = 200
+
+    def __init__(self) -> None:
+        self.seen: list[Any] = []
+
+    def check(self, problem: Problem, plan: PlanJSON) -> Verdict:
+        self.seen.append(list(plan))  # type: ignore[call-overload]
+        return Verdict.ok()
+
+
+class Hang(Critic):
+    name = "hang"
+    group = "hard"
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+
+    def check(self, problem: Problem, plan: PlanJSON) -> Verdict:
+        self.release.wait(30)
+        return Verdict.ok()
+
+
+class Exit(Critic):
+    name = "exit"
+    group = "hard"
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+    def check(self, problem: Problem, plan: PlanJSON) -> Verdict:
+        raise self.exc
+
+
+def _with(loop: Any, *extra: Critic) -> Any:
+    from modulo.metacontroller import order_critics
+
+    loop.critics = order_critics([*loop.critics, *extra])
+    loop.priorities = {c.name: c.priority for c in loop.critics}
+    return loop
+
+
+def test_a_mutating_critic_is_an_error_and_the_recorded_plan_is_the_generators() -> None:
+    loop, _ = make_loop({"toy-0": ["[2, 3]"]}, max_iterations=1)
+    seer = Seer()
+    _with(loop, Mutator(), seer)
+    result = solve(loop)
+    it = result.iterations[0]
+    assert it.plan == [2, 3] and result.best_plan == [2, 3]
+    from modulo.types import plan_fingerprint
+
+    assert it.plan_sha256 == plan_fingerprint([2, 3])
+    bad = next(v for v in it.verdicts if v.critic == "mutator")
+    assert bad.error and "mutated the plan" in bad.error and not bad.passed
+    assert seer.seen == [[2, 3]]  # later critics see the generator's plan
+    assert result.outcome is Outcome.EXHAUSTED  # an errored critic never certifies
+
+
+def test_a_mutating_critic_stops_the_run_under_on_critic_error_stop() -> None:
+    loop, _ = make_loop({"toy-0": ["[2, 3]"]}, max_iterations=1, on_critic_error="stop")
+    _with(loop, Mutator())
+    with pytest.raises(RunAborted) as info:
+        solve(loop)
+    assert "mutated the plan" in (info.value.result.error or "")
+
+
+def test_a_hanging_critic_is_a_recorded_error_within_its_timeout() -> None:
+    loop, _ = make_loop({"toy-0": ["[2, 3]"]}, max_iterations=2, critic_timeouts={"hang": 0.3})
+    hang = Hang()
+    _with(loop, hang)
+    t0 = time.perf_counter()
+    result = solve(loop)
+    elapsed = time.perf_counter() - t0
+    hang.release.set()
+    errors = [v.error for it in result.iterations for v in it.verdicts if v.critic == "hang"]
+    assert len(errors) == 2 and all(e and "did not finish within 0.3 s" in e for e in errors)
+    assert result.outcome is Outcome.EXHAUSTED
+    assert elapsed < 5
+
+
+def test_a_hanging_critic_does_not_block_the_event_loop() -> None:
+    loop, _ = make_loop({"toy-0": ["[2, 3]"]}, max_iterations=1, critic_timeout_s=0.5)
+    hang = Hang()
+    _with(loop, hang)
+    ticks: list[float] = []
+
+    async def main() -> Any:
+        async def ticker() -> None:
+            while True:
+                ticks.append(time.perf_counter())
+                await asyncio.sleep(0.02)
+
+        t = asyncio.create_task(ticker())
+        problem = loop.benchmark.load("dev")[0]
+        result = await loop.solve(problem)
+        t.cancel()
+        return result
+
+    result = asyncio.run(main())
+    hang.release.set()
+    assert result.iterations[0].verdicts[-1].error
+    assert len(ticks) > 10  # the loop kept turning while the critic hung
+    assert max(b - a for a, b in itertools.pairwise(ticks)) < 0.3
+
+
+@pytest.mark.parametrize("exc", [SystemExit(0), KeyboardInterrupt(), GeneratorExit()])
+def test_system_exit_and_interrupts_inside_a_critic_are_critic_errors(exc: BaseException) -> None:
+    loop, _ = make_loop({"toy-0": ["[2, 3]"]}, max_iterations=1)
+    _with(loop, Exit(exc))
+    result = solve(loop)
+    bad = next(v for v in result.iterations[0].verdicts if v.critic == "exit")
+    assert bad.error and type(exc).__name__ in bad.error
+
+
+def test_sys_exit_in_a_critic_does_not_end_the_process() -> None:
+    loop, _ = make_loop({"toy-0": ["[2, 3]"]}, max_iterations=1)
+
+    class CallsExit(Critic):
+        name = "callsexit"
+
+        def check(self, problem: Problem, plan: PlanJSON) -> Verdict:
+            sys.exit(0)
+
+    _with(loop, CallsExit())
+    result = solve(loop)
+    assert any(v.error for v in result.iterations[0].verdicts)
+
+
+def test_deadlines_per_critic_then_declared_then_default() -> None:
+    class Declared(Critic):
+        name = "declared"
+        timeout_s = 7.0
+
+        def check(self, problem: Problem, plan: PlanJSON) -> Verdict:
+            return Verdict.ok()
+
+    d = CriticDeadlines(30.0, {"hang": 2.0})
+    assert d.for_critic(Hang()) == 2.0
+    assert d.for_critic(Declared()) == 7.0
+    assert d.for_critic(Mutator()) == 30.0
+    with pytest.raises(ValueError, match="positive"):
+        CriticDeadlines(0)
+    with pytest.raises(ValueError, match="hang"):
+        CriticDeadlines(5, {"hang": -1})
+
+
+def test_executor_gives_each_call_its_own_copy() -> None:
+    frozen = FrozenPlan.of({"a": [1, 2]})
+    seen: list[int] = []
+
+    class Peek(Critic):
+        name = "peek"
+
+        def check(self, problem: Problem, plan: PlanJSON) -> Verdict:
+            seen.append(id(plan))
+            return Verdict.ok()
+
+    problem = Problem(id="p", benchmark="toy", query="q")
+    ex = ThreadExecutor()
+
+    async def main() -> None:
+        for _ in range(2):
+            v = await ex.run(Peek(), problem, frozen, 5)
+            assert v.passed and v.critic == "peek"
+
+    asyncio.run(main())
+    ex.close()
+    assert len(seen) == 2 and seen[0] != seen[1]
+
+
+def test_critic_error_type() -> None:
+    loop, _ = make_loop({"toy-0": ["[2, 3]"]}, max_iterations=1, on_critic_error="stop", critic_timeout_s=0.2)
+    _with(loop, Hang())
+    with pytest.raises(RunAborted) as info:
+        solve(loop)
+    assert isinstance(info.value.__cause__, CriticError)
