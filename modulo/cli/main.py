@@ -304,6 +304,13 @@ def report(ctx: click.Context) -> None:
 
 @cli.command(context_settings=PASS_THROUGH)
 @click.pass_context
+def export(ctx: click.Context) -> None:
+    """Frames as parquet|csv|jsonl, or a benchmark submission: modulo export RUN_DIR|SWEEP_ROOT --format F."""
+    _call_hook("modulo.analysis.export", "export_main", list(ctx.args))
+
+
+@cli.command(context_settings=PASS_THROUGH)
+@click.pass_context
 def show(ctx: click.Context) -> None:
     """The story of one problem, iteration by iteration: modulo show RUN_DIR PROBLEM_ID."""
     _call_hook("modulo.reports.cli", "show_main", list(ctx.args))

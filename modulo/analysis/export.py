@@ -1,0 +1,153 @@
+"""``modulo export``: a run's or a sweep's frames as files for other tools, and benchmark submissions.
+
+``modulo export RUN_DIR|SWEEP_DIR --format parquet|csv|jsonl [--out DIR]`` writes ``runs``,
+``problems``, ``iterations``, ``verdicts`` and ``calls`` (one file each, ``--grains`` to choose).
+``modulo export RUN_DIR --format FMT --out FILE`` with one of the run's benchmark's
+``submission_formats`` writes the official submission file through ``Benchmark.write_submission``:
+every problem of the run's split in order, the best plan of each (none where the run has no record).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..errors import ConfigError, ModuloError, RunError
+from ..types import PlanJSON
+from .frames import GRAINS, Results, load
+from .records import iter_records
+from .runs import RunMeta
+
+FRAME_FORMATS = ("parquet", "csv", "jsonl")
+ALL_GRAINS = ("runs", *GRAINS)
+
+
+def write_frame(df: pd.DataFrame, path: Path, fmt: str) -> None:
+    """One frame as ``fmt`` (parquet keeps the dtypes; csv and jsonl write missing values as empty / null)."""
+    if fmt == "parquet":
+        if importlib.util.find_spec("pyarrow") is None:
+            raise ConfigError("--format parquet needs pyarrow: pip install pyarrow (or pip install -e '.[parquet]')")
+        df.to_parquet(path, index=False)
+    elif fmt == "csv":
+        df.to_csv(path, index=False)
+    elif fmt == "jsonl":
+        df.to_json(path, orient="records", lines=True, force_ascii=False)
+    else:
+        raise ConfigError(f"unknown frame format {fmt!r}; formats: {', '.join(FRAME_FORMATS)}")
+
+
+def export_frames(results: Results, out: Path, fmt: str, grains: Sequence[str] = ALL_GRAINS) -> dict[str, Path]:
+    """Write each grain of ``results`` to ``out/<grain>.<ext>``; return grain -> path."""
+    unknown = [g for g in grains if g not in ALL_GRAINS]
+    if unknown:
+        raise ConfigError(f"unknown grain(s) {unknown}; grains: {', '.join(ALL_GRAINS)}")
+    out.mkdir(parents=True, exist_ok=True)
+    written: dict[str, Path] = {}
+    for grain in grains:
+        path = out / f"{grain}.{fmt}"
+        write_frame(results.frame(grain), path, fmt)
+        written[grain] = path
+    return written
+
+
+def best_plans(meta: RunMeta) -> dict[str, PlanJSON]:
+    """Problem id -> the best plan of its last record (streamed; only the plans are kept)."""
+    return {str(r.get("problem_id")): r.get("best_plan") for r in iter_records(meta.path, meta.notes)}
+
+
+def export_submission(meta: RunMeta, fmt: str, out: Path) -> tuple[int, int, int]:
+    """Write ``meta``'s benchmark submission ``fmt`` to ``out``: (lines written, problems, plans delivered)."""
+    from ..reports.load import open_benchmark
+
+    bench = open_benchmark(meta.info)
+    if fmt not in bench.submission_formats:
+        known = ", ".join(bench.submission_formats) or "none"
+        raise ConfigError(
+            f"unknown export format {fmt!r} for {meta.benchmark_name}: frame formats are "
+            f"{', '.join(FRAME_FORMATS)}; its submission formats: {known}"
+        )
+    problems = bench.load(meta.split)
+    plans = best_plans(meta)
+    ids = {p.id for p in problems}
+    stray = [pid for pid in plans if pid not in ids]
+    if stray:
+        raise RunError(f"{meta.path}: problems {stray[:5]} are not in {meta.benchmark_name}/{meta.split}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    lines = bench.write_submission(fmt, problems, plans, out)
+    delivered = sum(1 for p in problems if plans.get(p.id) is not None)
+    return lines, len(problems), delivered
+
+
+def export_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="modulo export",
+        description="Write a run's or a sweep's data frames (runs, problems, iterations, verdicts, calls) as "
+        "Parquet, CSV or JSON Lines, or a benchmark's official submission file.",
+    )
+    p.add_argument("paths", nargs="+", metavar="RUN_DIR", help="run directories or sweep roots")
+    p.add_argument(
+        "--format",
+        required=True,
+        dest="fmt",
+        help="parquet, csv, jsonl, or one of the benchmark's submission formats (then --out FILE, one run)",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="frames: the directory to write into (default: RUN_DIR/export for one path); submission: the file",
+    )
+    p.add_argument(
+        "--grains",
+        default=",".join(ALL_GRAINS),
+        help=f"comma-separated frames to write (default: {','.join(ALL_GRAINS)})",
+    )
+    return p
+
+
+def export_main(argv: list[str]) -> int:
+    """``modulo export ...``. Exit code: 0 written, 2 bad input (the message says what)."""
+    args = export_parser().parse_args(argv)
+    try:
+        return _export(args)
+    except ModuloError as exc:
+        print(f"modulo export: {exc}", file=sys.stderr)
+        return 2
+
+
+def _export(args: Any) -> int:
+    results = load(*args.paths)
+    if args.fmt in FRAME_FORMATS:
+        out = args.out
+        if out is None:
+            if len(args.paths) != 1:
+                raise ConfigError("several paths given: say where to write with --out DIR")
+            out = Path(args.paths[0]) / "export"
+        grains = [g.strip() for g in str(args.grains).split(",") if g.strip()]
+        written = export_frames(results, out, args.fmt, grains)
+        for grain, path in written.items():
+            print(f"{grain}: {len(results.frame(grain))} rows -> {path}")
+        for note in results.notes:
+            print(f"note: {note}", file=sys.stderr)
+        return 0
+    if len(results.metas) != 1:
+        raise ConfigError(
+            f"a submission file is written from one run; {len(results.metas)} runs found under {args.paths}"
+        )
+    if args.out is None:
+        raise ConfigError(f"--format {args.fmt} writes one file: give it with --out FILE")
+    meta = results.metas[0]
+    lines, total, delivered = export_submission(meta, args.fmt, args.out)
+    print(
+        f"{args.fmt}: {lines} lines -> {args.out} ({meta.benchmark_name}/{meta.split}: {total} problems, "
+        f"{delivered} with a plan from this run, {total - delivered} written as no plan)"
+    )
+    for note in dict.fromkeys(meta.notes):
+        print(f"note: {meta.name}: {note}", file=sys.stderr)
+    return 0

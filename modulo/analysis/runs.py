@@ -1,0 +1,162 @@
+"""The run-level part of the analysis API: what ran (labels, configuration), never the records.
+
+A :class:`RunMeta` holds a run directory's ``run.json``, ``summary.json`` and ``evaluation.json`` and
+the labels every frame carries as columns, so that ``groupby`` works across the jobs of a sweep. The
+records themselves are read line by line when a frame is built (:mod:`modulo.analysis.records`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import RunError
+from ..reports.load import RunData, _assign_names, find_runs
+from ..reports.tables import budget_label, critics_label, generator_label, strategy_label
+
+#: run.json keys that are bookkeeping, not configuration (left out of ``params``)
+_NOT_PARAMS = {"format", "run_id", "created", "problem_ids", "modulo_version", "git_revision", "templates", "execution"}
+#: label columns every frame starts with, in this order
+LABEL_COLUMNS = (
+    "run",
+    "method",
+    "benchmark",
+    "split",
+    "model",
+    "generator",
+    "critics",
+    "strategy",
+    "budget",
+    "max_iterations",
+    "critic_source",
+    "critic_mode",
+    "sample",
+)
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    if not path.is_file():
+        return None
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise RunError(f"{path}: not readable JSON ({exc})") from exc
+    if not isinstance(value, dict):
+        raise RunError(f"{path}: expected a JSON object, found {type(value).__name__}")
+    return value
+
+
+def flatten(value: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested dicts as dotted keys; lists become JSON text so that every value is a scalar."""
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        name = f"{prefix}{key}"
+        if isinstance(item, Mapping):
+            nested = flatten(item, f"{name}.")
+            out.update(nested if nested else {name: None})
+        elif isinstance(item, list | tuple):
+            out[name] = json.dumps(list(item), default=str)
+        else:
+            out[name] = item
+    return out
+
+
+@dataclass
+class RunMeta:
+    """One run directory as the analysis API sees it (no records held)."""
+
+    path: Path
+    info: dict[str, Any]
+    summary: dict[str, Any] | None
+    evaluation: dict[str, Any] | None
+    name: str = ""
+    notes: list[str] = field(default_factory=list)
+    labels: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def problem_ids(self) -> list[str]:
+        ids = self.info.get("problem_ids")
+        return [str(i) for i in ids] if isinstance(ids, list) else []
+
+    @property
+    def benchmark_name(self) -> str:
+        spec = self.info.get("benchmark")
+        return str(spec.get("name")) if isinstance(spec, dict) and spec.get("name") else "unknown"
+
+    @property
+    def split(self) -> str:
+        spec = self.info.get("benchmark")
+        return str(spec.get("split") or "") if isinstance(spec, dict) else ""
+
+    def params(self) -> dict[str, Any]:
+        """The run's configuration from run.json as flat dotted keys (what a tracker logs as parameters)."""
+        return flatten({k: v for k, v in self.info.items() if k not in _NOT_PARAMS})
+
+    def report_view(self) -> RunData:
+        """A records-less :class:`~modulo.reports.load.RunData` for the reports' label functions."""
+        return RunData(path=self.path, info=self.info, records={}, name=self.name)
+
+
+def _labels(meta: RunMeta) -> dict[str, Any]:
+    view = meta.report_view()
+    info = meta.info
+    llm = info.get("llm") if isinstance(info.get("llm"), dict) else {}
+    model = str(llm.get("model") or llm.get("name") or "") if llm else ""
+    if not model:
+        model = f"{view.model}"
+    options = info.get("critic_options") if isinstance(info.get("critic_options"), dict) else {}
+    generator = generator_label(view)
+    critics = critics_label(view)
+    strategy = strategy_label(view)
+    budget = budget_label(view)
+    recorded = info.get("labels")
+    method = (
+        str(recorded["method"])
+        if isinstance(recorded, dict) and recorded.get("method")
+        else f"{generator}; critics {critics}; {strategy}; budget {budget}"
+    )
+    sample = info.get("sample")
+    return {
+        "run": meta.name,
+        "method": method,
+        "benchmark": meta.benchmark_name,
+        "split": meta.split,
+        "model": model,
+        "generator": generator,
+        "critics": critics,
+        "strategy": strategy,
+        "budget": budget,
+        "max_iterations": view.max_iterations,
+        "critic_source": str(info.get("critic_source") or ""),
+        "critic_mode": str(options.get("mode") or "") if options else "",
+        "sample": sample if isinstance(sample, int) else None,
+    }
+
+
+def load_meta(path: Path) -> RunMeta:
+    info = _read_json(path / "run.json")
+    if info is None:
+        raise RunError(f"{path}: no run.json; not a run directory")
+    return RunMeta(
+        path=path,
+        info=info,
+        summary=_read_json(path / "summary.json"),
+        evaluation=_read_json(path / "evaluation.json"),
+    )
+
+
+def load_metas(paths: Iterable[str | Path]) -> list[RunMeta]:
+    """Every run under ``paths`` (run directories or sweep roots), named and labelled."""
+    dirs = find_runs(paths)
+    metas = [load_meta(p) for p in dirs]
+    views = [RunData(path=m.path, info=m.info, records={}) for m in metas]
+    _assign_names(views)
+    for meta, view in zip(metas, views, strict=True):
+        meta.name = view.name
+        meta.labels = _labels(meta)
+        if meta.evaluation is None:
+            meta.notes.append("no evaluation.json (the run did not finish): the benchmark's columns are empty")
+    return metas
