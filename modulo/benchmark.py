@@ -34,6 +34,7 @@ import jsonschema
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from .errors import PlanFormatError
+from .tools import Toolbox
 from .types import PlanJSON, Problem, canonical_json
 
 
@@ -179,6 +180,15 @@ class Benchmark(ABC):
     @property
     def can_prove_unsolvable(self) -> bool:
         return type(self).prove_unsolvable is not Benchmark.prove_unsolvable
+
+    # -- tools ---------------------------------------------------------------------------------
+    def tools(self) -> Toolbox | None:
+        """The tools an agent may call on this benchmark (``modulo tools``, ``generator=tool_agent``), or None."""
+        return None
+
+    def published_rows(self, split: str, generator: str) -> list[tuple[str, dict[str, float]]]:
+        """Published figures to print beside a run's own: (label, metric key -> value) rows. Default none."""
+        return []
 
     # -- command-line hooks (``modulo data ...``, ``modulo evaluate ...``) ---------------------
     def data_check(self) -> DataReport:

@@ -245,7 +245,19 @@ def build_session(cfg: ModuloConfig, *, load_problems: bool = True) -> Session:
 
 
 def run_info(session: Session, sources: list[str]) -> dict[str, Any]:
-    """The ``run.json`` content (see :mod:`modulo.runs`)."""
+    """The ``run.json`` content (see :mod:`modulo.runs`).
+
+    ``derived_problems`` (present only when some exist) lists the problems whose data the benchmark
+    derived itself (``metadata['derived']``) rather than read from the official data.
+    """
+    info = _run_info(session, sources)
+    derived = [p.id for p in session.problems if p.metadata.get("derived")]
+    if derived:
+        info["derived_problems"] = derived
+    return info
+
+
+def _run_info(session: Session, sources: list[str]) -> dict[str, Any]:
     from . import __version__
     from .runs import git_revision, now_iso
 

@@ -8,8 +8,10 @@ one official Hugging Face row per line with the HF string fields (``date``, ``lo
 Splits:
 
 * ``train``           the 45 train queries;
-* ``validation``      the 180 validation queries, in the official order (for evaluation: every row works);
-* ``validation-ref``  the 129 validation rows that carry reference information (for sole-planning).
+* ``validation``      the 180 validation queries, in the official order; the benchmark gives the 51 rows
+                      without reference information one derived with the tools (``metadata['derived']``,
+                      see :mod:`.derive`);
+* ``validation-ref``  the 129 validation rows that carry official reference information, untouched.
 
 A problem's id is ``<split>-<idx>`` with the file's split (``validation-61`` in both validation splits, so
 results line up), ``query`` is the query text, ``context`` the reference information exactly as the
@@ -93,6 +95,13 @@ def structured_query(row: Mapping[str, Any], where: str) -> dict[str, Any]:
         raise DataError(f"{where}: field 'level' must be one of {list(LEVELS)}, got {level!r}")
     out["level"] = level
     return out
+
+
+def query_key(constraints: Mapping[str, Any]) -> str:
+    """A stable text of a structured query (what a derivation from it depends on)."""
+    return json.dumps(
+        {k: constraints.get(k) for k in ("org", "dest", "days", "visiting_city_number", "date")}, sort_keys=True
+    )
 
 
 def reference_entries(text: str, where: str) -> list[dict[str, Any]]:

@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 
 from modulo.errors import DataError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 FULL_FLIGHTS = "clean_Flights_2022.csv"
 PARTIAL_FLIGHTS = "clean_Flights_2022_partial.csv"
 _CHUNK_ROWS = 200_000
@@ -225,8 +225,11 @@ def _create_indexes(db: sqlite3.Connection) -> None:
     )
 
 
-def _csv_chunks(path: Path, columns: list[str], *, chunked: bool) -> Iterator[list[tuple[Any, ...]]]:
-    """Rows of ``read_csv(path).dropna()[columns]`` as Python tuples, in CSV order, chunk by chunk."""
+def _csv_chunks(
+    path: Path, columns: list[str], *, chunked: bool
+) -> Iterator[tuple[list[int], list[tuple[Any, ...]], set[str]]]:
+    """Rows of ``read_csv(path).dropna()[columns]`` in CSV order, chunk by chunk: (pandas index labels,
+    rows as Python tuples, the columns pandas read as integers)."""
     import pandas as pd
 
     try:
@@ -238,7 +241,8 @@ def _csv_chunks(path: Path, columns: list[str], *, chunked: bool) -> Iterator[li
             if missing:
                 raise DataError(f"{path}: columns {missing} are missing (found {list(frame.columns)})")
             kept = frame.dropna()[columns]
-            yield list(zip(*(kept[c].tolist() for c in columns), strict=True))
+            ints = {c for c in columns if pd.api.types.is_integer_dtype(kept[c].dtype)}
+            yield kept.index.tolist(), list(zip(*(kept[c].tolist() for c in columns), strict=True)), ints
     except DataError:
         raise
     except (OSError, ValueError) as exc:  # pandas parser errors are ValueErrors
@@ -273,18 +277,25 @@ def build(sources: Sources, target: Path, *, progress: Callable[[str], None] | N
         db.execute("PRAGMA synchronous=OFF")
         _create_schema(db)
         counts: dict[str, int] = {}
+        int_columns: dict[str, list[str]] = {}
         for key, (table, columns, _row) in _TABLES.items():
             path = getattr(sources, key)
             marks = ",".join("?" * (len(columns) + 1))
             n = 0
-            for rows in _csv_chunks(path, columns, chunked=key == "flights"):
+            ints: set[str] | None = None
+            # the id is the pandas index label (the CSV row number, gaps where dropna removed a row): it
+            # orders rows as the official tables do and is the index the official RestaurantSearch prints
+            for labels, rows, chunk_ints in _csv_chunks(path, columns, chunked=key == "flights"):
                 db.executemany(
-                    f"INSERT INTO {table} VALUES ({marks})", ((n + i + 1, *row) for i, row in enumerate(rows))
+                    f"INSERT INTO {table} VALUES ({marks})",
+                    ((int(label), *row) for label, row in zip(labels, rows, strict=True)),
                 )
+                ints = chunk_ints if ints is None else ints & chunk_ints
                 n += len(rows)
                 if progress is not None:
                     progress(f"{table}: {n} rows")
             counts[table] = n
+            int_columns[table] = [c for c in columns if c in (ints or set())]
         try:
             roads = pd.read_csv(sources.distances)
         except (OSError, ValueError) as exc:
@@ -310,6 +321,7 @@ def build(sources: Sources, target: Path, *, progress: Callable[[str], None] | N
             "fingerprint": fingerprint,
             "schema": str(SCHEMA_VERSION),
             "counts": json.dumps(counts),
+            "int_columns": json.dumps(int_columns),
             "sources": json.dumps({k: str(v) for k, v in sources.items()}),
         }
         db.executemany("INSERT INTO meta VALUES (?,?)", list(meta.items()))
@@ -360,6 +372,8 @@ class Store:
         self.fingerprint = str(meta.get("fingerprint", ""))
         self.counts: dict[str, int] = json.loads(meta.get("counts", "{}"))
         self.sources: dict[str, str] = json.loads(meta.get("sources", "{}"))
+        #: table -> the official columns pandas reads as integers (the rest of the numbers are floats)
+        self.int_columns: dict[str, list[str]] = json.loads(meta.get("int_columns", "{}"))
         self.city_state: dict[str, str] = dict(self._query("SELECT city, state FROM cities", ()))
 
     @classmethod
@@ -486,6 +500,28 @@ class Store:
 
     def exact_attractions(self, name: str, city: str) -> tuple[Attraction, ...]:
         return tuple(r for r in self.match_attractions(name, city) if r.name.strip() == name)
+
+    # -- whole rows, for the tools ----------------------------------------------------------------
+    def table_rows(self, table: str, *key: str) -> tuple[tuple[Any, ...], ...]:
+        """(id, the official columns...) of every row of a flights route-date or of a city, in table order."""
+        where = "origin = ? AND dest = ? AND date = ?" if table == "flights" else "city = ?"
+        if table not in _TABLES or len(key) != where.count("?"):
+            raise ValueError(f"table_rows: bad table or key {table!r} {key!r}")
+        fields = {
+            "flights": "number, price, dep_time, arr_time, elapsed, date, origin, dest, distance",
+            "accommodations": "name, price, room_type, house_rules, minimum_nights, maximum_occupancy, "
+            "review_rate, city",
+            "restaurants": "name, average_cost, cuisines, rating, city",
+            "attractions": "name, latitude, longitude, address, phone, website, city",
+        }[table]
+        return self._memoised(  # type: ignore[no-any-return]
+            ("rows", table, *key),
+            lambda: tuple(self._query(f"SELECT id, {fields} FROM {table} WHERE {where} ORDER BY id", key)),
+        )
+
+    def city_pairs(self) -> list[tuple[str, str]]:
+        """(city, state) lines of the state map in file order, duplicates kept (as the official CitySearch)."""
+        return self._memoised(("pairs",), lambda: _read_cities(Path(self.sources["cities"])))  # type: ignore[no-any-return]
 
     # -- roads and cities ------------------------------------------------------------------------
     def road(self, origin: str, destination: str) -> Road | None:

@@ -197,7 +197,17 @@ def print_result(session: Session, result: RunResult) -> None:
             table.add_column(labels.get(k, k), justify="right")
         for label, metrics in rows:
             table.add_row(label, *(_pct(metrics.get(k)) for k in keys))
+        for label, metrics in session.benchmark.published_rows(session.split, session.config.generator.name):
+            table.add_row(f"{label} (published)", *(_pct(metrics.get(k)) for k in keys))
         console.print(table)
+    derived = [p.id for p in session.problems if p.metadata.get("derived")]
+    if derived:
+        shown = ", ".join(derived[:8]) + (f" and {len(derived) - 8} more" if len(derived) > 8 else "")
+        console.print(
+            f"[yellow]derived data:[/] {len(derived)} of {n} problems carry data derived by modulo, not official "
+            f"({shown}); run.json lists them under 'derived_problems'",
+            soft_wrap=True,
+        )
     u = s["usage"]
     console.print(
         f"LLM calls {u['calls']} (cached {u['cached_calls']}, failed attempts {u['failed_calls']}), "

@@ -229,6 +229,42 @@ def evaluate(ctx: click.Context, benchmark: str, data_dir: str | None) -> None:
     sys.exit(code or 0)
 
 
+@cli.command("tools")
+@click.argument("benchmark")
+@click.argument("name", required=False)
+@click.argument("args", nargs=-1)
+@click.option("--json", "as_json", is_flag=True, help="the result as JSON: rows with the benchmark's column names")
+@click.option("--data-dir", default=None, help="benchmark data directory (default: $MODULO_DATA_DIR)")
+def tools_cmd(benchmark: str, name: str | None, args: tuple[str, ...], as_json: bool, data_dir: str | None) -> None:
+    """Call one of a benchmark's tools: modulo tools BENCHMARK NAME ARG... [--json] (no NAME: list them).
+
+    \b
+    Example:
+      modulo tools travelplanner FlightSearch Sarasota Chicago 2022-03-22 --json
+    Exit code 0 when the tool answered (rows, or its "nothing matches" message), 1 when the call was
+    invalid for the tool (an unknown city, a malformed date), 2 for an unknown tool or a wrong argument count.
+    """
+    try:
+        toolbox = _benchmark(benchmark, data_dir).tools()
+        if toolbox is None:
+            raise ModuloError(f"benchmark {benchmark!r} offers no tools")
+        if name is None:
+            for spec in toolbox.specs():
+                alias = f" (alias {', '.join(spec.aliases)})" if spec.aliases else ""
+                click.echo(f"{spec.signature()}{alias}: {spec.description}")
+            return
+        result = toolbox.call(name, list(args))
+    except ModuloError as exc:
+        _fail(exc)
+        return
+    if as_json:
+        click.echo(json.dumps(result.to_json(), ensure_ascii=False, default=str))
+    else:
+        click.echo(result.text)
+        click.echo(f"({len(result.rows or [])} row(s), {result.micros:.0f} µs)", err=True)
+    sys.exit(0 if result.ok else 1)
+
+
 @cli.group()
 def data() -> None:
     """Benchmark data: check what is present, download what is missing."""

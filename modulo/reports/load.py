@@ -327,6 +327,10 @@ def load_run(path: str | Path) -> RunData:
     fmt = info.get("format")
     if fmt != SUPPORTED_FORMAT:
         notes.append(f"run.json format {fmt!r}; this report reads format {SUPPORTED_FORMAT}")
+    derived = info.get("derived_problems") or []
+    if derived:
+        shown = ", ".join(str(d) for d in derived[:8]) + (f" and {len(derived) - 8} more" if len(derived) > 8 else "")
+        notes.append(f"{len(derived)} problem(s) carry data the benchmark derived, not official data: {shown}")
     records = read_records(path / RECORDS_FILE, notes)
     run = RunData(path=path, info=info, records=records, notes=notes)
     run.summary = _read_json(path / SUMMARY_FILE)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from critics.travelplanner.benchmark import TravelPlanner
+from critics.travelplanner.data import load_split
 from critics.travelplanner.greedy import GreedyGenerator, route_of
 from modulo.components import generators
 from modulo.errors import DataError
@@ -71,6 +72,6 @@ def test_distinct_meals_variant(tp: TravelPlanner) -> None:
 
 
 def test_no_reference_information(tp: TravelPlanner) -> None:
-    derived = next(p for p in tp.load("validation") if not p.context)
+    derived = next(p for p in load_split(tp.root, "validation") if not p.context)
     with pytest.raises(DataError, match="validation-ref"):
         GreedyGenerator(benchmark=tp).plan(derived)
