@@ -7,7 +7,7 @@ import json
 import os
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, TextIO
 
@@ -99,6 +99,7 @@ class TravelPlanner(Benchmark):
         "reformulate": "travelplanner/reformulate",
     }
     metrics: ClassVar[tuple[MetricSpec, ...]] = _METRICS
+    submission_formats: ClassVar[tuple[str, ...]] = ("travelplanner-submission",)
     primary_metric: ClassVar[str] = "final_pass_rate"
     test_splits: ClassVar[tuple[str, ...]] = ("test",)
     critic_source: ClassVar[str] = "oracle"
@@ -273,6 +274,23 @@ class TravelPlanner(Benchmark):
     def evaluate_command(self, argv: list[str]) -> int:
         return run_evaluate_command(self, argv)
 
+    def write_submission(
+        self, fmt: str, problems: Sequence[Problem], plans: Mapping[str, PlanJSON | None], out: Path
+    ) -> int:
+        """``travelplanner-submission``: the official submission JSONL, one ``{"idx", "query", "plan"}`` line
+        per problem of the split in order, ``"plan": []`` (not delivered) where there is no plan."""
+        if fmt not in self.submission_formats:
+            return super().write_submission(fmt, problems, plans, out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+        with tmp.open("w", encoding="utf-8") as handle:
+            for p in problems:
+                plan = plans.get(p.id)
+                line = {"idx": p.metadata["idx"], "query": p.query, "plan": plan if plan is not None else []}
+                handle.write(json.dumps(line, ensure_ascii=False) + "\n")
+        tmp.replace(out)
+        return len(problems)
+
     # -- data commands ---------------------------------------------------------------------------------
     def data_check(self) -> DataReport:
         lines: list[str] = [f"travelplanner data folder: {self.root}"]
@@ -425,7 +443,13 @@ def _parser() -> argparse.ArgumentParser:
         ),
     )
     parser.add_argument("plans", type=Path, help="the plans file (JSONL)")
-    parser.add_argument("--split", default="validation", choices=["train", "validation"], help="query split")
+    parser.add_argument(
+        "--split",
+        default="validation",
+        choices=["train", "validation", "validation-ref"],
+        help="query split (validation-ref: the 129 rows with official reference information; figures over them "
+        "use denominators computed from their queries, as a run on that split does)",
+    )
     parser.add_argument("--mode", default="official", choices=list(MODES), help="official (bug for bug) or strict")
     parser.add_argument("--json", action="store_true", help="print the six figures as JSON fractions")
     parser.add_argument("--per-plan", type=Path, default=None, metavar="OUT", help="write per-plan verdicts (JSONL)")
@@ -483,7 +507,7 @@ def collect(
         idx = _line_idx(line, position, where)
         own = line.get("query") if isinstance(line.get("query"), dict) else None
         line_split = str(line.get("split") or split)
-        if line_split not in ("train", "validation"):
+        if line_split not in ("train", "validation", "validation-ref"):
             raise DataError(f"{where}: unknown split {line_split!r}")
         parsed.append((where, idx, own, line_split, line))
     idxs = [idx for _, idx, _, _, _ in parsed]
@@ -515,7 +539,8 @@ def collect(
                     id=problem.id, query=benchmark.query_of(problem), delivered=False, idx=idx, note="no line"
                 )
             )
-    return evaluations, per_line, split
+    # the official denominators for a whole official split (as a run's own evaluation), else computed ones
+    return evaluations, per_line, official_split_of({split}, len(evaluations))
 
 
 def _print_report(out: TextIO, metrics: dict[str, float], summary: Any, *, mode: str, n_lines: int) -> None:
