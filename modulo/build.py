@@ -22,6 +22,7 @@ from .errors import ConfigError, ModuloError, PluginLoadError, UnknownComponentE
 from .generator import Generator
 from .llm.base import LLMSettings
 from .metacontroller import Loop, LoopSettings
+from .redact import register_config, safe_config
 from .reformulate import build_reformulator
 from .registry import bind_arguments, suggest
 from .settings import data_dir as resolve_data_dir
@@ -176,6 +177,7 @@ def build_strategy(cfg: ModuloConfig) -> BackpromptStrategy:
 
 def build_session(cfg: ModuloConfig, *, load_problems: bool = True) -> Session:
     """Bind every component of ``cfg``; raises a ModuloError subclass on any problem, before any LLM call."""
+    register_config(dataclasses.asdict(cfg))  # secrets in headers, extra_body, URLs: redacted by every writer
     if cfg.cache.mode not in ("off", "read-write", "read-only"):  # a typo fails even when no model is needed
         raise ConfigError(f"cache.mode must be off, read-write or read-only, not {cfg.cache.mode!r}")
     benchmark = build_benchmark(cfg)
@@ -264,9 +266,8 @@ def _run_info(session: Session, sources: list[str]) -> dict[str, Any]:
     cfg = session.config
     llm = None
     if session.llm is not None:
-        llm = {k: v for k, v in dataclasses.asdict(cfg.llm).items() if k not in ("args",)}
-        llm["args"] = {k: v for k, v in cfg.llm.args.items() if "key" not in k.lower()}
-    return {
+        llm = safe_config(dataclasses.asdict(cfg.llm), ("llm",))
+    info = {
         "created": now_iso(),
         "modulo_version": __version__,
         "git_revision": git_revision(),
@@ -301,3 +302,5 @@ def _run_info(session: Session, sources: list[str]) -> dict[str, Any]:
         "problem_ids": [p.id for p in session.problems],
         "execution": {"concurrency": cfg.run.concurrency, "run_max_dollars": cfg.run.max_dollars},
     }
+    stored: dict[str, Any] = safe_config(info)  # no secret, no URL userinfo
+    return stored

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import RunError
+from .redact import redact
 from .types import Outcome, ProblemResult
 
 FORMAT_VERSION = 1
@@ -127,7 +128,7 @@ class RunDir:
                 os.fsync(fh.fileno())
 
     def append(self, result: ProblemResult) -> None:
-        line = result.model_dump_json() + "\n"
+        line = redact(result.model_dump_json()) + "\n"
         with self._lock, self.records_path.open("a", encoding="utf-8") as fh:
             fh.write(line)
             fh.flush()
@@ -179,5 +180,5 @@ def now_iso() -> str:
 
 def _atomic_write(path: Path, text: str) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
+    tmp.write_text(redact(text), encoding="utf-8")
     os.replace(tmp, path)

@@ -16,6 +16,7 @@ from rich.table import Table
 from ..build import Session, build_session
 from ..config import ModuloConfig
 from ..metacontroller import best_iteration
+from ..redact import RedactingStream
 from ..runner import RunResult, RunState, run_session
 from ..runs import RunDir
 from ..types import Outcome
@@ -31,8 +32,9 @@ def _width() -> int | None:
         return 140
 
 
-console = Console(stderr=False, highlight=False, width=_width())
-err_console = Console(stderr=True, highlight=False, width=_width())
+# every secret known to the process is redacted from what the console writes (see modulo.redact)
+console = Console(file=RedactingStream(lambda: sys.stdout), highlight=False, width=_width())  # type: ignore[arg-type]
+err_console = Console(file=RedactingStream(lambda: sys.stderr), highlight=False, width=_width())  # type: ignore[arg-type]
 
 
 def error(exc: BaseException) -> None:

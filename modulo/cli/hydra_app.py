@@ -21,6 +21,7 @@ import hydra
 from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import InterpolationResolutionError
 
 from ..config import (
     BackpromptConf,
@@ -35,6 +36,7 @@ from ..config import (
     RunConf,
 )
 from ..errors import ConfigError, ModuloError
+from ..redact import check_config, register_config, safe_config
 from ..resources import resource_dir
 
 BENCHMARK_KEYS = {"name", "split", "limit", "ids"}
@@ -56,8 +58,16 @@ def register_schema() -> None:
 
 def to_modulo_config(cfg: DictConfig) -> ModuloConfig:
     """Plain dataclasses from a composed Hydra config (resolving interpolations)."""
-    raw: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)  # type: ignore[assignment]
+    unresolved = OmegaConf.to_container(cfg, resolve=False)
+    if isinstance(unresolved, dict):
+        unresolved.pop("hydra", None)
+    check_config(unresolved)  # a secret written in a config file, not read from the environment
+    try:
+        raw: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)  # type: ignore[assignment]
+    except InterpolationResolutionError as exc:  # ${oc.env:VAR} with VAR unset, most often
+        raise ConfigError(f"{getattr(exc, 'full_key', '') or 'the configuration'}: {exc.msg}") from None
     raw.pop("hydra", None)
+    register_config(raw)  # the resolved secrets: every writer redacts them from now on
     bench = dict(raw.pop("benchmark") or {})
     if "name" not in bench:
         raise ConfigError("benchmark.name is missing (pick one with benchmark=NAME)")
@@ -94,10 +104,8 @@ def to_modulo_config(cfg: DictConfig) -> ModuloConfig:
 
 
 def config_yaml(cfg: ModuloConfig) -> str:
-    """The resolved config as YAML, with anything that looks like a secret dropped."""
-    data = dataclasses.asdict(cfg)
-    data["llm"]["args"] = {k: v for k, v in data["llm"]["args"].items() if "key" not in k.lower()}
-    return OmegaConf.to_yaml(OmegaConf.create(data))
+    """The resolved config as YAML, secrets redacted and URLs without userinfo (see :mod:`modulo.redact`)."""
+    return OmegaConf.to_yaml(OmegaConf.create(safe_config(dataclasses.asdict(cfg))))
 
 
 def _task(check: bool) -> Callable[[DictConfig], Any]:

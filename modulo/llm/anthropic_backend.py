@@ -23,6 +23,7 @@ from typing import Any, Literal, get_args
 import anthropic
 
 from ..errors import ConfigError, LLMError
+from ..redact import strip_userinfo
 from ..types import Usage
 from .base import LLMRequest, LLMResponse, LLMSettings
 from .faults import tag_headers, translate_sdk_error
@@ -82,7 +83,8 @@ class AnthropicBackend:
         )
 
     def __repr__(self) -> str:
-        return f"AnthropicBackend(model={self.settings.model!r}, base_url={self.settings.base_url!r})"
+        url = strip_userinfo(self.settings.base_url) if self.settings.base_url else None
+        return f"AnthropicBackend(model={self.settings.model!r}, base_url={url!r})"
 
     def request_kwargs(self, request: LLMRequest) -> dict[str, Any]:
         """The keyword arguments of ``messages.create`` for ``request`` (no transport options)."""

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Literal
 
 from ..errors import ConfigError
+from ..redact import redact
 from ..settings import cache_dir as default_cache_dir
 from ..types import canonical_json
 from .base import LLMRequest
@@ -112,7 +113,8 @@ class ResponseCache:
     ) -> None:
         if self.readonly or self._conn is None:
             raise ConfigError("the LLM response cache was opened read-only")
-        payload = canonical_json(request.model_dump(mode="json", exclude={"tags"}))
+        payload = redact(canonical_json(request.model_dump(mode="json", exclude={"tags"})))
+        text = redact(text)  # the client scrubbed it already; the cache is a writer all the same
         with self._lock:
             self._conn.execute(
                 "INSERT OR IGNORE INTO responses "

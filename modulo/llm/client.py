@@ -41,6 +41,8 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, sto
 
 from .. import components
 from ..errors import CacheMissError, ConfigError, LLMError, PermanentLLMError, TransientLLMError
+from ..redact import known as known_secrets
+from ..redact import redact, strip_userinfo
 from ..registry import bind_arguments
 from ..types import Fault, LLMCall, Usage
 from .base import LLM, LLMRequest, LLMResponse, LLMSettings
@@ -267,7 +269,7 @@ class LLMClient:
             nonlocal spent
             number = len(faults) + 1
             try:
-                response = _valid_text(await self._send(request))
+                response = _scrubbed(_valid_text(await self._send(request)))
                 if self.retry_empty and not response.text.strip():
                     raise EmptyReplyError(
                         f"the model returned an empty reply (finish_reason={response.finish_reason!r})",
@@ -282,7 +284,7 @@ class LLMClient:
                 model = getattr(exc, "model", "") or request.model
                 cost = self._cost(model, tokens_in, tokens_out) if failed_usage else 0.0
                 spent = spent + Usage(failed_calls=1, input_tokens=tokens_in, output_tokens=tokens_out, cost_usd=cost)
-                faults.append(Fault(kind=exc.fault, message=str(exc), attempt=number, stage=stage))
+                faults.append(Fault(kind=exc.fault, message=redact(str(exc)), attempt=number, stage=stage))
                 if isinstance(exc, TransientLLMError) and number <= self.settings.max_retries:
                     log.info(
                         "%s call for problem %r failed (%s, attempt %d of %d), retrying: %s",
@@ -389,8 +391,8 @@ class LLMClient:
         spent: Usage,
         started: float,
     ) -> LLMError:
-        if not faults or faults[-1].message != str(exc):
-            faults = [*faults, Fault(kind=exc.fault, message=str(exc), attempt=len(faults) + 1, stage=stage)]
+        if not faults or faults[-1].message != redact(str(exc)):
+            faults = [*faults, Fault(kind=exc.fault, message=redact(str(exc)), attempt=len(faults) + 1, stage=stage)]
         call = LLMCall(
             stage=stage,
             messages=list(request.messages),
@@ -422,7 +424,16 @@ class LLMClient:
 def cache_identity(settings: LLMSettings) -> str:
     """What the cache key calls the backend: its name, plus the server's URL when one is set, so a
     fake or local server's replies are never served for another endpoint's requests."""
-    return settings.name + (f"@{settings.base_url.rstrip('/')}" if settings.base_url else "")
+    return settings.name + (f"@{strip_userinfo(settings.base_url).rstrip('/')}" if settings.base_url else "")
+
+
+def _scrubbed(response: LLMResponse) -> LLMResponse:
+    """``response`` with every known secret redacted from its text (a server may echo a header or a
+    key): scanned before it is cached, recorded or quoted back to the model in a backprompt."""
+    if not known_secrets():
+        return response
+    text = redact(response.text)
+    return response if text == response.text else response.model_copy(update={"text": text})
 
 
 def _valid_text(response: LLMResponse) -> LLMResponse:

@@ -15,6 +15,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..errors import ContextLengthError, LLMError, PermanentLLMError, RateLimitError, TransientLLMError
+from ..redact import REDACTED
+from ..redact import redact as redact_text
 from ..types import Usage
 
 #: text fragments that providers use when a prompt is longer than the context window
@@ -27,7 +29,7 @@ _CONTEXT_MARKERS = (
     "exceeds the context",
 )
 
-REDACTED = "[redacted]"
+__all__ = ["REDACTED", "redact"]
 
 
 class EmptyReplyError(TransientLLMError):
@@ -42,11 +44,9 @@ class EmptyReplyError(TransientLLMError):
 
 
 def redact(text: str, secrets: Iterable[str | None]) -> str:
-    """``text`` with every secret (of four characters or more) replaced by a marker."""
-    for secret in secrets:
-        if secret and len(secret) >= 4:
-            text = text.replace(secret, REDACTED)
-    return text
+    """``text`` with ``secrets`` and every secret known to the process (:mod:`modulo.redact`), in any
+    form (raw, URL-encoded, JSON-escaped, base64), replaced by a marker."""
+    return redact_text(text, secrets)
 
 
 def parse_retry_after(headers: Mapping[str, str] | None, *, now: float | None = None) -> float | None:

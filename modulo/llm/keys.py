@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from urllib.parse import urlparse
 
 from ..errors import ConfigError
+from ..redact import check_overrides, register
 from .base import LLMSettings
 
 #: sent to servers that need no key (local vLLM, llama.cpp, Ollama, the fake provider)
@@ -43,7 +44,8 @@ _KEY_LIKE = re.compile(r"\b(?:sk|xai)-[A-Za-z0-9_-]{32,}|\bgsk_[A-Za-z0-9]{32,}|
 _SECRET_WORDS = ("api_key", "apikey", "secret", "password")
 _WHERE = (
     "API keys are read from the environment only: put it in the provider's variable ($OPENAI_API_KEY, "
-    "$ANTHROPIC_API_KEY) or name another variable with llm.api_key_env=VARIABLE"
+    "$ANTHROPIC_API_KEY) or name another variable with llm.api_key_env=VARIABLE; any other secret "
+    "(a header, an extra_body field, a password) as KEY='${oc.env:VARIABLE}'"
 )
 
 
@@ -60,6 +62,7 @@ def reject_secret_overrides(overrides: Iterable[str]) -> None:
     """A ConfigError, naming the key but never the value, for a command-line override that holds a
     secret: a setting named like one, a value shaped like an API key, or a key given as llm.api_key_env.
     Checked before Hydra saves the overrides into the run directory."""
+    overrides = list(overrides)
     for item in overrides:
         name, sep, value = item.lstrip("+~").partition("=")
         if not sep:
@@ -69,6 +72,7 @@ def reject_secret_overrides(overrides: Iterable[str]) -> None:
             check_env_name(value.strip())
         elif any(word in last for word in _SECRET_WORDS) or _KEY_LIKE.search(value):
             raise ConfigError(f"the override of {name!r} holds what looks like a secret (not shown). {_WHERE}")
+    check_overrides(overrides)  # headers, extra_body, credential-named settings, URL passwords
 
 
 def is_official(base_url: str | None, official_hosts: tuple[str, ...]) -> bool:
@@ -91,6 +95,7 @@ def resolve_api_key(
     check_env_name(env)
     value = os.environ.get(env, "").strip()
     if value:
+        register(value)  # every writer redacts it from now on, in any form
         return Secret(value)
     if is_official(settings.base_url, official_hosts):
         where = settings.base_url or f"the {provider} API"

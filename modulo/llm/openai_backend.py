@@ -25,6 +25,7 @@ from typing import Any, Literal, get_args
 import openai
 
 from ..errors import ConfigError, LLMError
+from ..redact import strip_userinfo
 from ..types import Usage
 from .base import LLMRequest, LLMResponse, LLMSettings
 from .faults import EmptyReplyError, tag_headers, translate_sdk_error
@@ -81,7 +82,8 @@ class OpenAIBackend:
         )
 
     def __repr__(self) -> str:
-        return f"OpenAIBackend(model={self.settings.model!r}, base_url={self.settings.base_url!r})"
+        url = strip_userinfo(self.settings.base_url) if self.settings.base_url else None
+        return f"OpenAIBackend(model={self.settings.model!r}, base_url={url!r})"
 
     def request_kwargs(self, request: LLMRequest) -> dict[str, Any]:
         """The keyword arguments of ``chat.completions.create`` for ``request`` (no transport options)."""

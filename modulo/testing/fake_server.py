@@ -36,6 +36,7 @@ request would have had. :data:`FAULT_KINDS` lists the faults.
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import hashlib
 import json
@@ -46,6 +47,7 @@ import struct
 import sys
 import threading
 import time
+import urllib.parse
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -67,6 +69,8 @@ FAULT_KINDS: dict[str, str] = {
     "bad_request": "HTTP 400",
     "context_length": "HTTP 400 saying the prompt exceeds the context window",
     "auth": "HTTP 401 that echoes the key it was sent, as a careless server might",
+    "auth_echo": "HTTP 401 echoing every header and extra body field sent, raw, URL-encoded and base64",
+    "echo": "a 200 reply whose text echoes every header and extra body field sent, raw, URL-encoded and base64",
     "reset": "the connection is reset (TCP RST) before any response",
     "timeout": "no response for hang_s seconds, then the connection is closed",
     "slow": "the normal reply after slow_s seconds",
@@ -89,6 +93,7 @@ TRANSPORT_FAULTS = frozenset(
         "bad_request",
         "context_length",
         "auth",
+        "auth_echo",
         "reset",
         "timeout",
     }
@@ -421,6 +426,28 @@ def _problem_of(headers: Mapping[str, str], messages: list[dict[str, str]]) -> s
     return None
 
 
+#: headers and body fields every client sends; the echo faults repeat everything else
+_ORDINARY_HEADERS = frozenset(
+    {"host", "content-length", "content-type", "accept", "accept-encoding", "user-agent", "connection"}
+)
+_ORDINARY_BODY = frozenset(
+    {"model", "messages", "temperature", "max_tokens", "max_completion_tokens", "seed", "stop", "response_format"}
+    | {"system", "tools", "tool_choice", "output_config", "stream", "metadata"}
+)
+
+
+def _echo(req: FakeRequest) -> str:
+    """Every credential-like thing the request carried, in the forms careless servers echo them."""
+    values = [v for k, v in req.headers.items() if k not in _ORDINARY_HEADERS and not k.startswith("x-stainless")]
+    values += [json.dumps(v) if not isinstance(v, str) else v for k, v in req.body.items() if k not in _ORDINARY_BODY]
+    words = {w for v in values for w in [v, *v.split()]}
+    forms = []
+    for w in sorted(words):
+        forms += [w, urllib.parse.quote(w, safe=""), base64.b64encode(w.encode()).decode()]
+        forms.append(base64.b64encode(f"user:{w}".encode()).decode())
+    return " | ".join(forms)
+
+
 class _Server(ThreadingHTTPServer):
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client that went away (killed, timed out) is routine here: no traceback on stderr."""
@@ -631,6 +658,8 @@ class _Handler(BaseHTTPRequestHandler):
                 "authentication_error",
                 f"Incorrect API key provided: {req.api_key}. You can find your API key in your account.",
             )
+        if fault == "auth_echo":
+            return self._error(api, 401, "authentication_error", f"Unauthorized. You sent: {_echo(req)}")
         if fault == "reset":
             self._reset()
             return None
@@ -658,6 +687,8 @@ class _Handler(BaseHTTPRequestHandler):
                 except json.JSONDecodeError:
                     text = self.provider.generate(req)
             text = text[: max(1, len(text) // 2)]
+        elif fault == "echo":
+            text = f"Here is what you sent: {_echo(req)}"
         elif fault == "ignore_schema":
             text = json.dumps({"response": "I would rather describe the plan in words.", "confidence": "high"})
         prompt_tokens, completion_tokens = req.prompt_tokens, approx_tokens(text)

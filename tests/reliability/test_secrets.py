@@ -107,3 +107,151 @@ def test_a_key_on_the_command_line_is_refused_before_anything_is_written(
     assert "environment" in out  # it says where keys belong
     assert d.fake.stats().requests == 0
     assert leaks(tmp_path, [out]) == []
+
+
+TOKEN = "hf_tok3n-0f-the-reliability-drill-77c1"
+
+
+def token_forms(token: str) -> list[str]:
+    """The token raw, URL-encoded, JSON-escaped, and base64-encoded alone, as user:token, and inside a header."""
+    import base64
+    import json
+    from urllib.parse import quote
+
+    forms = {token, quote(token, safe=""), json.dumps(token)[1:-1], token[4:20], token[-16:]}
+    for text in (token, f"user:{token}", f"Bearer {token}", f"x:{token}"):
+        encoded = base64.b64encode(text.encode()).decode()
+        forms.add(encoded)
+        forms.add(encoded.rstrip("="))
+    forms.add(base64.b64encode(token.encode()).decode()[:-4])  # the part of base64(token) that is the token's alone
+    return sorted(forms)
+
+
+def test_a_token_in_a_header_a_url_and_extra_body_is_written_nowhere_in_any_form(
+    drill: DrillFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 14 item 1: a token read from the environment into a header, the base URL's password and
+    extra_body, against a server that echoes everything it got (raw, URL-encoded, base64) in 401
+    bodies and in 200 replies, appears in no file of the run, the cache and Hydra's output, nor on the
+    console."""
+    d = drill(retry_after_s=0.01)
+    work = tmp_path / "work"
+    work.mkdir()
+    url = d.fake.openai_base_url.replace("http://", "http://user:${oc.env:DRILL_TOKEN}@")
+    overrides = d.overrides(
+        "run",
+        n=6,
+        max_retries=3,
+        concurrency=2,
+        report=True,
+        extra=[
+            "+llm.args.extra_headers.X-Api-Token=${oc.env:DRILL_TOKEN}",
+            '+llm.args.extra_headers.api-key="Bearer ${oc.env:DRILL_TOKEN}"',
+            "+llm.args.extra_body.api_token=${oc.env:DRILL_TOKEN}",
+            "hydra.verbose=true",
+        ],
+    )
+    overrides = [o for o in overrides if not o.startswith("llm.base_url=")] + [f"llm.base_url='{url}'"]
+    monkeypatch.setenv("DRILL_TOKEN", TOKEN)
+    d.script(overrides)
+    d.fake.push_faults("auth_echo", "echo", "ok", "echo", "auth", "ok", "echo", "auth_echo")
+    env = isolated_env(tmp_path, OPENAI_API_KEY=KEY, DRILL_TOKEN=TOKEN)
+    modulo = Launcher(fork=True, env=env, cwd=work)
+    outputs = []
+    try:
+        code, out = modulo(["run", *overrides], tmp_path / "console-run.txt")
+        outputs.append(out)
+        assert code == 0, out[-3000:]
+        by_id = records(tmp_path / "run")
+        assert len(by_id) == 6
+        # the token really went out in all three places, and came back in the server's echoes (so this can fail)
+        sent = d.fake.requests
+        assert any(r.headers.get("x-api-token") == TOKEN for r in sent)
+        assert any(r.headers.get("api-key") == f"Bearer {TOKEN}" for r in sent)
+        assert any(r.body.get("api_token") == TOKEN for r in sent)
+        assert {r.fault for r in sent} >= {"auth_echo", "echo"}
+        show = ["show", str(tmp_path / "run"), sorted(by_id)[0], "--replies"]
+        code, out = modulo(show, tmp_path / "console-show.txt")
+        outputs.append(out)
+        assert code == 0, out[-2000:]
+    finally:
+        modulo.close()
+    text = (tmp_path / "run" / "records.jsonl").read_text()
+    assert "[redacted]" in text  # the echoes were recorded, redacted
+    found = []
+    for needle in [*token_forms(TOKEN), KEY]:
+        found += [f"console {i}: {needle}" for i, o in enumerate(outputs) if needle in o]
+        for path in tmp_path.rglob("*"):
+            if path.is_file() and not path.is_symlink() and needle.encode() in path.read_bytes():
+                found.append(f"{path}: {needle}")
+    assert found == []
+    stored = (tmp_path / "run" / "config.yaml").read_text() + (tmp_path / "run" / "run.json").read_text()
+    assert "user:" not in stored and "@127.0.0.1" not in stored  # URLs are stored without userinfo
+
+
+@pytest.mark.parametrize(
+    "override",
+    [
+        "+llm.args.extra_headers.X-Api-Token=hf_abcdefghijklmnop",
+        "+llm.args.extra_headers.Authorization=Bearer hf_abcdefghijklmnop",
+        "+llm.args.extra_body.api_token=hf_abcdefghijklmnop",
+        "++llm.args.extra_headers={api-key: hf_abcdefghijklmnop}",
+        "llm.base_url=http://user:hf_abcdefghijklmnop@127.0.0.1:9/v1",
+        "+llm.args.password=hf_abcdefghijklmnop",
+    ],
+)
+def test_a_literal_secret_in_any_shape_is_refused_before_anything_is_written(override: str) -> None:
+    from modulo.errors import ConfigError
+    from modulo.llm.keys import reject_secret_overrides
+
+    with pytest.raises(ConfigError) as info:
+        reject_secret_overrides([override])
+    assert "hf_abcdefghijklmnop" not in str(info.value) and "oc.env" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "override",
+    [
+        "+llm.args.extra_body.top_k=5",
+        "llm.max_tokens=100",
+        "llm.api_key_env=MY_KEY",
+        "+llm.args.extra_headers.X-Api-Token=${oc.env:TOKEN}",
+        "llm.base_url=http://127.0.0.1:9/v1",
+    ],
+)
+def test_ordinary_settings_and_environment_references_are_accepted(override: str) -> None:
+    from modulo.llm.keys import reject_secret_overrides
+
+    reject_secret_overrides([override])
+
+
+def test_a_literal_secret_in_a_config_file_is_refused() -> None:
+    from modulo.errors import ConfigError
+    from modulo.redact import check_config
+
+    with pytest.raises(ConfigError, match=r"llm\.args\.extra_headers\.X-Token"):
+        check_config({"llm": {"args": {"extra_headers": {"X-Token": "abcdefgh12345"}}}})
+    check_config({"llm": {"args": {"extra_headers": {"X-Token": "${oc.env:T}"}}}})
+
+
+def test_redaction_covers_every_form() -> None:
+    import base64
+    import json
+    from urllib.parse import quote, quote_plus
+
+    from modulo.redact import redact, register
+
+    secret = "s3cr3t value/with+odd chars"
+    register(secret)
+    for form in (
+        secret,
+        quote(secret, safe=""),
+        quote_plus(secret),
+        json.dumps(secret)[1:-1],
+        base64.b64encode(secret.encode()).decode(),
+        base64.b64encode(f"alice:{secret}".encode()).decode(),
+        base64.b64encode(f"ab:{secret}".encode()).decode(),
+        base64.urlsafe_b64encode(secret.encode()).decode(),
+    ):
+        out = redact(f"before {form} after")
+        assert form not in out and "[redacted]" in out, form
