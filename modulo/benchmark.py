@@ -159,6 +159,10 @@ class Benchmark(ABC):
         """Plan as text in ``problem``'s backprompt; override when the text needs the problem."""
         return self.render_plan(plan)
 
+    def plan_table(self, plan: PlanJSON) -> PlanTable | None:
+        """The plan as a table for ``modulo view`` (None: the viewer shows the JSON). Cells are plain text."""
+        return None
+
     # -- prompts -------------------------------------------------------------------------------
     def prompt_variables(self, problem: Problem) -> dict[str, Any]:
         """Variables available to this benchmark's templates (``problem`` is always available too)."""
@@ -215,6 +219,14 @@ class Benchmark(ABC):
     def evaluate_command(self, argv: list[str]) -> int:
         """``modulo evaluate <benchmark> ARGS...``: parse ``argv`` (argparse) and print results. Exit code."""
         raise NotImplementedError(f"benchmark {self.name!r} has no evaluate command")
+
+
+@dataclass
+class PlanTable:
+    """A plan as a table for the trace viewer (``modulo view``): plain text cells, escaped by the viewer."""
+
+    columns: list[str]
+    rows: list[list[str]]
 
 
 @dataclass

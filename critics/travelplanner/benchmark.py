@@ -14,7 +14,7 @@ from typing import Any, ClassVar, TextIO
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
 from modulo import settings
-from modulo.benchmark import Benchmark, DataReport, EvalResult, MetricSpec
+from modulo.benchmark import Benchmark, DataReport, EvalResult, MetricSpec, PlanTable
 from modulo.errors import ConfigError, DataError
 from modulo.types import PlanJSON, Problem
 
@@ -31,7 +31,7 @@ from .evaluate import (
     official_split_of,
     summarise,
 )
-from .planformat import parse_text, render_text
+from .planformat import parse_text, plan_rows, render_text
 from .store import FULL_FLIGHTS, Sources, Store
 from .tools import TravelPlannerTools
 
@@ -222,6 +222,11 @@ class TravelPlanner(Benchmark):
 
     def render_plan(self, plan: PlanJSON) -> str:
         return render_text(plan)
+
+    def plan_table(self, plan: PlanJSON) -> PlanTable | None:
+        """Day by day: one row per day, one column per field (the paper's layout)."""
+        table = plan_rows(plan)
+        return PlanTable(*table) if table is not None else None
 
     # -- prompts ---------------------------------------------------------------------------------------
     def check_plannable(self, problems: Sequence[Problem]) -> None:

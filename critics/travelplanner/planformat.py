@@ -74,6 +74,19 @@ def render_text(plan: Any) -> str:
     return "\n\n".join(blocks)
 
 
+def plan_rows(plan: Any) -> tuple[list[str], list[list[str]]] | None:
+    """The plan as a day-by-day table (columns, rows of text cells); None when it is not a list of days."""
+    if not isinstance(plan, list) or not all(isinstance(day, dict) for day in plan):
+        return None
+    extra = list(dict.fromkeys(k for day in plan for k in day if k not in DAY_FIELDS))
+    columns = ["Day", *LABELS.values(), *extra]
+    rows = []
+    for i, day in enumerate(plan, start=1):
+        cells = [day.get("days", i), *(day.get(field, "") for field in LABELS), *(day.get(k, "") for k in extra)]
+        rows.append([c if isinstance(c, str) else json.dumps(c, ensure_ascii=False) for c in cells])
+    return columns, rows
+
+
 def _json_plan(text: str) -> list[dict[str, Any]] | None:
     start = text.find("[")
     # bounded, so that a degenerate answer ('[[[[...', megabytes of it) costs linear time, not hours

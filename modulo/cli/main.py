@@ -354,6 +354,13 @@ def show(ctx: click.Context) -> None:
 
 @cli.command(context_settings=PASS_THROUGH)
 @click.pass_context
+def view(ctx: click.Context) -> None:
+    """A run or sweep as a self-contained HTML trace viewer: modulo view RUN_DIR|SWEEP_DIR [--serve]."""
+    _call_hook("modulo.view", "view_main", list(ctx.args))
+
+
+@cli.command(context_settings=PASS_THROUGH)
+@click.pass_context
 def dissect(ctx: click.Context) -> None:
     """Label why failed problems fail (re-run, wording, topic, structure): modulo dissect RUN_DIR [...]."""
     _call_hook("modulo.dissect", "dissect_main", list(ctx.args))
