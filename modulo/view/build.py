@@ -19,6 +19,7 @@ from typing import Any
 
 from ..errors import RunError
 from ..reports.load import RunData, find_runs, load_run, load_runs
+from ..types import Outcome
 from .data import problem_detail, problem_summary, run_overview, sweep_overview
 
 PAGE_NAME = "view.html"
@@ -111,7 +112,7 @@ def run_files(run: RunData, page: str, options: ViewOptions, *, parent: str | No
     data_dir = DATA_DIR if not page_dir else f"{page_dir}/{DATA_DIR}"
     meta = {
         "overview": overview,
-        "index": {"critics": list(critic_index), "rows": rows},
+        "index": {"critics": list(critic_index), "rows": rows, "outcomes": [o.value for o in Outcome]},
         "mode": "split" if split else "embedded",
         "chunk_size": chunk_size,
         "data_dir": DATA_DIR,
@@ -161,7 +162,7 @@ def build_view(path: str | Path, out: str | Path | None = None, options: ViewOpt
         links.append(f"./{page}")
     meta = {
         "overview": sweep_overview(runs, links, root, n_resamples=options.n_resamples),
-        "index": {"critics": [], "rows": []},
+        "index": {"critics": [], "rows": [], "outcomes": []},
         "mode": "embedded",
         "chunk_size": 1,
         "data_dir": DATA_DIR,

@@ -213,7 +213,9 @@
       if (key !== "page") p.delete("page");
       go(["problems"], p);
     };
-    const outcomes = [...new Set(IDX.rows.map((r) => r[1]))];
+    const counts = {};
+    for (const r of IDX.rows) counts[r[1]] = (counts[r[1]] || 0) + 1;
+    const outcomes = [...new Set([...IDX.outcomes, ...Object.keys(counts)])];
     const search = el("input", { type: "search", id: "search", placeholder: "search id, critic, level", value: params.get("q") || "" });
     search.addEventListener("change", () => update("q", search.value));
     const pager = el("div", { class: "pager" },
@@ -223,7 +225,7 @@
     main.append(el("h2", {}, "Problems"),
       el("div", { class: "controls" }, search,
         el("label", {}, "outcome ", el("select", { id: "outcome-filter", onchange: (e) => update("outcome", e.target.value) },
-          el("option", { value: "" }, "any"), outcomes.map((o) => el("option", { value: o, selected: o === outcome || null }, o)))),
+          el("option", { value: "" }, "any"), outcomes.map((o) => el("option", { value: o, selected: o === outcome || null }, `${o} (${counts[o] || 0})`)))),
         el("label", {}, "critic fired ", el("select", { id: "critic-filter", onchange: (e) => update("critic", e.target.value) },
           el("option", { value: "" }, "any"), IDX.critics.map((c) => el("option", { value: c, selected: c === critic || null }, c)))),
         el("span", { id: "count" }, `${fmtInt(rows.length)} of ${fmtInt(IDX.rows.length)} problems`), pager));
@@ -309,7 +311,7 @@
     }
     if (it.gated.length) sec.append(el("p", { class: "muted" }, "gated (not run because a format critic failed): " + it.gated.join(", ")));
     const prompt = it.prompt.map(([role, t]) => `[${role}]\n${T(t)}`).join("\n\n");
-    sec.append(el("details", {}, el("summary", {}, k === 0 ? "prompt" : "prompt (the backprompt sent at this iteration)"), folded(prompt || "(not recorded)")));
+    sec.append(el("details", { class: "prompt" }, el("summary", {}, k === 0 ? "prompt" : "prompt (the backprompt sent at this iteration)"), folded(prompt || "(not recorded)")));
     sec.append(el("h4", {}, "Raw reply"), it.reply === null ? el("p", { class: "muted" }, "(no reply)") : folded(T(it.reply), "reply"));
     if (it.plan !== null) {
       sec.append(el("h4", {}, "Plan"));

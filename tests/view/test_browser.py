@@ -1,0 +1,175 @@
+"""The viewer in a real headless Chromium (system packages, driven by selenium).
+
+Skipped, with the reason, when Chromium, chromedriver or selenium are not installed. Screenshots go to
+``.test-artifacts/view/`` (or ``$MODULO_TEST_ARTIFACTS/view/``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from modulo.view import ViewOptions, build_view
+from modulo.view.serve import make_server
+
+from .browser import BrowserUnavailable, console_errors, start_browser
+from .conftest import HOSTILE_FIELD
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def driver() -> Iterator[Any]:
+    try:
+        browser = start_browser()
+    except BrowserUnavailable as exc:
+        pytest.skip(str(exc))
+    yield browser
+    browser.quit()
+
+
+@pytest.fixture(scope="module")
+def artifacts() -> Path:
+    base = Path(os.environ.get("MODULO_TEST_ARTIFACTS") or ROOT / ".test-artifacts")
+    path = base / "view"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@pytest.fixture(scope="module")
+def page(tp_run: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("view-page") / "view.html"
+    return build_view(tp_run, out).write()
+
+
+def wait_for(check: Callable[[], Any], timeout: float = 10.0) -> Any:
+    end = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out waiting for {check}")
+        time.sleep(0.05)
+
+
+def css(driver: Any, selector: str) -> list[Any]:
+    return list(driver.find_elements("css selector", selector))
+
+
+def open_page(driver: Any, url: str, ready: str = "#problems tr.prow") -> None:
+    driver.get(url)
+    wait_for(lambda: css(driver, ready))
+
+
+def test_page_loads_without_console_errors(driver: Any, page: Path, artifacts: Path) -> None:
+    console_errors(driver)
+    open_page(driver, page.as_uri())
+    driver.save_screenshot(str(artifacts / "overview.png"))
+    assert console_errors(driver) == []
+    rows = css(driver, "#problems tr.prow")
+    assert [r.get_attribute("data-problem") for r in rows] == ["validation-12", "validation-22"]
+    assert "2 of 2 problems" in driver.find_element("id", "count").text
+    assert "Final pass rate" in driver.find_element("id", "metrics").text
+
+
+def test_clicking_a_problem_shows_its_iterations_and_verdict_matrix(driver: Any, page: Path, artifacts: Path) -> None:
+    open_page(driver, page.as_uri())
+    css(driver, "#problems tr.prow")[0].click()
+    matrix = wait_for(lambda: css(driver, "#matrix"))[0]
+    driver.save_screenshot(str(artifacts / "problem.png"))
+    assert [s.get_attribute("id") for s in css(driver, "section.iteration")] == ["it-0", "it-1", "it-2"]
+    critics = [r.get_attribute("data-critic") for r in css(driver, "#matrix tr[data-critic]")]
+    assert critics[0] == "format" and "within_sandbox" in critics
+    assert "Verdicts" in driver.page_source and matrix.is_displayed()
+    # the plan as TravelPlanner renders it: a day-by-day table
+    plan = css(driver, "#it-2 table.plan")[0]
+    assert "Current City" in plan.text and len(css(driver, "#it-2 table.plan tr")) == 4
+    assert console_errors(driver) == []
+
+
+def test_a_verdict_flip_is_highlighted(driver: Any, page: Path, artifacts: Path) -> None:
+    open_page(driver, page.as_uri() + "#/p/validation-12", "#matrix")
+    cells = css(driver, '#matrix tr[data-critic="within_sandbox"] td')
+    assert [c.get_attribute("data-state") for c in cells] == ["gated", "FAIL", "pass"]
+    assert [c.get_attribute("data-flip") for c in cells] == [None, "1", "1"]
+    outline = driver.execute_script("return getComputedStyle(arguments[0]).outlineStyle", cells[2])
+    assert outline == "solid"
+    plain = driver.execute_script("return getComputedStyle(arguments[0]).outlineStyle", cells[0])
+    assert plain == "none"
+    # diverse_restaurants fails at 1 and 2: the second FAIL is not a flip
+    kept = css(driver, '#matrix tr[data-critic="diverse_restaurants"] td')[2]
+    assert kept.get_attribute("data-state") == "FAIL" and kept.get_attribute("data-flip") is None
+    driver.save_screenshot(str(artifacts / "flip.png"))
+
+
+def test_filtering_by_a_critic_narrows_the_list(driver: Any, page: Path, artifacts: Path) -> None:
+    open_page(driver, page.as_uri())
+    from selenium.webdriver.support.ui import Select
+
+    Select(driver.find_element("id", "critic-filter")).select_by_value("minimum_nights_stay")
+    wait_for(lambda: len(css(driver, "#problems tr.prow")) == 1)
+    assert css(driver, "#problems tr.prow")[0].get_attribute("data-problem") == "validation-22"
+    assert "1 of 2 problems" in driver.find_element("id", "count").text
+    driver.save_screenshot(str(artifacts / "filter.png"))
+    Select(driver.find_element("id", "outcome-filter")).select_by_value("certified")
+    wait_for(lambda: "0 of 2 problems" in driver.find_element("id", "count").text)
+
+
+def test_model_text_is_shown_as_text_never_run(driver: Any, page: Path) -> None:
+    open_page(driver, page.as_uri() + "#/p/validation-12", "#it-0")
+    assert driver.execute_script("return window.__pwned === undefined")
+    assert css(driver, "#pwn") == [] and css(driver, "section.iteration img") == []
+    assert "<script>window.__pwned = 1</script>I cannot plan" in css(driver, "#it-0 pre.reply")[0].text
+    assert HOSTILE_FIELD in driver.find_element("id", "it-1").text
+    assert console_errors(driver) == []
+
+
+def test_long_texts_are_folded(driver: Any, page: Path) -> None:
+    open_page(driver, page.as_uri() + "#/p/validation-12", "#it-0")
+    section = css(driver, "#it-0")[0]
+    section.find_element("css selector", "details.prompt > summary").click()
+    button = section.find_element("css selector", "details.prompt button.fold")
+    pre = section.find_element("css selector", "details.prompt pre")
+    shown = len(pre.get_attribute("textContent"))
+    assert shown == 4000 and "show all" in button.text
+    button.click()
+    assert len(pre.get_attribute("textContent")) > shown
+
+
+def test_chunked_page_loads_problems_from_disk(driver: Any, tp_run: Path, tmp_path: Path) -> None:
+    out = build_view(tp_run, tmp_path / "split.html", ViewOptions(split_above=0, chunk_size=1)).write()
+    console_errors(driver)
+    open_page(driver, out.as_uri() + "#/p/validation-22", "#matrix")
+    assert "validation-22" in driver.find_element("css selector", "main h2").text
+    assert console_errors(driver) == []
+
+
+def test_served_page_refreshes_while_the_run_writes(driver: Any, tp_run: Path, tmp_path: Path, artifacts: Path) -> None:
+    run = shutil.copytree(tp_run, tmp_path / "live")
+    lines = (run / "records.jsonl").read_text().splitlines(keepends=True)
+    (run / "records.jsonl").write_text(lines[0])
+    server, live = make_server(run, ViewOptions(), port=0)
+    live.min_interval = 0.0
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        console_errors(driver)
+        open_page(driver, f"http://127.0.0.1:{server.server_address[1]}/#/problems")
+        assert len(css(driver, "#problems tr.prow")) == 1
+        with (run / "records.jsonl").open("a") as fh:
+            fh.write(lines[1])
+        wait_for(lambda: len(css(driver, "#problems tr.prow")) == 2, timeout=15)
+        driver.save_screenshot(str(artifacts / "live.png"))
+        css(driver, "#problems tr.prow")[1].click()
+        wait_for(lambda: css(driver, "#matrix"))
+        assert console_errors(driver) == []
+    finally:
+        server.shutdown()
+        server.server_close()

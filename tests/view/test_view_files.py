@@ -1,0 +1,197 @@
+"""``modulo view`` without a browser: what goes into the page, escaping, chunking, sweeps and the server."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import threading
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from pydantic import Field
+
+from modulo.cli.main import cli
+from modulo.types import IterationRecord, Message, Outcome, ProblemResult, Verdict
+from modulo.view import ViewOptions, build_view
+from modulo.view.build import script_json
+from modulo.view.data import PREFIX_MIN, TextTable, problem_detail
+from modulo.view.serve import make_server
+
+from .conftest import HOSTILE_FIELD, HOSTILE_REPLY
+
+STATIC = Path(__file__).resolve().parents[2] / "modulo" / "view" / "static"
+
+
+def resolve(entries: list[Any], i: int) -> str:
+    e = entries[i]
+    return e if isinstance(e, str) else resolve(entries, e[0])[: e[1]] + e[2]
+
+
+def blocks(html: str) -> dict[str, Any]:
+    """The page's JSON blocks by element id, decoded."""
+    found = re.findall(r'<script type="application/json" id="([^"]+)">(.*?)</script>', html, flags=re.S)
+    return {k: json.loads(v) for k, v in found}
+
+
+def test_script_json_cannot_close_the_script_element() -> None:
+    value = {"x": "</script><script>alert(1)</script>", "y": "a&b\u2028c<!--"}
+    text = script_json(value)
+    assert "<" not in text and ">" not in text and "&" not in text and "\u2028" not in text
+    assert json.loads(text) == value
+
+
+def test_text_table_interns_and_shares_prefixes() -> None:
+    table = TextTable()
+    base = "context " * 200
+    a = table.add(base + "first plan")
+    b = table.add(base + "second plan")
+    again = table.add(base + "first plan")
+    short = table.add("ok")
+    assert a == again and table.add(None) is None
+    assert a is not None and b is not None and short is not None
+    assert isinstance(table.entries[b], list) and table.entries[b][1] >= PREFIX_MIN
+    assert len(json.dumps(table.entries[b])) < 100
+    for i, text in ((a, base + "first plan"), (b, base + "second plan"), (short, "ok")):
+        assert resolve(table.entries, i) == text
+
+
+def test_viewer_script_never_parses_data_as_html() -> None:
+    js = (STATIC / "viewer.js").read_text()
+    for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function"):
+        assert sink not in js, sink
+
+
+def test_run_page_is_one_self_contained_file(tp_run: Path, tmp_path: Path) -> None:
+    run = shutil.copytree(tp_run, tmp_path / "run")
+    result = CliRunner().invoke(cli, ["view", str(run)])
+    assert result.exit_code == 0, result.output
+    page = run / "view.html"
+    assert result.output.strip() == str(page)
+    assert sorted(p.name for p in run.iterdir() if p.name.startswith("view")) == ["view.html"]
+    html = page.read_text()
+    # nothing from outside the file: no URL to load, no external script or stylesheet
+    assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:)?//""", html)
+    assert "<link" not in html
+    # hostile text from the model is data, never markup
+    assert "<script>window.__pwned" not in html and "<img src=x" not in html
+    data = blocks(html)
+    meta = data["modulo-meta"]
+    assert meta["mode"] == "embedded"
+    assert [r[0] for r in meta["index"]["rows"]] == ["validation-12", "validation-22"]
+    detail = data["modulo-p-0"]
+    texts = detail["texts"]
+    replies = [resolve(texts, it["reply"]) for it in detail["iterations"]]
+    assert replies[0] == HOSTILE_REPLY
+    feedback = [
+        resolve(texts, v["feedback"])
+        for v in detail["iterations"][1]["verdicts"]
+        if v["critic"] == "within_sandbox" and v["feedback"] is not None
+    ]
+    assert any(HOSTILE_FIELD in f for f in feedback)
+    # the verdict matrix: within_sandbox FAIL at 1, pass at 2, flagged as a flip
+    ws = detail["critics"].index("within_sandbox")
+    assert [row[ws] for row in detail["matrix"]] == ["gated", "FAIL", "pass"]
+    assert [f[ws] for f in detail["flips"]] == [False, True, True]
+    # the plan as the benchmark renders it: TravelPlanner's day-by-day table
+    table = detail["iterations"][2]["plan_table"]
+    assert table["columns"][:3] == ["Day", "Current City", "Transportation"]
+    assert len(table["rows"]) == 3
+    assert detail["iterations"][2]["diff_against"] == 1
+    assert "+" in resolve(texts, detail["iterations"][2]["diff"])
+
+
+def test_large_runs_go_to_chunk_files(tp_run: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out" / "page.html"
+    view = build_view(tp_run, out, ViewOptions(split_above=1, chunk_size=1))
+    view.write()
+    assert sorted(view.files) == ["page.html", "view-data/chunk-00000.js", "view-data/chunk-00001.js"]
+    html = out.read_text()
+    meta = blocks(html)["modulo-meta"]
+    assert meta["mode"] == "split" and meta["chunk_size"] == 1
+    assert "modulo-p-0" not in html
+    chunk = (tmp_path / "out" / "view-data" / "chunk-00001.js").read_text()
+    prefix = "window.moduloChunk(1,"
+    assert chunk.startswith(prefix) and "<" not in chunk
+    assert json.loads(chunk[len(prefix) : -3])[0]["id"] == "validation-22"
+
+
+def test_unknown_iteration_fields_are_kept_for_generic_rendering() -> None:
+    class ToolIteration(IterationRecord):
+        tool_calls: list[dict[str, Any]] = Field(default_factory=list)
+
+    it = ToolIteration(
+        index=0,
+        prompt=[Message(role="user", content="plan")],
+        raw_reply="x",
+        verdicts=[Verdict(critic="format", passed=False, feedback="bad")],
+        tool_calls=[{"name": "FlightSearch", "args": {"from": "A"}, "result": "<b>3 flights</b>"}],
+    )
+    rec = ProblemResult(
+        problem_id="p", benchmark="b", outcome=Outcome.FAILED, stop_reason="iterations", iterations=[it]
+    )
+    detail = problem_detail(rec, ["format"], None)
+    assert detail["iterations"][0]["extra"] == {"tool_calls": it.tool_calls}
+    assert detail["iterations"][0]["plan_table"] is None
+
+
+def test_sweep_page_links_every_job_and_compares_them(tp_run: Path, tmp_path: Path) -> None:
+    sweep = tmp_path / "sweep"
+    for job in ("0", "1"):
+        shutil.copytree(tp_run, sweep / job)
+    result = CliRunner().invoke(cli, ["view", str(sweep)])
+    assert result.exit_code == 0, result.output
+    meta = blocks((sweep / "view.html").read_text())["modulo-meta"]
+    jobs = meta["overview"]["jobs"]
+    assert [j["link"] for j in jobs] == ["./0/view.html", "./1/view.html"]
+    for job in jobs:
+        assert (sweep / job["link"]).is_file()
+    job_meta = blocks((sweep / "0" / "view.html").read_text())["modulo-meta"]
+    assert job_meta["parent"] == "./../view.html"
+    (cmp,) = meta["overview"]["comparisons"]
+    assert cmp["n"] == 2 and cmp["only_a"] == 0 and cmp["only_b"] == 0
+
+
+def test_view_errors_are_clear(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["view", str(tmp_path / "nothing")])
+    assert result.exit_code == 2
+    assert "no such file or directory" in result.output
+    (tmp_path / "empty").mkdir()
+    result = CliRunner().invoke(cli, ["view", str(tmp_path / "empty")])
+    assert result.exit_code == 2 and "no run directories found" in result.output
+
+
+def _get(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        body: bytes = resp.read()
+        return body
+
+
+def test_server_rebuilds_when_the_run_writes(tp_run: Path, tmp_path: Path) -> None:
+    run = shutil.copytree(tp_run, tmp_path / "live")
+    lines = (run / "records.jsonl").read_text().splitlines(keepends=True)
+    (run / "records.jsonl").write_text(lines[0])
+    server, live = make_server(run, ViewOptions(), port=0)
+    live.min_interval = 0.0
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}/"
+        meta = blocks(_get(base).decode())["modulo-meta"]
+        assert meta["live"] is True and meta["mode"] == "split"
+        assert [r[0] for r in meta["index"]["rows"]] == ["validation-12"]
+        first = json.loads(_get(base + "__version"))["version"]
+        assert _get(base + "view-data/chunk-00000.js").startswith(b"window.moduloChunk(0,")
+        with (run / "records.jsonl").open("a") as fh:
+            fh.write(lines[1])
+        assert json.loads(_get(base + "__version"))["version"] != first
+        meta = blocks(_get(base).decode())["modulo-meta"]
+        assert [r[0] for r in meta["index"]["rows"]] == ["validation-12", "validation-22"]
+        with pytest.raises(urllib.error.HTTPError):
+            _get(base + "../run.json")
+    finally:
+        server.shutdown()
+        server.server_close()
