@@ -49,6 +49,14 @@ def report_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-figures", action="store_true", help="write no PNG files")
     p.add_argument("--no-cache", action="store_true", help="recompute budget curves even when cached")
     p.add_argument("--quiet", action="store_true", help="print only where the report was written")
+    p.add_argument(
+        "--format",
+        dest="fmt",
+        choices=("report", "latex", "markdown", "csv"),
+        default="report",
+        help="report (default): report.md, CSV tables and figures; latex|markdown|csv: only the paper table of "
+        "each benchmark (95%% CIs, k/n counts, best per column in bold), printed and written as paper_table1.*",
+    )
     return p
 
 
@@ -69,6 +77,8 @@ def report_main(argv: list[str]) -> int:
         figures=not args.no_figures,
         use_cache=not args.no_cache,
     )
+    if args.fmt != "report":
+        return _paper_main(args, options)
     try:
         result = build_report(args.paths, options)
     except ModuloError as exc:
@@ -78,6 +88,29 @@ def report_main(argv: list[str]) -> int:
         print(result.out_dir / "report.md")
     else:
         sys.stdout.write(result.text)
+    return 0
+
+
+def _paper_main(args: argparse.Namespace, options: ReportOptions) -> int:
+    from .paper import paper_tables, write_paper_tables
+    from .report import default_out_dir
+
+    try:
+        tables = paper_tables(
+            args.paths, n_resamples=options.n_resamples, seed=options.seed, reevaluate=options.reevaluate
+        )
+        out = options.out if options.out is not None else default_out_dir(args.paths)
+        files = write_paper_tables(tables, args.fmt, out)
+    except ModuloError as exc:
+        print(f"modulo report: {exc}", file=sys.stderr)
+        return 2
+    if args.quiet:
+        print("\n".join(str(f) for f in files))
+    else:
+        sys.stdout.write("\n".join(t.render(args.fmt) for t in tables))
+    for table in tables:
+        for note in table.notes:
+            print(f"note: {note}", file=sys.stderr)
     return 0
 
 

@@ -126,6 +126,22 @@ class HeadlineRow:
     values: dict[str, Interval] = field(default_factory=dict)
     #: metric key -> how the interval was computed, or why there is none
     rules: dict[str, str] = field(default_factory=dict)
+    #: metric key -> (k, n): the counts behind a rate (passed, out of how many counted)
+    counts: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+    def count_text(self, key: str) -> str:
+        """``3/8`` for a rate whose parts are whole counts, else ``""``."""
+        kn = self.counts.get(key)
+        if kn is None:
+            return ""
+        return count_text(*kn)
+
+
+def count_text(k: float, n: float) -> str:
+    """``k/n`` when both are whole numbers (``""`` otherwise: a weighted rate has no single count)."""
+    if float(k).is_integer() and float(n).is_integer():
+        return f"{int(k)}/{int(n)}"
+    return ""
 
 
 def headline_rows(
@@ -174,6 +190,7 @@ def headline_rows(
                 continue
             found[spec.key] = parts
             row.rules[spec.key] = parts.rule
+            row.counts[spec.key] = (float(parts.num.sum()), float(parts.den.sum()))
         intervals = bootstrap_ratios([(p.num, p.den) for p in found.values()], n_resamples=n_resamples, seed=seed)
         row.values.update(zip(found, intervals, strict=True))
         row.values = {s.key: row.values[s.key] for s in specs}
