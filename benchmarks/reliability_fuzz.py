@@ -32,23 +32,21 @@ from hypothesis import HealthCheck, Phase, given, settings
 
 from modulo.testing.fuzz import (
     Target,
+    benchmark_target,
     check_plan,
     check_text,
     edited_plans,
-    natural_plan_target,
     plans,
-    synth_target,
     texts,
-    travelplanner_target,
 )
 
 
 def targets(data_dir: Path | None) -> list[Target]:
-    out = [synth_target("tasks"), synth_target("calendar"), synth_target("trip")]
+    out = [benchmark_target(name) for name in ("synth/tasks", "synth/calendar", "synth/trip")]
     if data_dir is not None and (data_dir / "natural_plan").is_dir():
-        out += [natural_plan_target(task, data_dir) for task in ("trip", "meeting", "calendar")]
+        out += [benchmark_target(f"natural_plan/{task}", data_dir=data_dir) for task in ("trip", "meeting", "calendar")]
     if data_dir is not None and (data_dir / "travelplanner").is_dir():
-        out.append(travelplanner_target(data_dir))
+        out.append(benchmark_target("travelplanner", data_dir=data_dir))
     return out
 
 

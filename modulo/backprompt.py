@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .benchmark import Benchmark
-from .prompts import Template, resolve
+from .prompts import Template
 from .types import IterationRecord, Message, Problem, Verdict
 
 GROUP_TITLES = {"format": "Format", "commonsense": "Commonsense constraints", "hard": "Hard constraints"}
@@ -64,7 +64,7 @@ class BackpromptStrategy(ABC):
         self.max_plan_chars = max_plan_chars
 
     def template(self, benchmark: Benchmark, role: str | None = None) -> Template:
-        return resolve(benchmark.name, role or self.role)
+        return benchmark.template(role or self.role)
 
     def templates(self, benchmark: Benchmark) -> dict[str, str]:
         t = self.template(benchmark)

@@ -10,6 +10,8 @@ group. The core never imports a benchmark; it looks one up by name. A benchmark 
 * ``parse(text, problem)``: an optional deterministic text -> plan parser (``reformulator=parser``);
 * ``prompts``: template names for the roles ``direct``, ``cot``, ``json`` (generator asked for JSON),
   ``reformulate`` and optionally backprompt overrides; and ``prompt_variables(problem)``;
+  ``template_dir``: the folder its templates live in (a plugin ships its own; the built-ins keep theirs
+  in the repository's ``prompts/``), looked up through :meth:`Benchmark.template`;
 * ``critic_names()``: its default critics (the ``all`` preset), and ``metrics``/``evaluate``: the
   official numbers, computed from the same checks the critics use;
 * optionally ``prove_unsolvable(problem)``: an explanation when no plan can pass;
@@ -25,7 +27,7 @@ import copy
 import functools
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -34,6 +36,7 @@ import jsonschema
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from .errors import PlanFormatError
+from .prompts import Template, benchmark_template
 from .tools import Toolbox
 from .types import PlanJSON, Problem, canonical_json
 
@@ -71,8 +74,13 @@ class Benchmark(ABC):
     description: ClassVar[str] = ""
     #: the pydantic model of one plan, or of the root value (use a RootModel for lists)
     plan_model: ClassVar[type[BaseModel] | None] = None
-    #: role -> template name under prompts/ (for example "travelplanner/direct")
+    #: role -> template id (for example "travelplanner/direct"); a role not named here is looked up
+    #: as ``<name>/<role>``, then ``core/<role>`` (see :meth:`template`)
     prompts: ClassVar[dict[str, str]] = {}
+    #: the folder holding this benchmark's templates (``<template_dir>/<id>.j2``), searched before the
+    #: core's prompts/ folder; a plugin benchmark sets it to a folder inside its own package. None: the
+    #: core's prompts/ only (where the built-in benchmarks keep theirs)
+    template_dir: ClassVar[Path | None] = None
     metrics: ClassVar[tuple[MetricSpec, ...]] = ()
     #: the metric that means "solved" for this benchmark (used by budget curves and paired tests)
     primary_metric: ClassVar[str] = ""
@@ -164,6 +172,15 @@ class Benchmark(ABC):
         return None
 
     # -- prompts -------------------------------------------------------------------------------
+    def template(self, role: str) -> Template:
+        """The template of ``role`` (``direct``, ``cot``, ``json``, ``reformulate``, ``backprompt_*``).
+
+        ``prompts[role]`` when the benchmark names one (that id exactly), else ``<name>/<role>`` falling
+        back to ``core/<role>``; each id is looked for in :attr:`template_dir` first, then in the core's
+        prompts/ folder. Raises PromptError when none exists.
+        """
+        return benchmark_template(self.name, role, named=self.prompts.get(role), own=self.template_dir)
+
     def prompt_variables(self, problem: Problem) -> dict[str, Any]:
         """Variables available to this benchmark's templates (``problem`` is always available too)."""
         return {"query": problem.query, "context": problem.context}
@@ -195,6 +212,17 @@ class Benchmark(ABC):
         return []
 
     # -- command-line hooks (``modulo data ...``, ``modulo evaluate ...``) ---------------------
+    def fuzz_cases(self, n: int) -> list[tuple[Problem, PlanJSON]]:
+        """Up to ``n`` problems, each with a plan known to be good for it (a synthesized witness, a gold
+        plan, a golden plan): the seeds :mod:`modulo.testing.fuzz` edits. Empty: nothing to fuzz from."""
+        return []
+
+    # -- command-line hooks (``modulo data``, ``evaluate``, ``synth``, ``critics audit``, ``bench``) ----
+    @classmethod
+    def has_hook(cls, hook: str) -> bool:
+        """Whether this benchmark overrides the command hook ``hook`` (``evaluate_command``, ...)."""
+        return getattr(cls, hook, None) is not getattr(Benchmark, hook, None)
+
     def data_check(self) -> DataReport:
         """What data is present, what is missing and what that rules out."""
         return DataReport(ok=True, lines=[f"{self.name}: needs no data files"])
@@ -219,6 +247,20 @@ class Benchmark(ABC):
     def evaluate_command(self, argv: list[str]) -> int:
         """``modulo evaluate <benchmark> ARGS...``: parse ``argv`` (argparse) and print results. Exit code."""
         raise NotImplementedError(f"benchmark {self.name!r} has no evaluate command")
+
+    def synth_command(self, argv: list[str]) -> int:
+        """``modulo synth <benchmark> ARGS...``: write a fixed set of generated problems. Exit code."""
+        raise NotImplementedError(f"benchmark {self.name!r} does not synthesize problems")
+
+    def audit_command(self, argv: list[str]) -> int:
+        """``modulo critics audit <benchmark> ARGS...``: compare this benchmark's critics with a reference
+        (an oracle, recorded verdicts) and print where they disagree. Exit 0 when they all agree, 1 when not."""
+        raise NotImplementedError(f"benchmark {self.name!r} has no critic audit")
+
+    def commands(self) -> dict[str, Callable[[list[str]], int]]:
+        """The benchmark's own subcommands, by name: ``modulo bench <benchmark> NAME ARGS...`` calls
+        ``commands()[NAME](ARGS)`` and exits with its return value."""
+        return {}
 
 
 @dataclass

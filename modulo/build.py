@@ -16,9 +16,10 @@ from typing import Any
 from . import components
 from .backprompt import BackpromptStrategy
 from .benchmark import Benchmark
+from .binding import bind_critics, construct
 from .config import CRITIC_PRESETS, ModuloConfig
 from .critic import Critic, critic_meta
-from .errors import ConfigError, ModuloError, PluginLoadError, UnknownComponentError
+from .errors import ConfigError
 from .generator import Generator
 from .llm.base import LLMSettings
 from .metacontroller import Loop, LoopSettings
@@ -49,17 +50,6 @@ class Session:
         self.loop.executor.close()
         if self.llm is not None:
             await self.llm.aclose()
-
-
-def construct(kind: str, name: str, factory: Any, kwargs: dict[str, Any]) -> Any:
-    """``factory(**kwargs)``; a plugin whose constructor fails stops the run here, before any LLM call,
-    with a PluginLoadError naming it (never a bare traceback)."""
-    try:
-        return factory(**kwargs)
-    except ModuloError:
-        raise
-    except Exception as exc:
-        raise PluginLoadError(f"{kind} {name!r} could not be set up: {type(exc).__name__}: {exc}") from exc
 
 
 def expand_critics(spec: Any, benchmark: Benchmark) -> list[str]:
@@ -97,31 +87,7 @@ def build_benchmark(cfg: ModuloConfig) -> Benchmark:
 
 def build_critics(cfg: ModuloConfig, benchmark: Benchmark) -> list[Critic]:
     names = expand_critics(cfg.critics, benchmark)
-    known = components.critics.names()
-    unknown = [n for n in names if n not in known]
-    if unknown:
-        n = unknown[0]
-        raise UnknownComponentError("critic", n, known, suggest(n, known))
-    for n in cfg.critic_args:
-        if n not in names:
-            raise ConfigError(f"critic_args names {n!r}, which is not among the active critics {names}")
-    critics: list[Critic] = []
-    options = dataclasses.asdict(cfg.critic_options)
-    for name in names:
-        factory = components.critics.get(name)
-        meta = critic_meta(factory)
-        if meta["benchmarks"] and benchmark.name not in meta["benchmarks"]:
-            raise ConfigError(
-                f"critic {name!r} applies to {', '.join(meta['benchmarks'])}, not to benchmark {benchmark.name!r}"
-            )
-        args = dict(cfg.critic_args.get(name, {}))
-        params = inspect.signature(factory).parameters
-        for key, value in options.items():
-            if key in params and key not in args:
-                args[key] = value
-        kwargs = bind_arguments("critic", name, factory, args, inject={"benchmark": benchmark})
-        critics.append(construct("critic", name, factory, kwargs))
-    return critics
+    return bind_critics(names, benchmark, dataclasses.asdict(cfg.critic_options), cfg.critic_args)
 
 
 def resolve_prompt(cfg: ModuloConfig) -> str:

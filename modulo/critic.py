@@ -4,7 +4,7 @@ Write a critic as a decorated function::
 
     from modulo import Verdict, critic
 
-    @critic("budget", group="hard", benchmarks=("travelplanner",), description="total cost within budget")
+    @critic("budget", group="hard", benchmarks=("travelplanner",), options=("mode", "hints"))
     def budget(problem, plan, *, benchmark, mode: str = "strict", hints: bool = False) -> Verdict:
         ...
         return Verdict.fail("Day 2 ...") if over else Verdict.ok()
@@ -12,10 +12,19 @@ Write a critic as a decorated function::
 or as a :class:`Critic` subclass. Either way the registered object is a *factory*: the loop calls it
 with the user's arguments (checked against its signature) and, when the signature asks for them,
 the framework's own values (``benchmark``: the bound benchmark instance). Register it under the
-``modulo.critics`` entry-point group. A critic that rejects a plan returns a failing Verdict; a
-critic that raises is an error (:class:`~modulo.errors.CriticError`), handled per run settings.
-Every call goes through :mod:`modulo.executor`: the critic gets its own copy of the plan (changing it
-is an error), runs off the event loop, and has a deadline.
+``modulo.critics`` entry-point group, with the same key as the critic's ``name`` (the registry refuses
+an entry whose key and declared name differ).
+
+Run-wide critic options (``critic_options.mode``, ``critic_options.hints``, ...) reach only the
+critics that declare them: ``@critic(..., options=("mode", "hints"))`` or ``options = (...)`` on a
+subclass. Each declared option must be a keyword parameter of the critic; an option it does not
+declare is never passed, whatever its parameters are called. :func:`modulo.binding.bind_critics` is
+the one place critics are bound (the loop, the audit, the fuzzers and the benchmarks use it).
+
+A critic that rejects a plan returns a failing Verdict; a critic that raises is an error
+(:class:`~modulo.errors.CriticError`), handled per run settings. Every call goes through
+:mod:`modulo.executor`: the critic gets its own copy of the plan (changing it is an error), runs off
+the event loop, and has a deadline.
 
 Groups: ``format`` critics gate the others (when one fails, the rest are not run); ``commonsense``
 and ``hard`` follow the LLM-Modulo paper; any other group name is allowed.
@@ -52,6 +61,8 @@ class Critic(ABC):
     timeout_s: ClassVar[float | None] = None
     #: CPU-heavy: an executor may run it in another process (see :mod:`modulo.executor`)
     heavy: ClassVar[bool] = False
+    #: the run-wide critic options (``critic_options.*``) this critic takes, each a keyword parameter
+    options: ClassVar[tuple[str, ...]] = ()
 
     @abstractmethod
     def check(self, problem: Problem, plan: PlanJSON) -> Verdict:
@@ -102,6 +113,7 @@ class CriticFactory:
         source: CriticSource,
         timeout_s: float | None = None,
         heavy: bool = False,
+        options: tuple[str, ...] = (),
     ) -> None:
         self.fn = fn
         self.name = name
@@ -112,7 +124,12 @@ class CriticFactory:
         self.source = source
         self.timeout_s = timeout_s
         self.heavy = heavy
+        self.options = tuple(options)
         functools.update_wrapper(self, fn)
+        takes = set(self.__signature__.parameters)
+        missing = [o for o in self.options if o not in takes]
+        if missing:
+            raise TypeError(f"critic {name!r} declares option(s) {missing} that {fn.__name__}() does not take")
         attrs = {
             "name": name,
             "group": group,
@@ -122,6 +139,7 @@ class CriticFactory:
             "source": source,
             "timeout_s": timeout_s,
             "heavy": heavy,
+            "options": self.options,
         }
         self._cls: type[FunctionCritic] = type(f"Critic_{name.replace('/', '_')}", (FunctionCritic,), attrs)
 
@@ -153,11 +171,14 @@ def critic(
     source: CriticSource = "reimplemented",
     timeout_s: float | None = None,
     heavy: bool = False,
+    options: tuple[str, ...] = (),
 ) -> Callable[[CheckFn], CriticFactory]:
     """Turn ``fn(problem, plan, **options) -> Verdict`` into a registrable critic factory.
 
     ``timeout_s``: this critic's deadline (default: the run's); ``heavy``: CPU-bound, so an executor
-    may run it in another process (see :mod:`modulo.executor`)."""
+    may run it in another process (see :mod:`modulo.executor`); ``options`` names the run-wide critic
+    options (``critic_options.*``) the critic takes.
+    """
 
     def wrap(fn: CheckFn) -> CriticFactory:
         desc = description or (fn.__doc__ or "").strip().splitlines()[0] if (description or fn.__doc__) else ""
@@ -171,13 +192,14 @@ def critic(
             source=source,
             timeout_s=timeout_s,
             heavy=heavy,
+            options=options,
         )
 
     return wrap
 
 
 def critic_meta(obj: Any) -> dict[str, Any]:
-    """Name, group, description, benchmarks, priority and source of a critic factory or class."""
+    """Name, group, description, benchmarks, priority, source and options of a critic factory or class."""
     return {
         "name": getattr(obj, "name", ""),
         "group": getattr(obj, "group", ""),
@@ -185,11 +207,18 @@ def critic_meta(obj: Any) -> dict[str, Any]:
         "benchmarks": tuple(getattr(obj, "benchmarks", ())),
         "priority": int(getattr(obj, "priority", 100)),
         "source": getattr(obj, "source", "reimplemented"),
+        "options": tuple(getattr(obj, "options", ())),
     }
 
 
 def validate_critic_factory(name: str, obj: Any) -> None:
     """Registry hook: a critic entry must be a CriticFactory or a Critic subclass."""
     if isinstance(obj, CriticFactory) or (isinstance(obj, type) and issubclass(obj, Critic)):
+        declared = getattr(obj, "name", "")
+        if declared != name:
+            raise ValueError(
+                f"it is registered as {name!r} but declares the name {declared!r}; "
+                "the entry-point key must be the critic's name"
+            )
         return
     raise TypeError(f"{name!r} is {type(obj).__name__}, expected a @critic function or a Critic subclass")

@@ -8,7 +8,7 @@ from .benchmark import Benchmark
 from .errors import ConfigError
 from .generator import Generation, GenerationContext, Generator
 from .llm.base import LLMRequest
-from .prompts import Template, resolve
+from .prompts import Template
 from .types import Message, Problem
 
 PROMPT_ROLES = ("direct", "cot", "json")
@@ -25,8 +25,7 @@ class LLMGenerator(Generator):
         self.benchmark = benchmark
         self.prompt_role = prompt
         self.sample_index = sample_index
-        template_id = benchmark.prompts.get(prompt)
-        self.template: Template = _load(template_id) if template_id else resolve(benchmark.name, prompt)
+        self.template: Template = benchmark.template(prompt)
 
     def templates(self) -> dict[str, str]:
         return {self.prompt_role: self.template.label}
@@ -53,9 +52,3 @@ class LLMGenerator(Generator):
         )
         call = await ctx.llm.call(request, "generate")
         return Generation(text=call.reply, calls=[call], finish_reason=call.finish_reason)
-
-
-def _load(template_id: str) -> Template:
-    from .prompts import load_template
-
-    return load_template(template_id)

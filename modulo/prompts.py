@@ -5,7 +5,8 @@ Templates are Jinja2 files under ``prompts/`` named ``<namespace>/<role>.j2`` (f
 version as a Jinja comment: ``{# version: 3 #}``. Every run records, for each template it used, the
 id, the declared version and a short hash of the text, so that a silent edit is visible.
 
-Lookup for a benchmark's role falls back from ``<benchmark>/<role>.j2`` to ``core/<role>.j2``.
+Lookup for a benchmark's role falls back from ``<benchmark>/<role>.j2`` to ``core/<role>.j2``; a
+benchmark that ships its own templates (``Benchmark.template_dir``) is searched before ``prompts/``.
 """
 
 from __future__ import annotations
@@ -90,3 +91,17 @@ def resolve(namespace: str, role: str, root: Path | None = None) -> Template:
         if (base / f"{tid}.j2").is_file():
             return load_template(tid, base)
     raise PromptError(f"no template for role {role!r} in {namespace!r} or core (under {base})")
+
+
+def benchmark_template(namespace: str, role: str, *, named: str | None = None, own: Path | None = None) -> Template:
+    """A benchmark's template for ``role``: the id ``named`` when given, else ``<namespace>/<role>`` then
+    ``core/<role>``; each id looked for under ``own`` (the benchmark's template folder) first, then
+    under the core's prompts/ folder."""
+    roots = [root for root in (own, prompts_root()) if root is not None]
+    ids = [named] if named else [f"{namespace}/{role}", f"core/{role}"]
+    for tid in ids:
+        for root in roots:
+            if (root / f"{tid}.j2").is_file():
+                return load_template(tid, root)
+    where = " or ".join(str(r) for r in roots)
+    raise PromptError(f"no template {' or '.join(repr(t) for t in ids)} for role {role!r} (under {where})")

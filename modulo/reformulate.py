@@ -19,7 +19,7 @@ from typing import Any, Literal
 from .benchmark import Benchmark
 from .errors import ConfigError, PlanFormatError
 from .llm.base import LLMRequest, LLMSettings
-from .prompts import Template, resolve
+from .prompts import Template
 from .types import LLMCall, Message, PlanJSON, Problem, canonical_json
 
 ReformulatorMode = Literal["llm", "parser", "none"]
@@ -186,7 +186,7 @@ class LLMReformulator(Reformulator):
         super().__init__(benchmark)
         self.client = client
         self.settings = settings
-        self.template: Template = resolve(benchmark.name, "reformulate")
+        self.template: Template = benchmark.template("reformulate")
 
     def templates(self) -> dict[str, str]:
         return {"reformulate": self.template.label}

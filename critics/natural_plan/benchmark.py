@@ -38,6 +38,7 @@ from pydantic import BaseModel, ValidationError
 
 from critics.core import format_critic
 from modulo.benchmark import Benchmark, DataReport, EvalResult, MetricSpec
+from modulo.binding import bind_critics
 from modulo.critic import Critic, CriticFactory
 from modulo.errors import ConfigError, DataError, ModuloError, PlanFormatError
 from modulo.prompts import role_templates
@@ -188,13 +189,19 @@ class NaturalPlanBenchmark(Benchmark):
         """A small made-up plan that shows the JSON shape (not an answer to any instance)."""
 
     # -- critics and evaluation ------------------------------------------------------------------
+    def fuzz_cases(self, n: int) -> list[tuple[Problem, PlanJSON]]:
+        """The first ``n`` problems of ``subset100`` that have a gold plan, with it."""
+        cases = [(p, p.metadata.get("gold_plan")) for p in self.select("subset100")[:n]]
+        return [(p, plan) for p, plan in cases if plan is not None]
+
     def critic_names(self) -> list[str]:
         return ["format", *(f.name for f in self.critic_factories)]
 
     def critics(self) -> list[Critic]:
         """The task's critics, bound (format excluded), in priority order."""
         if self._critics is None:
-            self._critics = sorted((f() for f in self.critic_factories), key=lambda c: c.priority)
+            bound = bind_critics([f.name for f in self.critic_factories], self)
+            self._critics = sorted(bound, key=lambda c: c.priority)
         return self._critics
 
     def check(self, problem: Problem, plan: PlanJSON) -> tuple[PlanJSON, list[Verdict]]:

@@ -75,6 +75,7 @@ def calendar_preferences(problem: Problem, plan: PlanJSON) -> Verdict:
     benchmarks=CALENDAR,
     priority=50,
     description="when the query asks for the earliest availability, the slot is the earliest that fits",
+    options=("hints",),
 )
 def calendar_earliest(problem: Problem, plan: PlanJSON, *, hints: bool = False) -> Verdict:
     """``hints=True`` names the earliest slot that fits."""

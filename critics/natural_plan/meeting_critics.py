@@ -45,6 +45,7 @@ def _verdict(problem: Problem, plan: PlanJSON, kind: IssueKind, lead: str, mode:
     benchmarks=MEETING,
     priority=10,
     description="every travel step takes the listed travel time and arrives when that time says",
+    options=("mode",),
 )
 def meeting_travel_times(problem: Problem, plan: PlanJSON, *, mode: str = "strict") -> Verdict:
     return _verdict(problem, plan, "travel", "Travel times must come from the travel-time list:", mode)
@@ -56,6 +57,7 @@ def meeting_travel_times(problem: Problem, plan: PlanJSON, *, mode: str = "stric
     benchmarks=MEETING,
     priority=20,
     description="time only moves forward: waits go to a later time and meetings start when you are free",
+    options=("mode",),
 )
 def meeting_time_forward(problem: Problem, plan: PlanJSON, *, mode: str = "strict") -> Verdict:
     return _verdict(
@@ -73,6 +75,7 @@ def meeting_time_forward(problem: Problem, plan: PlanJSON, *, mode: str = "stric
     benchmarks=MEETING,
     priority=30,
     description="the day starts at the arrival place; each friend is met at their place; places and friends exist",
+    options=("mode",),
 )
 def meeting_location(problem: Problem, plan: PlanJSON, *, mode: str = "strict") -> Verdict:
     return _verdict(problem, plan, "location", "Each meeting must happen where that friend is:", mode)
@@ -84,6 +87,7 @@ def meeting_location(problem: Problem, plan: PlanJSON, *, mode: str = "strict") 
     benchmarks=MEETING,
     priority=40,
     description="each meeting lies inside the friend's availability window",
+    options=("mode",),
 )
 def meeting_window(problem: Problem, plan: PlanJSON, *, mode: str = "strict") -> Verdict:
     return _verdict(problem, plan, "window", "Each meeting must lie inside the time the friend is there:", mode)
@@ -95,6 +99,7 @@ def meeting_window(problem: Problem, plan: PlanJSON, *, mode: str = "strict") ->
     benchmarks=MEETING,
     priority=50,
     description="each meeting lasts at least the required minutes, and its times add up",
+    options=("mode",),
 )
 def meeting_duration(problem: Problem, plan: PlanJSON, *, mode: str = "strict") -> Verdict:
     return _verdict(problem, plan, "duration", "Each meeting must last at least the minimum the query asks for:", mode)
@@ -106,6 +111,7 @@ def meeting_duration(problem: Problem, plan: PlanJSON, *, mode: str = "strict") 
     benchmarks=MEETING,
     priority=60,
     description="nobody is met twice",
+    options=("mode",),
 )
 def meeting_once(problem: Problem, plan: PlanJSON, *, mode: str = "strict") -> Verdict:
     return _verdict(problem, plan, "once", "Each friend counts once, so meet nobody twice:", mode)
@@ -117,6 +123,7 @@ def meeting_once(problem: Problem, plan: PlanJSON, *, mode: str = "strict") -> V
     benchmarks=MEETING,
     priority=70,
     description="the plan meets as many friends as can possibly be met (exact maximum by dynamic programming)",
+    options=("mode", "hints"),
 )
 def meeting_optimal(problem: Problem, plan: PlanJSON, *, mode: str = "strict", hints: bool = False) -> Verdict:
     """``hints=True`` adds one order of friends that reaches the maximum (from the exact search)."""

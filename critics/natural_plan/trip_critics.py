@@ -116,6 +116,7 @@ def trip_flight_days(problem: Problem, plan: PlanJSON) -> Verdict:
     benchmarks=TRIP,
     priority=40,
     description="each city is stayed in for the number of days the query asks (flight days count for both)",
+    options=("hints",),
 )
 def trip_stay_lengths(problem: Problem, plan: PlanJSON, *, hints: bool = False) -> Verdict:
     """``hints=True`` adds the day arithmetic of a stay."""

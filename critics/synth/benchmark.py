@@ -269,6 +269,23 @@ class SynthBenchmark(Benchmark):
         row["passed"] = bool(solvable and critics_pass and z3_ok)
         return row
 
+    # -- hooks: fuzzing seeds and the benchmark's commands ------------------------------------------
+    def fuzz_cases(self, n: int) -> list[tuple[Problem, PlanJSON]]:
+        """The first ``n`` problems of this configuration with their witness plans (solvable ones)."""
+        return [(p, p.metadata["witness"]) for p in self.generate(n) if p.metadata.get("witness") is not None]
+
+    def synth_command(self, argv: list[str]) -> int:
+        """``modulo synth synth/FAMILY --n N --seed S --out FILE.jsonl [...]`` (see ``critics.synth.cli``)."""
+        from .cli import synth_main
+
+        return synth_main([self.name, *argv])
+
+    def audit_command(self, argv: list[str]) -> int:
+        """``modulo critics audit synth/FAMILY [...]``: mutation testing against Z3."""
+        from .audit import audit_main
+
+        return audit_main([self.name, *argv])
+
     def data_check(self) -> DataReport:
         lines = [f"{self.name}: generated on the fly, needs no data files"]
         if self.path is not None:

@@ -35,7 +35,15 @@ def _parser() -> argparse.ArgumentParser:
     uniq = p.add_mutually_exclusive_group()
     uniq.add_argument("--unique", dest="unique", action="store_true", default=None, help="force a unique solution")
     uniq.add_argument("--no-unique", dest="unique", action="store_false", help="do not force uniqueness")
-    p.add_argument("--knob", action="append", default=[], metavar="NAME=VALUE", help="a family knob (repeatable)")
+    p.add_argument(
+        "--knob",
+        "--arg",
+        dest="knob",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="family knob (repeatable)",
+    )
     return p
 
 

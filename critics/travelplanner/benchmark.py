@@ -296,6 +296,18 @@ class TravelPlanner(Benchmark):
         tmp.replace(out)
         return len(problems)
 
+    def audit_command(self, argv: list[str]) -> int:
+        """``modulo critics audit travelplanner [...]``: the critics against the golden official verdicts."""
+        from .audit import audit_main
+
+        return audit_main(self, argv)
+
+    def fuzz_cases(self, n: int) -> list[tuple[Problem, PlanJSON]]:
+        """Validation problems, each with a golden plan (the official evaluator's example plans)."""
+        from .audit import golden_plans
+
+        return golden_plans(self, n)
+
     # -- data commands ---------------------------------------------------------------------------------
     def data_check(self) -> DataReport:
         lines: list[str] = [f"travelplanner data folder: {self.root}"]

@@ -64,7 +64,13 @@ def _make(name: str, key: str, group: str, description: str, priority: int) -> C
     check.__qualname__ = name
     check.__doc__ = description
     return critic(
-        name, group=group, description=description, benchmarks=BENCHMARKS, priority=priority, source="oracle"
+        name,
+        group=group,
+        description=description,
+        benchmarks=BENCHMARKS,
+        priority=priority,
+        source="oracle",
+        options=("mode", "hints"),
     )(check)
 
 
@@ -115,3 +121,5 @@ HARD_CRITICS: tuple[str, ...] = tuple(n for n, _, g, _ in _SPECS if g == "hard")
 ALL_CRITICS: tuple[str, ...] = COMMONSENSE_CRITICS + HARD_CRITICS
 #: registered name -> factory, for callers that want them without going through the registry
 FACTORIES: dict[str, Callable[..., Any]] = dict(_FACTORIES)
+#: registered name -> the official evaluator's key for the same constraint (also the golden verdicts' key)
+OFFICIAL_KEYS: dict[str, str] = {name: key for name, key, _, _ in _SPECS}

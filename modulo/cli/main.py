@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from .. import components
+from ..benchmark import Benchmark
 from ..critic import critic_meta
 from ..errors import ModuloError, PluginLoadError
 
@@ -196,19 +197,57 @@ def _call_hook(module: str, func: str, argv: list[str]) -> None:
 
 
 @critics.command("audit", context_settings=PASS_THROUGH)
+@click.argument("benchmark")
+@click.option("--data-dir", default=None, help="benchmark data directory (default: $MODULO_DATA_DIR)")
 @click.pass_context
-def critics_audit(ctx: click.Context) -> None:
-    """Mutation-test the critics of a benchmark against its oracle: modulo critics audit BENCHMARK."""
-    _call_hook("critics.synth.audit", "audit_main", list(ctx.args))
+def critics_audit(ctx: click.Context, benchmark: str, data_dir: str | None) -> None:
+    """Compare a benchmark's critics with its reference: modulo critics audit BENCHMARK [ARGS...] (see its --help)."""
+    _dispatch("audit_command", benchmark, data_dir, list(ctx.args))
 
 
-# -- benchmarks ----------------------------------------------------------------------------------
-def _benchmark(name: str, data_dir: str | None) -> Any:
+# -- benchmarks: every benchmark command is a hook on the benchmark ---------------------------------
+def _benchmark(name: str, data_dir: str | None) -> Benchmark:
+    from ..binding import construct
     from ..registry import bind_arguments
     from ..settings import data_dir as resolve
 
     factory = components.benchmarks.get(name)
-    return factory(**bind_arguments("benchmark", name, factory, {}, inject={"data_dir": resolve(data_dir)}))
+    kwargs = bind_arguments("benchmark", name, factory, {}, inject={"data_dir": resolve(data_dir)})
+    bench: Benchmark = construct("benchmark", name, factory, kwargs)
+    return bench
+
+
+def _benchmark_with(hook: str, name: str) -> str:
+    """``name``, or the one registered benchmark called ``.../name`` that has ``hook`` (``modulo synth calendar``)."""
+    registry = components.benchmarks
+    if name in registry:
+        return name
+    found = []
+    for full in registry.names():
+        if not full.endswith("/" + name):
+            continue
+        try:
+            if registry.get(full).has_hook(hook):
+                found.append(full)
+        except ModuloError:
+            continue
+    if len(found) > 1:
+        raise ModuloError(f"{name!r} is ambiguous: say which of {', '.join(found)}")
+    return found[0] if found else name
+
+
+def _dispatch(hook: str, name: str, data_dir: str | None, argv: list[str]) -> None:
+    """Run the benchmark hook ``hook`` (``evaluate_command``, ...) with ``argv`` and exit with its code."""
+    try:
+        bench = _benchmark(_benchmark_with(hook, name), data_dir)
+        code = getattr(bench, hook)(argv)
+    except ModuloError as exc:
+        _fail(exc)
+        return
+    except NotImplementedError as exc:
+        _fail(ModuloError(str(exc)))
+        return
+    sys.exit(code or 0)
 
 
 @cli.command(context_settings=PASS_THROUGH)
@@ -217,14 +256,41 @@ def _benchmark(name: str, data_dir: str | None) -> Any:
 @click.pass_context
 def evaluate(ctx: click.Context, benchmark: str, data_dir: str | None) -> None:
     """Score plans with a benchmark's evaluator: modulo evaluate BENCHMARK [ARGS...] (see BENCHMARK's --help)."""
+    _dispatch("evaluate_command", benchmark, data_dir, list(ctx.args))
+
+
+@cli.command(context_settings=PASS_THROUGH)
+@click.argument("benchmark")
+@click.pass_context
+def synth(ctx: click.Context, benchmark: str) -> None:
+    """Write a fixed set of generated problems: modulo synth BENCHMARK [ARGS...] (e.g. calendar --n 50 --out F)."""
+    _dispatch("synth_command", benchmark, None, list(ctx.args))
+
+
+@cli.command(context_settings=PASS_THROUGH)
+@click.argument("benchmark")
+@click.argument("command", required=False)
+@click.option("--data-dir", default=None, help="benchmark data directory (default: $MODULO_DATA_DIR)")
+@click.pass_context
+def bench(ctx: click.Context, benchmark: str, command: str | None, data_dir: str | None) -> None:
+    """A benchmark's own subcommands: modulo bench BENCHMARK COMMAND [ARGS...] (no COMMAND: list them)."""
     try:
-        bench = _benchmark(benchmark, data_dir)
-        code = bench.evaluate_command(list(ctx.args))
+        instance = _benchmark(benchmark, data_dir)
+        commands = instance.commands()
     except ModuloError as exc:
         _fail(exc)
         return
-    except NotImplementedError as exc:
-        _fail(ModuloError(str(exc)))
+    if command is None:
+        click.echo("\n".join(sorted(commands)) or f"benchmark {benchmark!r} has no commands of its own")
+        return
+    if command not in commands:
+        known = ", ".join(sorted(commands)) or "none"
+        _fail(ModuloError(f"benchmark {benchmark!r} has no command {command!r} (its commands: {known})"))
+        return
+    try:
+        code = commands[command](list(ctx.args))
+    except ModuloError as exc:
+        _fail(exc)
         return
     sys.exit(code or 0)
 
@@ -296,38 +362,6 @@ def data_check(benchmark: str, data_dir: str | None) -> None:
 def data_download(benchmark: str, data_dir: str | None) -> None:
     """Fetch and verify a benchmark's official files (needs a network)."""
     _data_action(benchmark, data_dir, "download")
-
-
-@cli.command()
-@click.argument("family")
-@click.option("--n", "n", type=int, default=100, show_default=True, help="number of problems")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True)
-@click.option("--arg", "args", multiple=True, help="more benchmark arguments as KEY=VALUE (JSON values)")
-def synth(family: str, n: int, seed: int, out: Path, args: tuple[str, ...]) -> None:
-    """Write a fixed set of synthesized problems: modulo synth calendar --n 50 --seed 1 --out set.jsonl."""
-    from ..registry import bind_arguments
-
-    name = family if family.startswith("synth/") else f"synth/{family}"
-    kwargs: dict[str, Any] = {"n": n, "seed": seed}
-    for item in args:
-        key, _, value = item.partition("=")
-        try:
-            kwargs[key] = json.loads(value)
-        except json.JSONDecodeError:
-            kwargs[key] = value
-    try:
-        factory = components.benchmarks.get(name)
-        bench = factory(**bind_arguments("benchmark", name, factory, kwargs))
-        problems = bench.load(bench.splits()[0])
-    except ModuloError as exc:
-        _fail(exc)
-        return
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", encoding="utf-8") as fh:
-        for p in problems:
-            fh.write(p.model_dump_json() + "\n")
-    click.echo(f"wrote {len(problems)} {name} problems to {out}")
 
 
 # -- runs ----------------------------------------------------------------------------------------

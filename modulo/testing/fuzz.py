@@ -1,7 +1,8 @@
 """Fuzzing the reformulator's parsers and the critics with Hypothesis (a dev dependency).
 
-A :class:`Target` is a benchmark with a few problems and plans known to be good for them (synthesized
-witnesses, NATURAL PLAN's gold plans, TravelPlanner's golden plans). Strategies draw:
+A :class:`Target` is a benchmark with a few problems and plans known to be good for them, supplied by
+the benchmark's ``fuzz_cases`` hook (synthesized witnesses, gold plans, golden plans): any registered
+benchmark can be fuzzed, a plugin's as well as a built-in. Strategies draw:
 
 - texts for the parsers: arbitrary text (lone surrogates and control characters included), a good
   plan rendered as text or JSON and then cut, spliced, repeated or sprinkled with junk;
@@ -22,7 +23,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ from hypothesis import strategies as st
 
 from .. import components
 from ..benchmark import Benchmark
+from ..binding import bind_critics, construct
 from ..critic import FORMAT_GROUP, Critic
 from ..errors import PlanFormatError
 from ..reformulate import MAX_JSON_DEPTH, _depth, extract_json, validated
@@ -55,16 +57,11 @@ class Target:
         return f"<fuzz target {self.name}: {len(self.problems)} problems, {len(self.critics)} critics>"
 
 
-def bind_critics(benchmark: Benchmark) -> list[Critic]:
-    """Every critic the benchmark declares, bound with its defaults (format first)."""
+def benchmark_critics(benchmark: Benchmark) -> list[Critic]:
+    """Every critic the benchmark declares, bound with its defaults, in the loop's order (format first)."""
     from ..metacontroller import order_critics
 
-    out = []
-    for name in benchmark.critic_names():
-        factory = components.critics.get(name)
-        kwargs = bind_arguments("critic", name, factory, {}, inject={"benchmark": benchmark})
-        out.append(factory(**kwargs))
-    return order_critics(out)
+    return order_critics(bind_critics(benchmark.critic_names(), benchmark))
 
 
 def _strings(value: Any) -> list[str]:
@@ -77,57 +74,27 @@ def _strings(value: Any) -> list[str]:
     return []
 
 
-def make_target(
-    name: str, benchmark: Benchmark, problems: Sequence[Problem], plan_of: Callable[[Problem], PlanJSON]
-) -> Target:
-    pairs = [(p, plan_of(p)) for p in problems]
-    pairs = [(p, plan) for p, plan in pairs if plan is not None]
+def make_target(name: str, benchmark: Benchmark, cases: Sequence[tuple[Problem, PlanJSON]]) -> Target:
+    """A target from ``(problem, good plan)`` pairs (pairs whose plan is None are left out)."""
+    pairs = [(p, plan) for p, plan in cases if plan is not None]
     words = sorted({s for _, plan in pairs for s in _strings(plan)})
     return Target(
         name=name,
         benchmark=benchmark,
         problems=[p for p, _ in pairs],
         plans=[plan for _, plan in pairs],
-        critics=bind_critics(benchmark),
+        critics=benchmark_critics(benchmark),
         words=words,
     )
 
 
-def synth_target(family: str, n: int = 6) -> Target:
-    bench = components.benchmarks.get(f"synth/{family}")(n=n)
-    return make_target(f"synth/{family}", bench, bench.select("generated"), lambda p: p.metadata.get("witness"))
-
-
-def natural_plan_target(task: str, data_dir: Path, n: int = 6) -> Target:
-    bench = components.benchmarks.get(f"natural_plan/{task}")(data_dir=data_dir)
-    problems = bench.select("subset100")[:n]
-    return make_target(f"natural_plan/{task}", bench, problems, lambda p: p.metadata.get("gold_plan"))
-
-
-def travelplanner_target(data_dir: Path, n: int = 6) -> Target:
-    """TravelPlanner validation problems with a golden plan (the official evaluator's example plans)."""
-    bench = components.benchmarks.get("travelplanner")(data_dir=data_dir)
-    by_id = {p.id: p for p in bench.select("validation")}
-    plans: dict[str, PlanJSON] = {}
-    with (data_dir / "travelplanner" / "golden" / "plans.jsonl").open(encoding="utf-8") as fh:
-        for line in fh:
-            row = json.loads(line)
-            pid = f"validation-{row.get('query_idx')}"
-            good = row.get("split") == "validation" and pid in by_id and isinstance(row.get("plan"), list)
-            if good and pid not in plans and _format_ok(bench, by_id[pid], row["plan"]):
-                plans[pid] = row["plan"]
-            if len(plans) >= n:
-                break
-    chosen = [by_id[pid] for pid in plans]
-    return make_target("travelplanner", bench, chosen, lambda p: plans.get(p.id))
-
-
-def _format_ok(bench: Benchmark, problem: Problem, plan: PlanJSON) -> bool:
-    try:
-        value = bench.validate_plan(plan)
-    except PlanFormatError:
-        return False
-    return not bench.check_format(problem, value)
+def benchmark_target(name: str, n: int = 6, data_dir: Path | None = None) -> Target:
+    """A target for the registered benchmark ``name`` (built with its defaults and ``data_dir``), seeded
+    with the good plans of its :meth:`~modulo.benchmark.Benchmark.fuzz_cases` hook."""
+    factory = components.benchmarks.get(name)
+    kwargs = bind_arguments("benchmark", name, factory, {}, inject={"data_dir": data_dir})
+    bench: Benchmark = construct("benchmark", name, factory, kwargs)
+    return make_target(name, bench, bench.fuzz_cases(n))
 
 
 # -- strategies ---------------------------------------------------------------------------------------

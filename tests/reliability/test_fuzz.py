@@ -22,14 +22,12 @@ from modulo.testing.fuzz import (
     ANY_CHAR,
     JUNK,
     Target,
+    benchmark_target,
     check_plan,
     check_text,
     json_values,
-    natural_plan_target,
     plans,
-    synth_target,
     texts,
-    travelplanner_target,
 )
 
 EXAMPLES = int(os.environ.get("MODULO_FUZZ_EXAMPLES", "120"))
@@ -44,15 +42,7 @@ _targets: dict[str, Target] = {}
 
 def target(name: str, data_dir: Path | None = None) -> Target:
     if name not in _targets:
-        family, _, task = name.partition("/")
-        if family == "synth":
-            _targets[name] = synth_target(task)
-        elif family == "natural_plan":
-            assert data_dir is not None
-            _targets[name] = natural_plan_target(task, data_dir)
-        else:
-            assert data_dir is not None
-            _targets[name] = travelplanner_target(data_dir)
+        _targets[name] = benchmark_target(name, data_dir=data_dir)
     return _targets[name]
 
 

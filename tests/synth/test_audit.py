@@ -10,15 +10,9 @@ from typing import Any
 
 import pytest
 
-from critics.synth.audit import (
-    ALL,
-    TRAVELPLANNER_KEYS,
-    audit_golden,
-    audit_main,
-    audit_synth,
-    golden_rows,
-    load_critics,
-)
+from critics.synth.audit import ALL, audit_main, audit_synth, load_critics
+from critics.travelplanner.audit import audit_golden, golden_rows
+from critics.travelplanner.critics import OFFICIAL_KEYS
 from critics.synth.common import parse_time
 from modulo import components
 from modulo.critic import critic
@@ -108,9 +102,9 @@ def test_travelplanner_critics_agree_with_the_golden_verdicts(_cache_dir: Any) -
     if "within_sandbox" not in components.critics:
         pytest.skip("the TravelPlanner critics are not registered yet")
     tp = components.benchmarks.get("travelplanner")(Path(os.environ["MODULO_DATA_DIR"]))
-    critics = load_critics(tp, args={"mode": "official"})
-    assert set(critics) == set(TRAVELPLANNER_KEYS)
-    report = audit_golden(tp, critics, golden_rows(path, limit=600), keys=TRAVELPLANNER_KEYS)
+    critics = load_critics(tp, options={"mode": "official"})
+    assert set(critics) == set(OFFICIAL_KEYS)
+    report = audit_golden(tp, critics, golden_rows(path, limit=600), keys=OFFICIAL_KEYS)
     assert report.plans > 500
     assert report.clean, report.render()
     # the mutation labels of the corpus are the mutation kinds of the report
