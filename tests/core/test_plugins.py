@@ -8,49 +8,18 @@ before any LLM call with the plugin's own error.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from .plugins import ROOT, install, modulo
+
 PLUGIN = ROOT / "tests" / "plugin_pkg"
 
 
 @pytest.fixture(scope="module")
 def plugin_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    target = tmp_path_factory.mktemp("plugin-site")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--no-deps",
-            "--no-build-isolation",
-            "--target",
-            str(target),
-            str(PLUGIN),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    if proc.returncode != 0:
-        pytest.fail(f"could not install the example plugin: {proc.stderr[-2000:]}")
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(target), env.get("PYTHONPATH", "")])
-    env["COLUMNS"] = "200"
-    return env
-
-
-def modulo(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "modulo.cli.main", *args], capture_output=True, text=True, env=env, timeout=300
-    )
+    return install(PLUGIN, tmp_path_factory.mktemp("plugin-site"))
 
 
 def test_plugin_critic_is_listed(plugin_env: dict[str, str]) -> None:
