@@ -37,6 +37,8 @@ class Generation:
     calls: list[LLMCall] = field(default_factory=list)
     #: "length" when the reply was cut off at the token limit
     finish_reason: str | None = None
+    #: a tool-using generator's account of this iteration (steps, outcome, notebook), recorded as is
+    tool_use: dict[str, Any] | None = None
 
 
 class Generator(ABC):

@@ -248,6 +248,7 @@ class Loop:
         gen = await self.generator.generate(problem, list(rec.prompt), ctx)
         rec.calls.extend(gen.calls)
         rec.raw_reply = gen.text
+        rec.tool_use = gen.tool_use
         t1 = time.perf_counter()
         rec.timings["generate"] = t1 - t0
 

@@ -148,12 +148,26 @@ class Fault(BaseModel):
     stage: str = ""
 
 
+class ToolCall(BaseModel):
+    """A tool call a model asked for: ``arguments`` parsed from its JSON (``raw_arguments`` keeps text that
+    was not a JSON object; ``arguments`` is then empty)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    raw_arguments: str | None = None
+
+
 class LLMCall(BaseModel):
     """One logical call to a model (retries included) as it appears in a trace."""
 
     stage: Literal["generate", "reformulate"]
     messages: list[Message]
     reply: str | None
+    #: the tools the model was asked to call, when it called any (native tool calling)
+    tool_calls: list[ToolCall] = Field(default_factory=list)
     model: str = ""
     usage: Usage = Field(default_factory=Usage)
     cached: bool = False
@@ -183,6 +197,9 @@ class IterationRecord(BaseModel):
     calls: list[LLMCall] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
     timings: dict[str, float] = Field(default_factory=dict)
+    #: what a tool-using generator did at this iteration: its tool steps, failure mode, notebook (see
+    #: :mod:`modulo.tool_agent`); None for generators without tools
+    tool_use: dict[str, Any] | None = None
 
     @property
     def failing(self) -> list[Verdict]:

@@ -24,7 +24,7 @@ import anthropic
 
 from ..errors import ConfigError, LLMError
 from ..redact import strip_userinfo
-from ..types import Usage
+from ..types import ToolCall, Usage
 from .base import LLMRequest, LLMResponse, LLMSettings
 from .faults import tag_headers, translate_sdk_error
 from .keys import resolve_api_key
@@ -89,7 +89,7 @@ class AnthropicBackend:
     def request_kwargs(self, request: LLMRequest) -> dict[str, Any]:
         """The keyword arguments of ``messages.create`` for ``request`` (no transport options)."""
         system = "\n\n".join(m.content for m in request.messages if m.role == "system")
-        turns: list[dict[str, str]] = []
+        turns: list[dict[str, Any]] = []
         for m in request.messages:
             if m.role == "system":
                 continue
@@ -97,6 +97,24 @@ class AnthropicBackend:
                 turns[-1] = {"role": m.role, "content": turns[-1]["content"] + "\n\n" + m.content}
             else:
                 turns.append({"role": m.role, "content": m.content})
+        for turn in request.turns:  # a tool-calling conversation: tool_use blocks, then their tool_result blocks
+            blocks: list[dict[str, Any]] = [{"type": "text", "text": turn.text}] if turn.text else []
+            blocks += [{"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments} for c in turn.calls]
+            if blocks:
+                turns.append({"role": "assistant", "content": blocks})
+            results: list[dict[str, Any]] = [
+                {"type": "tool_result", "tool_use_id": c.id, "content": r}
+                for c, r in zip(turn.calls, turn.results, strict=True)
+            ]
+            if turn.feedback:
+                results.append({"type": "text", "text": turn.feedback})
+            if results:
+                if turns and turns[-1]["role"] == "user":  # keep the turns alternating
+                    previous = turns[-1]["content"]
+                    head = [{"type": "text", "text": previous}] if isinstance(previous, str) else list(previous)
+                    turns[-1] = {"role": "user", "content": head + results}
+                else:
+                    turns.append({"role": "user", "content": results})
         max_tokens = request.max_tokens or self.settings.max_tokens or self.default_max_tokens
         kwargs: dict[str, Any] = {
             "model": request.model or self.settings.model,
@@ -110,6 +128,10 @@ class AnthropicBackend:
         schema = request.response_schema if request.structured_output == "schema" else None
         if schema is not None and self.schema_mode == "output_config":
             kwargs["output_config"] = {"format": {"type": "json_schema", "schema": schema}}
+        if request.tools:
+            kwargs["tools"] = [
+                {"name": t.name, "description": t.description, "input_schema": t.parameters} for t in request.tools
+            ]
         elif schema is not None and self.schema_mode == "tool":
             kwargs["tools"] = [
                 {"name": self.tool_name, "description": "Give the answer in this structure.", "input_schema": schema}
@@ -136,10 +158,15 @@ class AnthropicBackend:
         except anthropic.AnthropicError as exc:
             raise self._translate(exc) from None
         parts: list[str] = []
+        calls: list[ToolCall] = []
         for block in message.content:
             if block.type == "text":
                 parts.append(block.text)
-            elif block.type == "tool_use":
+            elif block.type == "tool_use" and request.tools:
+                arguments = block.input if isinstance(block.input, dict) else {}
+                raw = None if isinstance(block.input, dict) else json.dumps(block.input)
+                calls.append(ToolCall(id=block.id, name=block.name, arguments=arguments, raw_arguments=raw))
+            elif block.type == "tool_use":  # the forced answer tool of schema_mode="tool"
                 parts.append(json.dumps(block.input, ensure_ascii=False))
         u = message.usage
         usage = Usage(
@@ -150,7 +177,9 @@ class AnthropicBackend:
         )
         reason = message.stop_reason
         finish = _STOP_REASONS.get(reason, reason) if reason else None
-        return LLMResponse(text="".join(parts), usage=usage, model=message.model or "", finish_reason=finish)
+        return LLMResponse(
+            text="".join(parts), tool_calls=calls, usage=usage, model=message.model or "", finish_reason=finish
+        )
 
     def _translate(self, exc: anthropic.AnthropicError) -> LLMError:
         return translate_sdk_error(

@@ -14,7 +14,32 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..types import Message, Usage, canonical_json
+from ..types import Message, ToolCall, Usage, canonical_json
+
+
+class ToolDecl(BaseModel):
+    """A tool offered to the model: its name, description and a JSON Schema of its arguments."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=dict)
+
+
+class ToolTurn(BaseModel):
+    """One earlier assistant turn that called tools, and the results sent back (aligned with ``calls``).
+
+    A request's ``turns`` follow its ``messages``: the conversation of a native tool-calling agent.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    text: str = ""
+    calls: tuple[ToolCall, ...] = ()
+    results: tuple[str, ...] = ()
+    #: a user message after the results (the agent's note on a reply without a tool call, or feedback)
+    feedback: str = ""
 
 
 class LLMRequest(BaseModel):
@@ -34,17 +59,25 @@ class LLMRequest(BaseModel):
     structured_output: Literal["schema", "json", "off"] = "off"
     #: draw number: a repeated identical request with another index is a deliberate fresh sample
     sample_index: int = 0
+    #: tools the model may call (native tool calling); part of the cache key
+    tools: tuple[ToolDecl, ...] = ()
+    #: earlier tool-calling turns after ``messages`` (see :class:`ToolTurn`)
+    turns: tuple[ToolTurn, ...] = ()
     #: where the request comes from (problem_id, iteration, stage); NOT part of the cache key
     tags: dict[str, str] = Field(default_factory=dict)
 
     def key(self, backend: str) -> str:
-        """Content address of (backend, request), tags excluded."""
-        payload = {"backend": backend, **self.model_dump(mode="json", exclude={"tags"})}
+        """Content address of (backend, request), tags excluded. The tools offered and the tool turns
+        are part of it; requests without them keep the keys they had before tools existed."""
+        exclude = {"tags"} | {name for name in ("tools", "turns") if not getattr(self, name)}
+        payload = {"backend": backend, **self.model_dump(mode="json", exclude=exclude)}
         return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
 
 
 class LLMResponse(BaseModel):
     text: str
+    #: the tools the model asked to call (finish_reason "tool_calls"); empty for a plain reply
+    tool_calls: list[ToolCall] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
     model: str = ""
     finish_reason: str | None = None

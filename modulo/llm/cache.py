@@ -38,7 +38,8 @@ CREATE TABLE IF NOT EXISTS responses (
     input_tokens INTEGER NOT NULL,
     output_tokens INTEGER NOT NULL,
     request TEXT NOT NULL,
-    created REAL NOT NULL
+    created REAL NOT NULL,
+    tool_calls TEXT
 )
 """
 
@@ -53,6 +54,8 @@ class CachedResponse:
     input_tokens: int
     output_tokens: int
     created: float
+    #: the tool calls of the reply, as a JSON list (None: a plain reply)
+    tool_calls: str | None = None
 
 
 class ResponseCache:
@@ -74,6 +77,9 @@ class ResponseCache:
                 self._conn.execute("PRAGMA journal_mode=WAL")
                 self._conn.execute("PRAGMA synchronous=NORMAL")
                 self._conn.execute(_SCHEMA)
+                columns = {row[1] for row in self._conn.execute("PRAGMA table_info(responses)")}
+                if "tool_calls" not in columns:  # a cache written before tool calling existed
+                    self._conn.execute("ALTER TABLE responses ADD COLUMN tool_calls TEXT")
         except (OSError, sqlite3.Error) as exc:
             raise ConfigError(f"cannot open the LLM response cache at {str(self.path)!r}: {exc}") from None
 
@@ -87,14 +93,21 @@ class ResponseCache:
         with self._lock:
             try:
                 row = self._conn.execute(
-                    "SELECT key, backend, model, text, finish_reason, input_tokens, output_tokens, created "
-                    "FROM responses WHERE key = ?",
+                    "SELECT key, backend, model, text, finish_reason, input_tokens, output_tokens, created, "
+                    "tool_calls FROM responses WHERE key = ?",
                     (key,),
                 ).fetchone()
             except sqlite3.OperationalError as exc:
                 if "no such table" in str(exc):
                     return None
-                raise
+                if "no such column" in str(exc):  # an old cache opened read-only: it holds no tool calls
+                    row = self._conn.execute(
+                        "SELECT key, backend, model, text, finish_reason, input_tokens, output_tokens, created "
+                        "FROM responses WHERE key = ?",
+                        (key,),
+                    ).fetchone()
+                else:
+                    raise
         if row is None:
             return None
         return CachedResponse(*row)
@@ -110,6 +123,7 @@ class ResponseCache:
         finish_reason: str | None,
         input_tokens: int,
         output_tokens: int,
+        tool_calls: str | None = None,
     ) -> None:
         if self.readonly or self._conn is None:
             raise ConfigError("the LLM response cache was opened read-only")
@@ -117,10 +131,20 @@ class ResponseCache:
         text = redact(text)  # the client scrubbed it already; the cache is a writer all the same
         with self._lock:
             self._conn.execute(
-                "INSERT OR IGNORE INTO responses "
-                "(key, backend, model, text, finish_reason, input_tokens, output_tokens, request, created) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (key, backend, model, text, finish_reason, input_tokens, output_tokens, payload, time.time()),
+                "INSERT OR IGNORE INTO responses (key, backend, model, text, finish_reason, input_tokens, "
+                "output_tokens, request, created, tool_calls) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    key,
+                    backend,
+                    model,
+                    text,
+                    finish_reason,
+                    input_tokens,
+                    output_tokens,
+                    payload,
+                    time.time(),
+                    tool_calls,
+                ),
             )
 
     def __len__(self) -> int:
@@ -156,6 +180,7 @@ class ResponseCache:
         finish_reason: str | None,
         input_tokens: int,
         output_tokens: int,
+        tool_calls: str | None = None,
     ) -> None:
         await asyncio.to_thread(
             lambda: self.put_sync(
@@ -167,5 +192,6 @@ class ResponseCache:
                 finish_reason=finish_reason,
                 input_tokens=input_tokens,
                 output_tokens=output_tokens,
+                tool_calls=tool_calls,
             )
         )

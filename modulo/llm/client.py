@@ -30,6 +30,7 @@ the faults and the usage spent, so the caller can record them.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import random
 import time
@@ -44,7 +45,7 @@ from ..errors import CacheMissError, ConfigError, LLMError, PermanentLLMError, T
 from ..redact import known as known_secrets
 from ..redact import redact, strip_userinfo
 from ..registry import bind_arguments
-from ..types import Fault, LLMCall, Usage
+from ..types import Fault, LLMCall, ToolCall, Usage
 from .base import LLM, LLMRequest, LLMResponse, LLMSettings
 from .cache import CACHE_FILE, CACHE_MODES, CacheMode, ResponseCache
 from .faults import EmptyReplyError
@@ -248,6 +249,7 @@ class LLMClient:
                     stage=stage,
                     messages=list(request.messages),
                     reply=hit.text,
+                    tool_calls=_tool_calls_of(hit.tool_calls),
                     model=hit.model,
                     usage=usage,
                     cached=True,
@@ -270,7 +272,7 @@ class LLMClient:
             number = len(faults) + 1
             try:
                 response = _scrubbed(_valid_text(await self._send(request)))
-                if self.retry_empty and not response.text.strip():
+                if self.retry_empty and not response.text.strip() and not response.tool_calls:
                     raise EmptyReplyError(
                         f"the model returned an empty reply (finish_reason={response.finish_reason!r})",
                         usage=response.usage,
@@ -332,6 +334,11 @@ class LLMClient:
                     finish_reason=response.finish_reason,
                     input_tokens=response.usage.input_tokens,
                     output_tokens=response.usage.output_tokens,
+                    tool_calls=(
+                        json.dumps([c.model_dump(mode="json") for c in response.tool_calls])
+                        if response.tool_calls
+                        else None
+                    ),
                 )
             except Exception as exc:  # the reply is paid for: keep it even if the cache cannot
                 log.warning("LLM cache write failed (%s: %s); the reply is used uncached", type(exc).__name__, exc)
@@ -339,6 +346,7 @@ class LLMClient:
             stage=stage,
             messages=list(request.messages),
             reply=response.text,
+            tool_calls=list(response.tool_calls),
             model=model,
             usage=usage,
             cached=recorded,
@@ -434,6 +442,13 @@ def _scrubbed(response: LLMResponse) -> LLMResponse:
         return response
     text = redact(response.text)
     return response if text == response.text else response.model_copy(update={"text": text})
+
+
+def _tool_calls_of(stored: str | None) -> list[ToolCall]:
+    """The tool calls a cache entry holds (its JSON column), or none."""
+    if not stored:
+        return []
+    return [ToolCall.model_validate(item) for item in json.loads(stored)]
 
 
 def _valid_text(response: LLMResponse) -> LLMResponse:

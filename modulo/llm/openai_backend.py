@@ -20,13 +20,14 @@ Backend arguments (``llm.args``):
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal, get_args
 
 import openai
 
 from ..errors import ConfigError, LLMError
 from ..redact import strip_userinfo
-from ..types import Usage
+from ..types import ToolCall, Usage
 from .base import LLMRequest, LLMResponse, LLMSettings
 from .faults import EmptyReplyError, tag_headers, translate_sdk_error
 from .keys import is_official, resolve_api_key
@@ -41,6 +42,18 @@ def _choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
     if value not in allowed:
         raise ConfigError(f"openai backend: {name}={value!r} is not one of {', '.join(allowed)}")
     return value
+
+
+def _tool_call(call: Any) -> ToolCall:
+    """A ToolCall from the SDK's function tool call (arguments are JSON text; kept raw when not an object)."""
+    raw = call.function.arguments or ""
+    try:
+        parsed = json.loads(raw) if raw else {}
+    except json.JSONDecodeError:
+        parsed = None
+    if isinstance(parsed, dict):
+        return ToolCall(id=call.id, name=call.function.name, arguments=parsed)
+    return ToolCall(id=call.id, name=call.function.name, raw_arguments=raw)
 
 
 class OpenAIBackend:
@@ -92,6 +105,39 @@ class OpenAIBackend:
             "messages": [{"role": m.role, "content": m.content} for m in request.messages],
             "temperature": request.temperature,
         }
+        for turn in request.turns:  # a tool-calling conversation: the assistant's calls, then one tool message each
+            if not turn.calls:
+                if turn.text:
+                    kwargs["messages"].append({"role": "assistant", "content": turn.text})
+                if turn.feedback:
+                    kwargs["messages"].append({"role": "user", "content": turn.feedback})
+                continue
+            kwargs["messages"].append(
+                {
+                    "role": "assistant",
+                    "content": turn.text or None,
+                    "tool_calls": [
+                        {
+                            "id": c.id,
+                            "type": "function",
+                            "function": {"name": c.name, "arguments": c.raw_arguments or json.dumps(c.arguments)},
+                        }
+                        for c in turn.calls
+                    ],
+                }
+            )
+            for c, result in zip(turn.calls, turn.results, strict=True):
+                kwargs["messages"].append({"role": "tool", "tool_call_id": c.id, "content": result})
+            if turn.feedback:
+                kwargs["messages"].append({"role": "user", "content": turn.feedback})
+        if request.tools:
+            kwargs["tools"] = [
+                {
+                    "type": "function",
+                    "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+                }
+                for t in request.tools
+            ]
         max_tokens = request.max_tokens if request.max_tokens is not None else self.settings.max_tokens
         if max_tokens is not None:
             kwargs[self.max_tokens_param] = max_tokens
@@ -145,7 +191,10 @@ class OpenAIBackend:
         refusal = getattr(choice.message, "refusal", None)
         if not text and refusal:
             text, finish = str(refusal), "refusal"
-        return LLMResponse(text=text or "", usage=usage, model=response.model or "", finish_reason=finish)
+        calls = [_tool_call(c) for c in choice.message.tool_calls or [] if getattr(c, "function", None) is not None]
+        return LLMResponse(
+            text=text or "", tool_calls=calls, usage=usage, model=response.model or "", finish_reason=finish
+        )
 
     def _translate(self, exc: openai.OpenAIError) -> LLMError:
         return translate_sdk_error(

@@ -13,7 +13,8 @@ Three forms of script:
   ``modulo run llm=scripted`` exercises a whole pipeline end to end with no model at all.
 
 From the command line ``llm=scripted llm.script=FILE`` reads a JSON file holding the list or the dict.
-A reply is a string, or an object ``{"text": ..., "finish_reason": ...}``, or a scripted failure
+A reply is a string, or an object ``{"text": ..., "finish_reason": ...}``, or native tool calls
+``{"tool_calls": [{"name": "FlightSearch", "arguments": {...}}, ...]}``, or a scripted failure
 ``{"fault": "rate_limit" | "server_error" | "timeout" | "connection" | "permanent" | "context_length" | ...,
 "message": ..., "retry_after": ...}`` that is raised instead of answering (it consumes its place).
 Running out of replies is a :class:`~modulo.errors.PermanentLLMError` naming the problem.
@@ -40,7 +41,7 @@ from ..errors import (
     RateLimitError,
     TransientLLMError,
 )
-from ..types import Usage
+from ..types import ToolCall, Usage
 from .base import LLMRequest, LLMResponse, LLMSettings
 from .sampling import stand_in_reply
 from .tokens import approx_prompt_tokens, approx_tokens
@@ -55,10 +56,16 @@ _TRANSIENT_FAULTS = {"server_error", "unavailable", "overloaded", "timeout", "co
 def _check_reply(where: str, reply: object) -> Reply:
     if isinstance(reply, str):
         return reply
-    if isinstance(reply, Mapping) and ("text" in reply or "fault" in reply):
+    if isinstance(reply, Mapping) and ("text" in reply or "fault" in reply or "tool_calls" in reply):
+        calls = reply.get("tool_calls", [])
+        if not isinstance(calls, list) or not all(
+            isinstance(c, Mapping) and isinstance(c.get("name"), str) for c in calls
+        ):
+            raise ConfigError(f"scripted backend: {where}: 'tool_calls' must be a list of {{'name', 'arguments'}}")
         return reply
     raise ConfigError(
-        f"scripted backend: {where} must be a string, {{'text': ...}} or {{'fault': ...}}, not {reply!r:.80}"
+        f"scripted backend: {where} must be a string, {{'text': ...}}, {{'tool_calls': [...]}} or {{'fault': ...}}, "
+        f"not {reply!r:.80}"
     )
 
 
@@ -207,8 +214,22 @@ class ScriptedBackend:
             elif "fault" in reply:
                 raise scripted_fault(reply, request.tags.get("problem_id", ""))
             else:
-                text = str(reply["text"])
+                text = str(reply.get("text") or "")
                 finish = reply.get("finish_reason", "stop")
+                if reply.get("tool_calls"):
+                    calls = [
+                        ToolCall(
+                            id=f"call_{self.calls}_{i}", name=str(c["name"]), arguments=dict(c.get("arguments") or {})
+                        )
+                        for i, c in enumerate(reply["tool_calls"])
+                    ]
+                    usage = Usage(
+                        input_tokens=approx_prompt_tokens(request.messages),
+                        output_tokens=approx_tokens(json.dumps(reply)),
+                    )
+                    return LLMResponse(
+                        text=text, tool_calls=calls, usage=usage, model=model, finish_reason="tool_calls"
+                    )
         usage = Usage(input_tokens=approx_prompt_tokens(request.messages), output_tokens=approx_tokens(text))
         return LLMResponse(text=text, usage=usage, model=model, finish_reason=finish)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import difflib
 import json
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from ..errors import RunError
 from ..types import IterationRecord, PlanJSON, ProblemResult, Usage, Verdict
@@ -84,6 +84,24 @@ def plan_diff(old: PlanJSON, new: PlanJSON, old_label: str, new_label: str) -> s
     lines = difflib.unified_diff(
         plan_text(old).splitlines(), plan_text(new).splitlines(), fromfile=old_label, tofile=new_label, lineterm=""
     )
+    return "\n".join(lines)
+
+
+def tool_use_text(tool_use: dict[str, Any]) -> str:
+    """A tool-using generator's iteration: how it started, each step (action, state, rows, time, the start
+    of the observation), how it ended, and the notebook."""
+    lines = [f"mode {tool_use.get('mode')}, start {tool_use.get('start')}, outcome {tool_use.get('outcome')}"]
+    if tool_use.get("note"):
+        lines.append(str(tool_use["note"]))
+    for step in tool_use.get("steps") or []:
+        extra = ""
+        if "rows" in step:
+            extra = f" ({step['rows']} row(s), {step.get('micros', 0):.0f} µs)"
+        observation = str(step.get("observation", "")).strip().replace("\n", " ")
+        observation = observation[:100] + ("..." if len(observation) > 100 else "")
+        lines.append(f"{step.get('step')}. {step.get('action')} -> {step.get('state')}{extra}: {observation}")
+    notebook = tool_use.get("notebook") or []
+    lines.append("notebook: " + ("; ".join(f"[{e['index']}] {e['description']}" for e in notebook) or "empty"))
     return "\n".join(lines)
 
 
@@ -163,6 +181,8 @@ def build_story(run: RunData, problem_id: str, *, show_prompt: bool = False, sho
         ]
         if feedback:
             add(Block("verbatim", "\n".join(feedback), title="feedback of failing critics"))
+        if it.tool_use is not None:
+            add(Block("verbatim", tool_use_text(it.tool_use), title="tool use"))
         if show_prompt:
             text = "\n\n".join(f"[{m.role}]\n{m.content}" for m in it.prompt) or "(prompt not recorded)"
             add(Block("verbatim", text, title="prompt sent at this iteration"))

@@ -28,7 +28,11 @@ Replies come from (first match wins):
   requested schema, a JSON object in JSON mode, else a few words.
 
 A script entry is a string, ``{"text": ...}``, or ``{"fault": KIND, "text": ...}`` to inject a fault
-at that point of the script (it consumes its entry). Faults drawn from ``faults`` (a queue, used
+at that point of the script (it consumes its entry). ``{"tool_calls": [{"name": N, "arguments": {...}},
+...], "text": ...}`` answers with native tool calls (OpenAI ``message.tool_calls``, finish_reason
+"tool_calls"; Anthropic ``tool_use`` blocks, stop_reason "tool_use"). A request's ``tools`` (the names
+offered) and ``tool_results`` (the results it sends back, in order) are recorded on its FakeRequest.
+Faults drawn from ``faults`` (a queue, used
 first) or ``fault_rates`` (seeded draws) consume no script entry: a retry gets the reply the faulted
 request would have had. :data:`FAULT_KINDS` lists the faults.
 """
@@ -126,6 +130,10 @@ class FakeRequest:
     json_mode: bool
     #: the forced Anthropic tool's name, when the schema came as a tool
     tool_name: str | None = None
+    #: names of the tools offered for native tool calling (the forced answer tool excluded)
+    tools: list[str] = field(default_factory=list)
+    #: tool results sent back in the request (OpenAI tool messages, Anthropic tool_result blocks), in order
+    tool_results: list[str] = field(default_factory=list)
     #: seconds since the provider started (or was reset) when the request arrived
     arrived: float = 0.0
     #: seconds since start when the handler finished with it (reply written, error sent or connection dropped)
@@ -416,6 +424,36 @@ def _schema_of(api: Api, body: Mapping[str, Any]) -> tuple[dict[str, Any] | None
     return None, False, None
 
 
+def _offered_tools(body: Mapping[str, Any]) -> list[str]:
+    names = []
+    for tool in body.get("tools") or []:
+        if isinstance(tool, Mapping):
+            fn = tool.get("function")
+            names.append(str(fn.get("name") if isinstance(fn, Mapping) else tool.get("name")))
+    return names
+
+
+def _tool_results(api: Api, raw_messages: list[Any]) -> list[str]:
+    out: list[str] = []
+    for m in raw_messages:
+        if not isinstance(m, Mapping):
+            continue
+        if api == "openai" and m.get("role") == "tool":
+            out.append(_text_of(m.get("content")))
+        elif api == "anthropic" and isinstance(m.get("content"), list):
+            for block in m["content"]:
+                if isinstance(block, Mapping) and block.get("type") == "tool_result":
+                    content = block.get("content")
+                    out.append(content if isinstance(content, str) else _text_of(content))
+    return out
+
+
+def _arguments_text(call: Mapping[str, Any]) -> str:
+    """A scripted call's arguments as the JSON text OpenAI sends (a string in the script is sent as is)."""
+    arguments = call.get("arguments", {})
+    return arguments if isinstance(arguments, str) else json.dumps(arguments)
+
+
 def _problem_of(headers: Mapping[str, str], messages: list[dict[str, str]]) -> str | None:
     if headers.get(PROBLEM_HEADER):
         return headers[PROBLEM_HEADER]
@@ -594,6 +632,8 @@ class _Handler(BaseHTTPRequestHandler):
             schema=schema,
             json_mode=json_mode,
             tool_name=tool,
+            tools=[n for n in _offered_tools(body) if n != tool],
+            tool_results=_tool_results(api, raw_messages),
             arrived=provider.elapsed(),
         )
         self._request = req
@@ -620,6 +660,9 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         if fault in TRANSPORT_FAULTS:
             return self._transport_fault(api, fault, req)
+        calls = item.get("tool_calls") if isinstance(item, Mapping) else None
+        if calls:
+            return self._reply(api, req, str(item.get("text") or ""), None, tool_calls=list(calls))  # type: ignore[union-attr]
         base = provider.generate(req) if item is None else item if isinstance(item, str) else item.get("text")
         if base is None:
             base = provider.generate(req)
@@ -669,7 +712,9 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         raise AssertionError(fault)
 
-    def _reply(self, api: Api, req: FakeRequest, text: str, fault: str | None) -> int:
+    def _reply(
+        self, api: Api, req: FakeRequest, text: str, fault: str | None, *, tool_calls: list[Any] | None = None
+    ) -> int:
         finish = "stop"
         refusal = False
         if fault == "truncated":
@@ -698,6 +743,21 @@ class _Handler(BaseHTTPRequestHandler):
             message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
             if refusal and req.schema is not None:
                 message = {"role": "assistant", "content": None, "refusal": text}
+            if tool_calls:
+                message = {
+                    "role": "assistant",
+                    "content": text or None,
+                    "refusal": None,
+                    "tool_calls": [
+                        {
+                            "id": f"call_fake{serial}_{i}",
+                            "type": "function",
+                            "function": {"name": str(c["name"]), "arguments": _arguments_text(c)},
+                        }
+                        for i, c in enumerate(tool_calls)
+                    ],
+                }
+                finish = "tool_calls"
             payload: dict[str, Any] = {
                 "id": f"chatcmpl-fake-{serial}",
                 "object": "chat.completion",
@@ -725,6 +785,18 @@ class _Handler(BaseHTTPRequestHandler):
                         {"type": "tool_use", "id": f"toolu_fake{serial}", "name": req.tool_name, "input": parsed}
                     ]
                     stop_reason = "tool_use"
+            if tool_calls:
+                content = [{"type": "text", "text": text}] if text else []
+                content += [
+                    {
+                        "type": "tool_use",
+                        "id": f"toolu_fake{serial}_{i}",
+                        "name": str(c["name"]),
+                        "input": c.get("arguments", {}),
+                    }
+                    for i, c in enumerate(tool_calls)
+                ]
+                stop_reason = "tool_use"
             payload = {
                 "id": f"msg_fake{serial}",
                 "type": "message",
