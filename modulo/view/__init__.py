@@ -48,23 +48,18 @@ def view_main(argv: list[str]) -> int:
         if args.serve:
             return _serve(args.path, options, args.port)
         view = build_view(args.path, args.out, options)
-        page = view.write()
     except ModuloError as exc:
         print(f"modulo view: {exc}", file=sys.stderr)
         return 2
     extra = len(view.files) - 1
-    print(f"{page}" + (f" (and {extra} more file(s) it links to)" if extra else ""))
+    print(f"{view.page}" + (f" (and {extra} more file(s) it links to)" if extra else ""))
     return 0
 
 
 def _serve(path: Path, options: ViewOptions, port: int) -> int:
     from .serve import make_server
 
-    try:
-        server, _ = make_server(path, options, port)
-    except OSError as exc:
-        print(f"modulo view: cannot listen on 127.0.0.1:{port}: {exc}", file=sys.stderr)
-        return 2
+    server, live = make_server(path, options, port)
     host, bound = server.server_address[:2]
     print(f"serving {path} on http://{host!s}:{bound}/ (Ctrl-C stops)", flush=True)
     try:
@@ -73,4 +68,5 @@ def _serve(path: Path, options: ViewOptions, port: int) -> int:
         pass
     finally:
         server.server_close()
+        live.close()
     return 0

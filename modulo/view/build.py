@@ -17,7 +17,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..errors import RunError
 from ..reports.load import RunData, find_runs, load_run, load_runs
 from ..types import Outcome
 from .data import problem_detail, problem_summary, run_overview, sweep_overview
@@ -42,20 +41,24 @@ class ViewOptions:
 
 @dataclass
 class ViewFiles:
-    """Files of a view, by path relative to ``base``; ``main`` is the page to open."""
+    """The files a view wrote, by path relative to ``base``; ``main`` is the page to open."""
 
     base: Path
     main: str
-    files: dict[str, bytes] = field(default_factory=dict)
+    files: list[str] = field(default_factory=list)
 
-    def write(self) -> Path:
-        for rel, content in self.files.items():
-            path = self.base / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(path.name + ".tmp")
-            tmp.write_bytes(content)
-            os.replace(tmp, path)
+    @property
+    def page(self) -> Path:
         return self.base / self.main
+
+    def write(self, rel: str, content: str) -> None:
+        """Write one file (atomically: a reader never sees half a page)."""
+        path = self.base / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(content, encoding="utf-8")
+        os.replace(tmp, path)
+        self.files.append(rel)
 
 
 def _static(name: str) -> str:
@@ -96,8 +99,12 @@ def _escape_text(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def run_files(run: RunData, page: str, options: ViewOptions, *, parent: str | None = None) -> dict[str, bytes]:
-    """The page of one run (``page``: its path relative to the view's base) and its chunk files."""
+def write_run(run: RunData, page: str, options: ViewOptions, view: ViewFiles, *, parent: str | None = None) -> None:
+    """Write the page of one run (``page``: its path relative to the view's base) and its chunk files.
+
+    Problem details are made one at a time; in split mode each chunk is written as soon as it is full,
+    so only one chunk's data is held at once.
+    """
     bench = run.benchmark_or_none()
     notes = []
     if bench is None:
@@ -120,24 +127,27 @@ def run_files(run: RunData, page: str, options: ViewOptions, *, parent: str | No
         "version": options.version,
         "parent": parent,
     }
-    files: dict[str, bytes] = {}
     details = (problem_detail(run.records[pid], run.critics, bench) for pid in ids)
     if not split:
-        files[page] = page_html(meta, [script_json(d) for d in details]).encode("utf-8")
-        return files
-    files[page] = page_html(meta).encode("utf-8")
+        view.write(page, page_html(meta, [script_json(d) for d in details]))
+        return
     batch: list[Any] = []
     for n, detail in enumerate(details):
         batch.append(detail)
         if len(batch) == chunk_size or n == len(ids) - 1:
             k = n // chunk_size
-            files[f"{data_dir}/chunk-{k:05d}.js"] = f"window.moduloChunk({k},{script_json(batch)});\n".encode()
+            view.write(f"{data_dir}/chunk-{k:05d}.js", f"window.moduloChunk({k},{script_json(batch)});\n")
             batch = []
-    return files
+    view.write(page, page_html(meta))
 
 
 def build_view(path: str | Path, out: str | Path | None = None, options: ViewOptions | None = None) -> ViewFiles:
-    """The viewer's files for a run directory or a sweep (any tree holding run directories)."""
+    """Write the viewer for a run directory or a sweep (any tree holding run directories).
+
+    A run's page goes to ``out`` (default ``RUN_DIR/view.html``). A sweep's page goes to ``out``
+    (default ``SWEEP_DIR/view.html``) and each job's page to ``<job path under the sweep>/view.html``
+    next to it, so the links between them are relative.
+    """
     options = options or ViewOptions()
     root = Path(path)
     found = find_runs([root])
@@ -146,19 +156,17 @@ def build_view(path: str | Path, out: str | Path | None = None, options: ViewOpt
         run.name = run.run_id
         target = Path(out) if out is not None else root / PAGE_NAME
         view = ViewFiles(target.parent, target.name)
-        view.files = run_files(run, target.name, options)
+        write_run(run, target.name, options, view)
         return view
-    if out is not None and Path(out).resolve().parent != root.resolve():
-        raise RunError(f"--out for a sweep must be a file directly in {root} (the job pages are linked relative to it)")
     target = Path(out) if out is not None else root / PAGE_NAME
+    view = ViewFiles(target.parent, target.name)
     runs = load_runs(found)
     links = []
-    view = ViewFiles(root, target.name)
     for run in runs:
         rel = run.path.resolve().relative_to(root.resolve()).as_posix()
         page = f"{rel}/{PAGE_NAME}"
         up = "/".join([".."] * len(Path(rel).parts))
-        view.files.update(run_files(run, page, options, parent=f"./{up}/{target.name}"))
+        write_run(run, page, options, view, parent=f"./{up}/{target.name}")
         links.append(f"./{page}")
     meta = {
         "overview": sweep_overview(runs, links, root, n_resamples=options.n_resamples),
@@ -170,5 +178,5 @@ def build_view(path: str | Path, out: str | Path | None = None, options: ViewOpt
         "version": options.version,
         "parent": None,
     }
-    view.files[target.name] = page_html(meta).encode("utf-8")
+    view.write(target.name, page_html(meta))
     return view

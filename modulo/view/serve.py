@@ -1,15 +1,17 @@
 """``modulo view --serve``: the viewer on 127.0.0.1, rebuilt when the run writes, with live refresh.
 
-The server keeps the view's files in memory. A page asks ``__version`` every two seconds; the answer is
-a fingerprint of the run directories' record files (size and modification time). When it changed,
-the view is rebuilt (at most once per ``min_interval`` seconds) and the page reloads itself, keeping
-its place (the route lives in the URL's fragment).
+The server writes the view into a temporary directory and serves it from there. A page asks
+``__version`` every two seconds; the answer is a fingerprint of the run directories' files (size and
+modification time). When it changed, the view is rebuilt (at most once per ``min_interval`` seconds)
+and the page reloads itself, keeping its place (the route lives in the URL's fragment).
 """
 
 from __future__ import annotations
 
 import json
 import mimetypes
+import shutil
+import tempfile
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -17,8 +19,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from ..errors import ConfigError
 from ..reports.load import RECORDS_FILE, RUN_FILE, SUMMARY_FILE, find_runs
-from .build import ViewFiles, ViewOptions, build_view
+from .build import PAGE_NAME, ViewFiles, ViewOptions, build_view
 
 WATCHED = (RUN_FILE, RECORDS_FILE, SUMMARY_FILE, "evaluation.json")
 
@@ -37,7 +40,7 @@ def fingerprint(root: Path) -> str:
 
 
 class LiveView:
-    """The current files of a view, rebuilt on demand when the runs changed."""
+    """The current build of a view (in a temporary directory), rebuilt on demand when the runs changed."""
 
     def __init__(self, root: Path, options: ViewOptions, min_interval: float = 1.0) -> None:
         self.root = root
@@ -45,11 +48,17 @@ class LiveView:
         self.min_interval = min_interval
         self._lock = threading.Lock()
         self._checked = 0.0
+        self._dirs: list[Path] = []
         self.view = self._build(fingerprint(root))
 
     def _build(self, version: str) -> ViewFiles:
         self.options.live, self.options.version = True, version
-        return build_view(self.root, None, self.options)
+        out = Path(tempfile.mkdtemp(prefix="modulo-view-"))
+        view = build_view(self.root, out / PAGE_NAME, self.options)
+        self._dirs.append(out)
+        while len(self._dirs) > 2:  # keep the previous build for requests still reading it
+            shutil.rmtree(self._dirs.pop(0), ignore_errors=True)
+        return view
 
     def current(self) -> ViewFiles:
         with self._lock:
@@ -61,27 +70,42 @@ class LiveView:
                     self.view = self._build(version)
             return self.view
 
+    def file(self, rel: str) -> Path | None:
+        """The built file at ``rel`` (None when there is none, or when ``rel`` leaves the build)."""
+        view = self.current()
+        base = view.base.resolve()
+        path = (base / (rel or view.main)).resolve()
+        if not path.is_relative_to(base) or not path.is_file():
+            return None
+        return path
+
+    def close(self) -> None:
+        with self._lock:
+            for d in self._dirs:
+                shutil.rmtree(d, ignore_errors=True)
+            self._dirs.clear()
+
 
 def make_server(root: Path, options: ViewOptions, port: int = 0) -> tuple[ThreadingHTTPServer, LiveView]:
     live = LiveView(root, options)
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            view = live.current()
-            path = unquote(urlsplit(self.path).path).lstrip("/")
-            if path == "__version" or path.endswith("/__version"):
+            rel = unquote(urlsplit(self.path).path).lstrip("/")
+            if rel == "__version" or rel.endswith("/__version"):
+                live.current()
                 self._send(200, "application/json", json.dumps({"version": live.options.version}).encode())
                 return
-            if path == "" or path.endswith("/"):
-                path += view.main if path == "" else "view.html"
-            body = view.files.get(path)
-            if body is None:
-                self._send(404, "text/plain; charset=utf-8", f"not found: {path}".encode())
+            if rel.endswith("/"):
+                rel += PAGE_NAME
+            path = live.file(rel)
+            if path is None:
+                self._send(404, "text/plain; charset=utf-8", f"not found: {rel}".encode())
                 return
-            kind = mimetypes.guess_type(path)[0] or "application/octet-stream"
-            self._send(
-                200, kind + ("; charset=utf-8" if kind.startswith("text/") or kind.endswith("script") else ""), body
-            )
+            kind = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+            if kind.startswith("text/") or kind.endswith("javascript"):
+                kind += "; charset=utf-8"
+            self._send(200, kind, path.read_bytes())
 
         def _send(self, code: int, kind: str, body: bytes) -> None:
             self.send_response(code)
@@ -94,5 +118,9 @@ def make_server(root: Path, options: ViewOptions, port: int = 0) -> tuple[Thread
         def log_message(self, format: str, *args: Any) -> None:
             return
 
-    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    try:
+        server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    except OSError as exc:
+        live.close()
+        raise ConfigError(f"cannot listen on 127.0.0.1:{port}: {exc} (--port 0 picks a free port)") from exc
     return server, live

@@ -46,7 +46,7 @@ def artifacts() -> Path:
 @pytest.fixture(scope="module")
 def page(tp_run: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("view-page") / "view.html"
-    return build_view(tp_run, out).write()
+    return build_view(tp_run, out).page
 
 
 def wait_for(check: Callable[[], Any], timeout: float = 10.0) -> Any:
@@ -145,7 +145,7 @@ def test_long_texts_are_folded(driver: Any, page: Path) -> None:
 
 
 def test_chunked_page_loads_problems_from_disk(driver: Any, tp_run: Path, tmp_path: Path) -> None:
-    out = build_view(tp_run, tmp_path / "split.html", ViewOptions(split_above=0, chunk_size=1)).write()
+    out = build_view(tp_run, tmp_path / "split.html", ViewOptions(split_above=0, chunk_size=1)).page
     console_errors(driver)
     open_page(driver, out.as_uri() + "#/p/validation-22", "#matrix")
     assert "validation-22" in driver.find_element("css selector", "main h2").text
@@ -173,3 +173,4 @@ def test_served_page_refreshes_while_the_run_writes(driver: Any, tp_run: Path, t
     finally:
         server.shutdown()
         server.server_close()
+        live.close()

@@ -107,7 +107,6 @@ def test_run_page_is_one_self_contained_file(tp_run: Path, tmp_path: Path) -> No
 def test_large_runs_go_to_chunk_files(tp_run: Path, tmp_path: Path) -> None:
     out = tmp_path / "out" / "page.html"
     view = build_view(tp_run, out, ViewOptions(split_above=1, chunk_size=1))
-    view.write()
     assert sorted(view.files) == ["page.html", "view-data/chunk-00000.js", "view-data/chunk-00001.js"]
     html = out.read_text()
     meta = blocks(html)["modulo-meta"]
@@ -195,3 +194,17 @@ def test_server_rebuilds_when_the_run_writes(tp_run: Path, tmp_path: Path) -> No
     finally:
         server.shutdown()
         server.server_close()
+        live.close()
+    assert not live.view.base.exists()
+    assert sorted(p.name for p in run.iterdir() if p.name.startswith("view")) == []
+
+
+def test_serve_on_a_busy_port_is_a_clear_error(tp_run: Path) -> None:
+    server, live = make_server(tp_run, ViewOptions(), port=0)
+    try:
+        result = CliRunner().invoke(cli, ["view", str(tp_run), "--serve", "--port", str(server.server_address[1])])
+    finally:
+        server.server_close()
+        live.close()
+    assert result.exit_code == 2
+    assert "cannot listen on 127.0.0.1" in result.output

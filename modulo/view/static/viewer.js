@@ -379,4 +379,6 @@
     }, 2000);
   }
   render();
+  // when the first view was on screen (read by benchmarks/view_speed.py)
+  window.moduloRenderedAt = performance.now();
 })();
