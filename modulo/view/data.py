@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from ..benchmark import Benchmark
 from ..reports.load import RunData
 from ..reports.show import critic_state, plan_diff, plan_text, states
@@ -48,6 +50,13 @@ FIGURE_MAX_BYTES = 2_000_000
 #: IterationRecord / LLMCall fields the page renders by name; any other non-empty field is shown generically
 _KNOWN_ITERATION = set(IterationRecord.model_fields)
 _KNOWN_CALL = set(LLMCall.model_fields)
+_KNOWN_PROBLEM = set(ProblemResult.model_fields)
+
+
+def unknown_fields(model: BaseModel, known: set[str]) -> dict[str, Any]:
+    """Non-empty fields the page does not render by name (tool calls, user turns, ...), as JSON data."""
+    dumped = model.model_dump(mode="json")
+    return {k: v for k, v in dumped.items() if k not in known and v not in (None, [], {}, "")}
 
 
 class TextTable:
@@ -114,8 +123,6 @@ def _messages(msgs: Sequence[Message], texts: TextTable) -> list[list[Any]]:
 
 
 def _call(call: LLMCall, texts: TextTable) -> dict[str, Any]:
-    dumped = call.model_dump(mode="json")
-    extra = {k: v for k, v in dumped.items() if k not in _KNOWN_CALL and v not in (None, [], {}, "")}
     return {
         "stage": call.stage,
         "model": call.model,
@@ -126,7 +133,7 @@ def _call(call: LLMCall, texts: TextTable) -> dict[str, Any]:
         "seconds": call.seconds,
         "messages": _messages(call.messages, texts),
         "reply": texts.add(call.reply),
-        "extra": extra,
+        "extra": unknown_fields(call, _KNOWN_CALL),
     }
 
 
@@ -169,8 +176,6 @@ def problem_detail(rec: ProblemResult, declared: Sequence[str], bench: Benchmark
                 rendered = bench.plan_table(it.plan)
                 if rendered is not None:
                     table = {"columns": list(rendered.columns), "rows": [list(r) for r in rendered.rows]}
-        dumped = it.model_dump(mode="json")
-        extra = {k: v for k, v in dumped.items() if k not in _KNOWN_ITERATION and v not in (None, [], {}, "")}
         iterations.append(
             {
                 "index": it.index,
@@ -204,7 +209,7 @@ def problem_detail(rec: ProblemResult, declared: Sequence[str], bench: Benchmark
                 "calls": [_call(c, texts) for c in it.calls],
                 "usage": usage_dict(it.usage),
                 "timings": dict(it.timings),
-                "extra": extra,
+                "extra": unknown_fields(it, _KNOWN_ITERATION),
             }
         )
     return {
@@ -216,7 +221,8 @@ def problem_detail(rec: ProblemResult, declared: Sequence[str], bench: Benchmark
         "error": rec.error,
         "seconds": rec.seconds,
         "usage": usage_dict(rec.usage),
-        "metadata": {k: v for k, v in rec.model_dump(mode="json")["metadata"].items()},
+        "metadata": rec.model_dump(mode="json", include={"metadata"})["metadata"],
+        "extra": unknown_fields(rec, _KNOWN_PROBLEM),
         "templates": dict(rec.templates),
         "critics": critics,
         "matrix": matrix,

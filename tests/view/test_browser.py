@@ -174,3 +174,20 @@ def test_served_page_refreshes_while_the_run_writes(driver: Any, tp_run: Path, t
         server.shutdown()
         server.server_close()
         live.close()
+
+
+def test_sweep_page_links_into_each_job(driver: Any, tp_run: Path, tmp_path: Path, artifacts: Path) -> None:
+    sweep = tmp_path / "sweep"
+    for job in ("0", "1"):
+        shutil.copytree(tp_run, sweep / job)
+    page = build_view(sweep).page
+    console_errors(driver)
+    open_page(driver, page.as_uri(), "#jobs")
+    driver.save_screenshot(str(artifacts / "sweep.png"))
+    assert len(css(driver, "#jobs tr")) == 3 and len(css(driver, "#comparisons tr")) == 2
+    css(driver, "#jobs a")[1].click()
+    wait_for(lambda: css(driver, "#problems tr.prow"))
+    assert driver.current_url.startswith((sweep / "1" / "view.html").as_uri())
+    driver.find_element("link text", "↑ sweep").click()
+    wait_for(lambda: css(driver, "#jobs"))
+    assert console_errors(driver) == []

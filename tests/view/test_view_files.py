@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import shutil
@@ -102,6 +103,16 @@ def test_run_page_is_one_self_contained_file(tp_run: Path, tmp_path: Path) -> No
     assert len(table["rows"]) == 3
     assert detail["iterations"][2]["diff_against"] == 1
     assert "+" in resolve(texts, detail["iterations"][2]["diff"])
+
+
+def test_the_runs_figures_are_embedded(tp_run: Path, tmp_path: Path) -> None:
+    run = shutil.copytree(tp_run, tmp_path / "run")
+    png = b"\x89PNG\r\n\x1a\n" + b"figure"
+    (run / "critic_firing.png").write_bytes(png)
+    meta = blocks(build_view(run).page.read_text())["modulo-meta"]
+    assert meta["overview"]["figures"] == [
+        ["critic_firing.png", "data:image/png;base64," + base64.b64encode(png).decode()]
+    ]
 
 
 def test_large_runs_go_to_chunk_files(tp_run: Path, tmp_path: Path) -> None:

@@ -282,6 +282,7 @@
     if (p.error) facts.error = p.error;
     for (const [k, v] of Object.entries(p.metadata)) facts[k] = typeof v === "string" ? v : JSON.stringify(v);
     out.push(labelsTable(facts));
+    for (const [key, value] of Object.entries(p.extra)) out.push(el("h3", {}, key.replace(/_/g, " ")), genericValue(value));
     out.push(el("h3", {}, "Verdicts (critic by iteration; ⇄ marks a critic whose state changed since the previous iteration)"));
     out.push(p.iterations.length ? matrixTable(p) : el("p", { class: "muted" }, "no iterations recorded"));
     out.push(el("div", { class: "legend muted" }, Object.entries(STATE_CLASS).map(([s, c]) => el("span", {}, el("span", { class: "chip " + c }, s)))));
