@@ -6,6 +6,7 @@ Skipped, with the reason, when Chromium, chromedriver or selenium are not instal
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import threading
@@ -190,4 +191,27 @@ def test_sweep_page_links_into_each_job(driver: Any, tp_run: Path, tmp_path: Pat
     assert driver.current_url.startswith((sweep / "1" / "view.html").as_uri())
     driver.find_element("link text", "↑ sweep").click()
     wait_for(lambda: css(driver, "#jobs"))
+    assert console_errors(driver) == []
+
+
+def test_odd_problem_ids_open(driver: Any, tp_run: Path, tmp_path: Path) -> None:
+    run = shutil.copytree(tp_run, tmp_path / "odd")
+    odd = 'trip 1/<b>"x"</b>?&#'
+    text = (
+        (run / "records.jsonl")
+        .read_text()
+        .replace('"problem_id":"validation-12"', json.dumps({"problem_id": odd})[1:-1])
+    )
+    (run / "records.jsonl").write_text(text)
+    info = json.loads((run / "run.json").read_text())
+    info["problem_ids"] = [odd if i == "validation-12" else i for i in info["problem_ids"]]
+    (run / "run.json").write_text(json.dumps(info))
+    page = build_view(run).page
+    console_errors(driver)
+    open_page(driver, page.as_uri())
+    row = next(r for r in css(driver, "#problems tr.prow") if r.get_attribute("data-problem") == odd)
+    row.click()
+    wait_for(lambda: css(driver, "#matrix"))
+    assert odd in driver.find_element("css selector", "main h2").text
+    assert css(driver, "main h2 b") == []
     assert console_errors(driver) == []

@@ -128,7 +128,8 @@
     const h = location.hash.replace(/^#\/?/, "");
     const [path, query] = h.split("?");
     const params = new URLSearchParams(query || "");
-    return { parts: path.split("/").filter(Boolean), params };
+    const decode = (x) => { try { return decodeURIComponent(x); } catch (e) { return x; } };
+    return { parts: path.split("/").filter(Boolean).map(decode), params };
   }
   function go(parts, params) {
     const q = params && params.toString();
@@ -216,7 +217,7 @@
     const counts = {};
     for (const r of IDX.rows) counts[r[1]] = (counts[r[1]] || 0) + 1;
     const outcomes = [...new Set([...IDX.outcomes, ...Object.keys(counts)])];
-    const search = el("input", { type: "search", id: "search", placeholder: "search id, critic, level", value: params.get("q") || "" });
+    const search = el("input", { type: "search", id: "search", placeholder: "search id, critic, level (Enter)", value: params.get("q") || "" });
     search.addEventListener("change", () => update("q", search.value));
     const pager = el("div", { class: "pager" },
       el("button", { type: "button", id: "prev", disabled: page === 0 || null, onclick: () => update("page", String(page - 1)) }, "‹ prev"),
