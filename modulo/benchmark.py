@@ -86,8 +86,6 @@ class Benchmark(ABC):
     primary_metric: ClassVar[str] = ""
     #: splits whose labels must not leak into prompts (oracle critics on them need an override)
     test_splits: ClassVar[tuple[str, ...]] = ("test",)
-    #: where the critics' knowledge comes from, recorded with every run
-    critic_source: ClassVar[str] = "reimplemented"
     #: names of the official submission formats :meth:`write_submission` writes (``modulo export``)
     submission_formats: ClassVar[tuple[str, ...]] = ()
 

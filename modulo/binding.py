@@ -9,6 +9,7 @@ in, and the framework's values (``benchmark``) injected when its signature asks 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import components
@@ -29,6 +30,19 @@ def construct(kind: str, name: str, factory: Any, kwargs: dict[str, Any]) -> Any
         raise
     except Exception as exc:
         raise PluginLoadError(f"{kind} {name!r} could not be set up: {type(exc).__name__}: {exc}") from exc
+
+
+def bind_benchmark(name: str, args: Mapping[str, Any] | None = None, data_dir: str | Path | None = None) -> Benchmark:
+    """The registered benchmark ``name`` built with ``args`` (checked against its signature) and the data
+    directory (``data_dir``, else $MODULO_DATA_DIR, else ./data) when its constructor takes one."""
+    from .settings import data_dir as resolve_data_dir
+
+    factory = components.benchmarks.get(name)
+    kwargs = bind_arguments(
+        "benchmark", name, factory, dict(args or {}), inject={"data_dir": resolve_data_dir(data_dir)}
+    )
+    bench: Benchmark = construct("benchmark", name, factory, kwargs)
+    return bench
 
 
 def bind_critics(

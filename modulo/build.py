@@ -16,7 +16,7 @@ from typing import Any
 from . import components
 from .backprompt import BackpromptStrategy
 from .benchmark import Benchmark
-from .binding import bind_critics, construct
+from .binding import bind_benchmark, bind_critics, construct
 from .config import CRITIC_PRESETS, ModuloConfig
 from .critic import Critic, critic_meta
 from .errors import ConfigError
@@ -26,7 +26,6 @@ from .metacontroller import Loop, LoopSettings
 from .redact import register_config, safe_config
 from .reformulate import build_reformulator
 from .registry import bind_arguments, suggest
-from .settings import data_dir as resolve_data_dir
 from .types import Problem
 
 
@@ -76,13 +75,7 @@ def expand_critics(spec: Any, benchmark: Benchmark) -> list[str]:
 
 
 def build_benchmark(cfg: ModuloConfig) -> Benchmark:
-    factory = components.benchmarks.get(cfg.benchmark.name)
-    ddir = resolve_data_dir(cfg.data_dir)
-    kwargs = bind_arguments(
-        "benchmark", cfg.benchmark.name, factory, dict(cfg.benchmark.args), inject={"data_dir": ddir}
-    )
-    bench: Benchmark = construct("benchmark", cfg.benchmark.name, factory, kwargs)
-    return bench
+    return bind_benchmark(cfg.benchmark.name, cfg.benchmark.args, cfg.data_dir)
 
 
 def build_critics(cfg: ModuloConfig, benchmark: Benchmark) -> list[Critic]:

@@ -81,7 +81,6 @@ class NaturalPlanBenchmark(Benchmark):
         MetricSpec("valid", "valid", description="the answer read as a plan passes every critic of its task"),
         MetricSpec("delivery", "delivery", description="an answer that could be read as a plan"),
     )
-    critic_source: ClassVar[str] = "reimplemented"
     #: the marker after which the parser reads the answer (None: the whole text)
     answer_marker: ClassVar[str | None] = "SOLUTION:"
 

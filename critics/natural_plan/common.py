@@ -177,7 +177,3 @@ def hhmm_to_minutes(text: str) -> int:
 def minutes_to_hhmm(minutes: int) -> str:
     """870 -> ``"14:30"``."""
     return f"{minutes // 60}:{minutes % 60:02d}"
-
-
-def plural(n: int, word: str) -> str:
-    return f"{n} {word}" + ("" if n == 1 else "s")

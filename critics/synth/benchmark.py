@@ -38,7 +38,6 @@ class SynthBenchmark(Benchmark):
 
     family_name: ClassVar[str] = ""
     test_splits: ClassVar[tuple[str, ...]] = ()
-    critic_source: ClassVar[str] = "derived"
     primary_metric: ClassVar[str] = "success"
     metrics: ClassVar[tuple[MetricSpec, ...]] = (
         MetricSpec("success", "success", description="solved (solvable) or correctly abstained (unsolvable)"),

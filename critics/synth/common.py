@@ -295,14 +295,6 @@ def check_choice(name: str, value: Any, options: Sequence[Any]) -> None:
         raise ConfigError(f"{name}={value!r} is not one of {list(options)}")
 
 
-def check_positive(name: str, value: Any, *, minimum: int = 1, maximum: int | None = None) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise ConfigError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    if maximum is not None and value > maximum:
-        raise ConfigError(f"{name} must be at most {maximum}, got {value!r}")
-    return value
-
-
 def strip_texts(constraints: Sequence[Constraint]) -> list[Constraint]:
     """Constraints without their id and text: what a query parser must recover."""
     return [{k: v for k, v in c.items() if k not in ("id", "text")} for c in constraints]
@@ -312,10 +304,6 @@ def canonical_set(constraints: Sequence[Constraint]) -> list[str]:
     import json
 
     return sorted(json.dumps(c, sort_keys=True) for c in strip_texts(constraints))
-
-
-def join_sentences(parts: Sequence[str]) -> str:
-    return " ".join(p.strip() for p in parts if p.strip())
 
 
 Evidence = Callable[..., str | None]

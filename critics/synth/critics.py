@@ -7,8 +7,6 @@ breaks it. A problem with no constraint of the critic's kinds gets a not-applica
 
 from __future__ import annotations
 
-from typing import Any
-
 from modulo.critic import CriticFactory, critic
 from modulo.errors import PlanFormatError
 from modulo.types import PlanJSON, Problem, Verdict
@@ -99,7 +97,3 @@ synth_trip_endpoints = CRITICS["synth_trip_endpoints"]
 def entry_point_lines() -> list[str]:
     """The ``pyproject.toml`` lines that register these critics (kept in sync by a test)."""
     return [f'{name} = "critics.synth.critics:{name}"' for name in CRITICS]
-
-
-def all_critics() -> dict[str, Any]:
-    return dict(CRITICS)

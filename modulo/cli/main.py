@@ -207,14 +207,9 @@ def critics_audit(ctx: click.Context, benchmark: str, data_dir: str | None) -> N
 
 # -- benchmarks: every benchmark command is a hook on the benchmark ---------------------------------
 def _benchmark(name: str, data_dir: str | None) -> Benchmark:
-    from ..binding import construct
-    from ..registry import bind_arguments
-    from ..settings import data_dir as resolve
+    from ..binding import bind_benchmark
 
-    factory = components.benchmarks.get(name)
-    kwargs = bind_arguments("benchmark", name, factory, {}, inject={"data_dir": resolve(data_dir)})
-    bench: Benchmark = construct("benchmark", name, factory, kwargs)
-    return bench
+    return bind_benchmark(name, data_dir=data_dir)
 
 
 def _benchmark_with(hook: str, name: str) -> str:

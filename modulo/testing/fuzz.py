@@ -30,13 +30,11 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from .. import components
 from ..benchmark import Benchmark
-from ..binding import bind_critics, construct
+from ..binding import bind_benchmark, bind_critics
 from ..critic import FORMAT_GROUP, Critic
 from ..errors import PlanFormatError
 from ..reformulate import MAX_JSON_DEPTH, _depth, extract_json, validated
-from ..registry import bind_arguments
 from ..types import PlanJSON, Problem, Verdict
 
 
@@ -91,9 +89,7 @@ def make_target(name: str, benchmark: Benchmark, cases: Sequence[tuple[Problem, 
 def benchmark_target(name: str, n: int = 6, data_dir: Path | None = None) -> Target:
     """A target for the registered benchmark ``name`` (built with its defaults and ``data_dir``), seeded
     with the good plans of its :meth:`~modulo.benchmark.Benchmark.fuzz_cases` hook."""
-    factory = components.benchmarks.get(name)
-    kwargs = bind_arguments("benchmark", name, factory, {}, inject={"data_dir": data_dir})
-    bench: Benchmark = construct("benchmark", name, factory, kwargs)
+    bench = bind_benchmark(name, data_dir=data_dir)
     return make_target(name, bench, bench.fuzz_cases(n))
 
 

@@ -25,7 +25,6 @@ class GuardToy(Benchmark):
 
     name = GUARD
     test_splits: ClassVar[tuple[str, ...]] = ("test",)
-    critic_source: ClassVar[str] = "oracle"
 
     def __init__(self, data_dir: Any = None) -> None:
         super().__init__(None)
