@@ -205,6 +205,12 @@ def build_session(cfg: ModuloConfig, *, load_problems: bool = True) -> Session:
     return session
 
 
+def _critics_request(spec: Any) -> list[str]:
+    if spec is None:
+        return []
+    return [str(spec)] if isinstance(spec, str) else [str(x) for x in spec]
+
+
 def run_info(session: Session, sources: list[str]) -> dict[str, Any]:
     """The ``run.json`` content (see :mod:`modulo.runs`).
 
@@ -244,6 +250,8 @@ def _run_info(session: Session, sources: list[str]) -> dict[str, Any]:
         "reformulator": session.loop.reformulator.mode,
         "llm": llm,
         "critics": [c.name for c in session.critics],
+        #: the ``critics`` request as given (presets and names), so that reports name a run by what was asked
+        "critics_requested": _critics_request(cfg.critics),
         "critic_options": dataclasses.asdict(cfg.critic_options),
         "critic_args": {k: dict(v) for k, v in cfg.critic_args.items()},
         "critic_source": "+".join(sources),

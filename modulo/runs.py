@@ -31,7 +31,8 @@ RECORDS = "records.jsonl"
 RUN_INFO = "run.json"
 
 #: run.json keys that may change between a run and its resumption without invalidating records
-_RESUMABLE_KEYS = {"created", "run_id", "git_revision", "modulo_version", "execution"}
+#: (``critics_requested`` is a label: ``critics=hard`` and ``critics=[format,h_max]`` may run the same critics)
+_RESUMABLE_KEYS = {"created", "run_id", "git_revision", "modulo_version", "execution", "critics_requested"}
 
 
 def git_revision(start: Path | None = None) -> str | None:

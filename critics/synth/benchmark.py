@@ -228,6 +228,11 @@ class SynthBenchmark(Benchmark):
         if len(problems) != len(plans):
             raise ConfigError(f"{self.name}: {len(problems)} problems but {len(plans)} plans")
         rows = [self._score(p, plan) for p, plan in zip(problems, plans, strict=True)]
+        for row in rows:  # each rate's own part per problem (None: not counted), so reports show k/n and a CI
+            solvable = row["solvable"]
+            row["solved"] = bool(row["passed"]) if solvable else None
+            row["wrongful_abstention"] = bool(row["abstained"]) if solvable else None
+            row["abstention_recall"] = None if solvable else bool(row["abstained"])
         return EvalResult(
             metrics=_aggregate(rows), per_problem=rows, tables=_tables(rows, list(self.family.critic_kinds))
         )

@@ -11,15 +11,16 @@ Command line: ``modulo report RUN_DIR [RUN_DIR ...]`` (:func:`report_main`) and
 
 from .budget import BudgetCurve, budget_curve, plan_at_budget
 from .cli import report_main, show_main
+from .labels import critics_label, duplicate_groups, method_label, method_parts, short_labels
 from .load import RunData, ensure_evaluation, find_runs, load_run, load_runs
 from .report import ReportOptions, ReportResult, build_report
 from .show import Story, build_story, render_plain, render_rich
-from .stats import Interval, PairedTest, bootstrap_ratio, mcnemar_exact, paired_test
+from .stats import Interval, PairedTest, bootstrap_ratio, holm, mcnemar_exact, paired_test
 from .tables import (
     compare_runs,
     constraint_rows,
-    critics_label,
     firing_counts,
+    first_vs_final,
     headline_rows,
     usage_row,
 )
@@ -39,18 +40,24 @@ __all__ = [
     "compare_runs",
     "constraint_rows",
     "critics_label",
+    "duplicate_groups",
     "ensure_evaluation",
     "find_runs",
     "firing_counts",
+    "first_vs_final",
     "headline_rows",
+    "holm",
     "load_run",
     "load_runs",
     "mcnemar_exact",
+    "method_label",
+    "method_parts",
     "paired_test",
     "plan_at_budget",
     "render_plain",
     "render_rich",
     "report_main",
+    "short_labels",
     "show_main",
     "usage_row",
 ]

@@ -1,12 +1,13 @@
 """Final pass rate against iteration budget (the LLM-Modulo paper's Figure 3).
 
 "The plan at budget k" follows the metacontroller's best-so-far rule: among iterations ``0..k-1`` that
-produced a plan, the one with the most accepting verdicts, ties going to the later iteration; budget 0
-has no plan. Each budget's plans are scored by the benchmark's own evaluator. To keep that cheap, the
-distinct (problem, plan) pairs over all budgets are evaluated in one call when the primary metric is a
-per-problem ``passed`` rate (checked against the evaluator's own number); otherwise one call per
+produced a plan, the one with the most accepting verdicts, ties going to the later iteration. Budgets
+run from 1 (the first plan alone) to N. Each budget's plans are scored by the benchmark's own evaluator.
+To keep that cheap, the distinct (problem, plan) pairs over all budgets are evaluated in one call when
+the primary metric is a per-problem ``passed`` rate (checked against the evaluator's own number); otherwise one call per
 budget. Results are cached in the run directory (``report_cache/budget_curve.json``), keyed on the
-plans and the benchmark, so a second report costs nothing.
+plans and the benchmark, so a second report costs nothing. Beside the metric, each budget carries the
+model calls spent within it: fresh calls apart from cache hits (a cached repeat is not a new draw).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ModuloError, RunError
@@ -56,10 +57,45 @@ def max_budget(run: RunData) -> int:
 class BudgetCurve:
     run: str
     metric: str
-    #: value at budget 0, 1, ..., N (fractions)
+    #: value at budget 1, ..., N (fractions): budget k allows at most k plans (iterations 0..k-1)
     values: list[float]
     n_problems: int
     method: str  # "pairs" (one evaluation call) or "per-budget" or "cached"
+    #: mean fresh model calls (answered by the backend, not the cache) per problem within budget k
+    fresh_calls: list[float] = field(default_factory=list)
+    #: mean cache hits per problem within budget k
+    cached_calls: list[float] = field(default_factory=list)
+    #: totals over the run's scored problems and all their iterations
+    fresh_total: int = 0
+    cached_total: int = 0
+
+    @property
+    def budgets(self) -> list[int]:
+        return list(range(1, len(self.values) + 1))
+
+
+def calls_by_budget(records: Sequence[ProblemResult], top: int) -> tuple[list[float], list[float], int, int]:
+    """Mean fresh and cached model calls per problem within budget k = 1..top, and the two totals.
+
+    A fresh call is one the backend answered (``usage.calls - usage.cached_calls`` of an iteration); a
+    cache hit replays an earlier answer and is no new draw. A problem that stopped before k iterations
+    counts what it spent.
+    """
+    n = max(1, len(records))
+    fresh = [0.0] * top
+    cached = [0.0] * top
+    for rec in records:
+        f = c = 0
+        its = rec.iterations
+        for k in range(top):
+            if k < len(its):
+                c += its[k].usage.cached_calls
+                f += its[k].usage.calls - its[k].usage.cached_calls
+            fresh[k] += f
+            cached[k] += c
+    fresh_total = sum(it.usage.calls - it.usage.cached_calls for r in records for it in r.iterations)
+    cached_total = sum(it.usage.cached_calls for r in records for it in r.iterations)
+    return [v / n for v in fresh], [v / n for v in cached], fresh_total, cached_total
 
 
 def _cache_key(run: RunData, metric: str, plans_by_k: list[list[PlanJSON]], ids: Sequence[str]) -> str:
@@ -98,22 +134,26 @@ def _write_cache(run: RunData, key: str, entry: dict[str, Any]) -> None:
 
 
 def budget_curve(run: RunData, *, max_k: int | None = None, use_cache: bool = True) -> BudgetCurve:
-    """Primary metric of the plans at budget 0..N for the run's finished problems (RunError if it cannot)."""
+    """Primary metric of the plans at budget 1..N for the run's scored problems (RunError if it cannot).
+
+    Problems that ended in error are left out (they are not plan failures), as in the run's evaluation.
+    """
     bench = run.benchmark()
     metric = run.primary_metric()
     if not metric:
         raise RunError(f"benchmark {run.benchmark_name!r} declares no primary_metric")
-    ids = run.finished_ids
+    ids = run.scored_ids
     if not ids:
-        raise RunError(f"{run.name}: no finished problems")
-    top = max_budget(run) if max_k is None else max_k
+        raise RunError(f"{run.name}: no finished problem that did not end in error")
+    top = max(1, max_budget(run) if max_k is None else max_k)
     records = [run.records[i] for i in ids]
-    plans_by_k = [[plan_at_budget(r, k) for r in records] for k in range(top + 1)]
+    calls = calls_by_budget(records, top)
+    plans_by_k = [[plan_at_budget(r, k) for r in records] for k in range(1, top + 1)]
     key = _cache_key(run, metric, plans_by_k, ids)
     if use_cache:
         hit = _read_cache(run).get(key)
         if isinstance(hit, dict) and isinstance(hit.get("values"), list):
-            return BudgetCurve(run.name, metric, [float(v) for v in hit["values"]], len(ids), "cached")
+            return BudgetCurve(run.name, metric, [float(v) for v in hit["values"]], len(ids), "cached", *calls)
     try:
         problems = run.problems(ids)
         values, method = _by_pairs(bench, problems, plans_by_k, metric)
@@ -127,7 +167,7 @@ def budget_curve(run: RunData, *, max_k: int | None = None, use_cache: bool = Tr
         raise RunError(f"{run.name}: could not evaluate plans by budget: {exc}") from exc
     if use_cache:
         _write_cache(run, key, {"metric": metric, "values": values, "n_problems": len(ids), "method": method})
-    return BudgetCurve(run.name, metric, values, len(ids), method)
+    return BudgetCurve(run.name, metric, values, len(ids), method, *calls)
 
 
 def _by_pairs(

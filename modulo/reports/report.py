@@ -4,12 +4,14 @@ The report groups runs by benchmark (each benchmark declares its own metrics, so
 table) and writes, into the output directory:
 
 * ``report.md``: everything below, with the labels a reader needs next to each number;
-* ``table1.csv``: headline metrics per run with 95% bootstrap CIs (LLM-Modulo Table 1 layout);
-* ``comparisons.csv``: paired tests (exact McNemar, paired bootstrap) between runs on the same problems;
-* ``table4.csv``: per-constraint pass rates by level (TravelPlanner Table 4 layout), long format;
+* ``table1.csv``: the benchmark's own headline metrics per run, with k/n and 95% bootstrap CIs;
+* ``direct_vs_modulo.csv``: per run, the first plan (Direct) against the final plan, paired tests;
+* ``comparisons.csv``: paired tests (exact McNemar, Holm-adjusted over the family, paired bootstrap)
+  between runs on the same problems;
+* ``table4.csv``: per-constraint pass rates by level (passed/applicable), long format;
 * ``usage.csv``: LLM calls, tokens and dollars per problem and per certified plan, cache hits apart;
-* ``critic_firing.csv`` / ``critic_firing.png``: how often each critic fired per iteration (Figure 2);
-* ``budget_curve.csv`` / ``budget_curve.png``: primary metric against iteration budget (Figure 3);
+* ``critic_firing.csv`` / ``critic_firing.png``: how often each critic fired per iteration (0 = first plan);
+* ``budget_curve.csv`` / ``budget_curve.png``: primary metric and model calls against budget k = 1..N;
 * ``runs.csv``: each run's labels (critic source, split, model, strategy, templates, git revision).
 
 With several benchmarks, the per-benchmark files get a ``_<benchmark>`` suffix.
@@ -28,25 +30,37 @@ import pandas as pd
 
 from ..errors import RunError
 from .budget import BudgetCurve, budget_curve
-from .figures import plot_budget_curve, plot_critic_firing
+from .figures import CONVENTION, plot_budget_curve, plot_critic_firing
+from .labels import (
+    budget_label,
+    common_label,
+    critic_presets,
+    critics_label,
+    duplicate_warnings,
+    feedback_label,
+    generator_label,
+    method_label,
+    requested_critics_label,
+    short_labels,
+    strategy_label,
+    temperature_label,
+    templates_label,
+    user_label,
+)
 from .load import EVAL_MISSING, EVAL_REEVALUATED, RunData, ensure_evaluation, load_runs
 from .markdown import md_table, num, pct, pvalue, slug, text_table
-from .stats import DEFAULT_RESAMPLES, DEFAULT_SEED
+from .stats import DEFAULT_RESAMPLES, DEFAULT_SEED, Interval, holm
 from .tables import (
     Comparison,
     HeadlineRow,
-    budget_label,
     compare_runs,
     constraint_rows,
-    critics_label,
+    count_text,
     firing_counts,
-    generator_label,
+    first_vs_final,
     headline_rows,
-    method_label,
     outcome_counts,
     same_problems,
-    strategy_label,
-    templates_label,
     usage_row,
 )
 
@@ -174,12 +188,17 @@ class _Builder:
                 "",
             ]
             self.text += [f"STATUS: ERRORS. {what}:", *[f"- {line}" for line in failed], ""]
+        dups = duplicate_warnings(runs)
+        if dups:
+            self.md += ["**Warning: runs that are one configuration.**", "", *[f"- {line}" for line in dups], ""]
+            self.text += ["WARNING: runs that are one configuration:", *[f"- {line}" for line in dups], ""]
 
     def benchmark_section(self, bench: str, runs: list[RunData]) -> None:
         splits = sorted({r.split for r in runs})
         self.md += [f"## {bench} ({', '.join(splits)})", ""]
         self.text += [f"== {bench} ({', '.join(splits)}) =="]
         self._table1(bench, runs)
+        self._first_vs_final(bench, runs)
         self._comparisons(bench, runs)
         self._table4(bench, runs)
         self._figures(bench, runs)
@@ -191,37 +210,35 @@ class _Builder:
             for spec in run.metric_specs():
                 if spec.key not in {s.key for s in specs}:
                     specs.append(spec)
-        headers = ["Run", "Method", "Model", "Critics", "Strategy", "Budget", "n", "Status"]
-        headers += [s.label + (" (%)" if s.kind == "rate" else "") for s in specs]
+        shorts = short_labels(runs)
+        shared = common_label(runs)
+        several = len(runs) > 1
+        headers = ["Run", "Method (what differs)" if several else "Method", "n", "Status"]
+        headers += [s.label + (" (%, k/n)" if s.kind == "rate" else "") for s in specs]
         md_rows: list[list[Any]] = []
-        text_rows: list[list[Any]] = []
         csv_rows: list[dict[str, Any]] = []
         for row in rows:
             run = row.run
-            n = len((run.evaluation or {}).get("per_problem") or []) or len(run.records)
-            first = [
-                run.name,
-                method_label(run),
-                run.model,
-                critics_label(run),
-                strategy_label(run),
-                budget_label(run),
-                n,
-                _status(run),
-            ]
-            vals = [_fmt_metric(row, s.key, s.kind) for s in specs]
-            md_rows.append(first + vals)
-            text_rows.append(first + vals)
+            n = len((run.evaluation or {}).get("per_problem") or []) or len(run.scored_ids)
+            label = shorts[run.name].removeprefix(f"{run.name}: ") if several else method_label(run)
+            first = [run.name, label if label != run.name else "(same as the others)", n, _status(run)]
+            md_rows.append(first + [_fmt_metric(row, s.key, s.kind) for s in specs])
             record: dict[str, Any] = {
                 "benchmark": bench,
                 "run": run.name,
                 "path": str(run.path),
                 "method": method_label(run),
-                "model": run.model,
+                "label": user_label(run),
+                "generator": generator_label(run),
+                "critics_requested": requested_critics_label(run),
                 "critics": critics_label(run),
                 "strategy": strategy_label(run),
+                "feedback": feedback_label(run),
                 "budget": budget_label(run),
+                "model": run.model,
+                "temperature": temperature_label(run),
                 "n": n,
+                "errored": len(run.errored_ids),
                 "status": _status(run),
                 "split": run.split,
                 "critic_source": run.critic_source,
@@ -232,10 +249,15 @@ class _Builder:
                 record[s.key] = None if iv is None or math.isnan(iv.value) else scale * iv.value
                 record[f"{s.key}_ci_low"] = None if iv is None or math.isnan(iv.low) else scale * iv.low
                 record[f"{s.key}_ci_high"] = None if iv is None or math.isnan(iv.high) else scale * iv.high
+                kn = row.counts.get(s.key)
+                record[f"{s.key}_k"] = None if kn is None else kn[0]
+                record[f"{s.key}_n"] = None if kn is None else kn[1]
                 record[f"{s.key}_ci_rule"] = row.rules.get(s.key, "")
             csv_rows.append(record)
-        self.md += ["### Headline metrics (LLM-Modulo Table 1 layout)", "", self._ci_note() + _points_note(runs), ""]
-        self.md += [md_table(headers, md_rows, ["l"] * 6 + ["r", "l"] + ["r"] * len(specs)), ""]
+        self.md += [f"### Headline metrics ({bench}'s own metrics)", "", self._ci_note() + _points_note(runs), ""]
+        if several and shared:
+            self.md += [f"Shared by every run below: {shared}.", ""]
+        self.md += [md_table(headers, md_rows, ["l", "l", "r", "l"] + ["r"] * len(specs)), ""]
         no_ci = sorted(
             {
                 f"{s.label}: {row.rules[s.key]}"
@@ -246,20 +268,93 @@ class _Builder:
         )
         if no_ci:
             self.md += ["Without an interval: " + "; ".join(no_ci) + ".", ""]
-        self.md += [
-            "Critics: [All] = every critic of the benchmark, [Common] = format + commonsense, "
-            "[Hard] = format + hard constraints, [Json] = format only.",
-            "",
-        ]
+        presets = critic_presets(runs[0])
+        if presets:
+            self.md += [
+                f"Critic presets on {bench}: "
+                + "; ".join(f"{label} = {', '.join(members)}" for label, members in presets)
+                + ". A request is shown with what it resolved to, e.g. `hard (= [All])` when the benchmark has "
+                "no commonsense critics.",
+                "",
+            ]
         self.text += [
-            "Headline metrics (%, 95% bootstrap CI over problems):",
-            text_table(headers, text_rows),
+            "Headline metrics (%, k/n, 95% bootstrap CI over problems):",
+            *([f"Shared by every run: {shared}"] if several and shared else []),
+            text_table(headers, md_rows),
             "",
             *[line.replace("**", "") for line in _run_labels(runs)],
             "",
         ]
         path = self._name("table1", bench, "csv")
         self._csv(path, csv_rows)
+
+    def _first_vs_final(self, bench: str, runs: list[RunData]) -> None:
+        """Direct (the first plan, budget 1) against LLM-Modulo (the final plan), paired, per run."""
+        headers = [
+            "Run",
+            "n",
+            "Direct: first plan (%, k/n)",
+            "LLM-Modulo: final plan (%, k/n)",
+            "difference (points) [95% CI]",
+            "Direct only",
+            "LLM-Modulo only",
+            "McNemar exact p",
+            "paired bootstrap p",
+        ]
+        rows: list[list[Any]] = []
+        csv_rows: list[dict[str, Any]] = []
+        for run in runs:
+            t = first_vs_final(run, n_resamples=self.options.n_resamples, seed=self.options.seed)
+            if t is None:
+                continue
+            rows.append(
+                [
+                    run.name,
+                    t.n,
+                    _rate_kn(t.rate_a, t.n),
+                    _rate_kn(t.rate_b, t.n),
+                    _diff_text(t.difference),
+                    t.only_a,
+                    t.only_b,
+                    pvalue(t.mcnemar_p),
+                    pvalue(t.bootstrap_p),
+                ]
+            )
+            csv_rows.append(
+                {
+                    "benchmark": bench,
+                    "run": run.name,
+                    "method": method_label(run),
+                    "n": t.n,
+                    "direct_k": round(t.rate_a * t.n),
+                    "modulo_k": round(t.rate_b * t.n),
+                    "direct_pct": 100 * t.rate_a,
+                    "modulo_pct": 100 * t.rate_b,
+                    "diff_points": 100 * t.difference.value,
+                    "diff_ci_low": 100 * t.difference.low,
+                    "diff_ci_high": 100 * t.difference.high,
+                    "direct_only": t.only_a,
+                    "modulo_only": t.only_b,
+                    "mcnemar_p": t.mcnemar_p,
+                    "bootstrap_p": t.bootstrap_p,
+                }
+            )
+        if not rows:
+            return
+        metric = runs[0].primary_metric() or "passed"
+        label = next((s.label for s in runs[0].metric_specs() if s.key == metric), metric)
+        self.md += [
+            f"### Direct against LLM-Modulo: {label}, paired per problem",
+            "",
+            "Within each run: the first plan (budget 1, no backprompt) against the final plan of the whole "
+            "budget, both scored by the benchmark's evaluator on the same problems. Exact McNemar test on the "
+            "discordant problems and a paired bootstrap of the difference (LLM-Modulo - Direct).",
+            "",
+            md_table(headers, rows, ["l"] + ["r"] * 8),
+            "",
+        ]
+        self.text += [f"Direct against LLM-Modulo ({label}):", text_table(headers, rows), ""]
+        self._csv(self._name("direct_vs_modulo", bench, "csv"), csv_rows)
 
     def _pairs(self, runs: list[RunData]) -> list[tuple[RunData, RunData]]:
         if len(runs) < 2:
@@ -288,35 +383,38 @@ class _Builder:
             return
         metric = runs[0].primary_metric() or "passed"
         label = next((s.label for s in runs[0].metric_specs() if s.key == metric), metric)
+        adjusted = holm([c.test.mcnemar_p for c in comps])
+        family = len(comps)
         headers = [
             "A",
             "B",
             "n",
-            "A (%)",
-            "B (%)",
+            "A (%, k/n)",
+            "B (%, k/n)",
             "B - A (points) [95% CI]",
             "A only",
             "B only",
             "McNemar exact p",
+            f"Holm-adjusted p (family of {family})",
             "paired bootstrap p",
             "note",
         ]
         rows: list[list[Any]] = []
         csv_rows: list[dict[str, Any]] = []
-        for c in comps:
+        for c, p_holm in zip(comps, adjusted, strict=True):
             t = c.test
-            diff = f"{100 * t.difference.value:+.1f} [{100 * t.difference.low:+.1f}, {100 * t.difference.high:+.1f}]"
             rows.append(
                 [
                     c.a.name,
                     c.b.name,
                     t.n,
-                    pct(t.rate_a),
-                    pct(t.rate_b),
-                    diff,
+                    _rate_kn(t.rate_a, t.n),
+                    _rate_kn(t.rate_b, t.n),
+                    _diff_text(t.difference),
                     t.only_a,
                     t.only_b,
                     pvalue(t.mcnemar_p),
+                    pvalue(float(p_holm)),
                     pvalue(t.bootstrap_p),
                     c.note,
                 ]
@@ -326,8 +424,12 @@ class _Builder:
                     "benchmark": bench,
                     "a": c.a.name,
                     "b": c.b.name,
+                    "a_method": method_label(c.a),
+                    "b_method": method_label(c.b),
                     "n": t.n,
                     "metric": metric,
+                    "a_k": round(t.rate_a * t.n),
+                    "b_k": round(t.rate_b * t.n),
                     "a_pct": 100 * t.rate_a,
                     "b_pct": 100 * t.rate_b,
                     "diff_points": 100 * t.difference.value,
@@ -336,19 +438,26 @@ class _Builder:
                     "a_only": t.only_a,
                     "b_only": t.only_b,
                     "mcnemar_p": t.mcnemar_p,
+                    "mcnemar_p_holm": float(p_holm),
+                    "holm_family": family,
                     "bootstrap_p": t.bootstrap_p,
                     "note": c.note,
                 }
             )
-        what = "every pair of runs" if self.options.compare else "each run against the baseline (same problems)"
+        if self.options.compare:
+            what = "every pair of runs"
+        else:
+            what = f"each run against the baseline {comps[0].a.name} (same problems)"
         self.md += [
             f"### Paired comparisons: {label}, {what}",
             "",
             "Per problem: whether the final plan passed. Exact McNemar test (two-sided binomial on the "
             "discordant problems: A only / B only) and a paired bootstrap over problems (percentile interval "
-            "of B - A; p-value from the null-shifted bootstrap distribution).",
+            "of B - A; p-value from the null-shifted bootstrap distribution). The McNemar p-values of the "
+            f"{family} comparison(s) below form one family, Holm-adjusted (family-wise error rate); choose the "
+            "baseline with `modulo report --baseline RUN`.",
             "",
-            md_table(headers, rows, ["l", "l"] + ["r"] * 8 + ["l"]),
+            md_table(headers, rows, ["l", "l"] + ["r"] * 9 + ["l"]),
             "",
         ]
         self.text += [f"Paired comparisons ({label}):", text_table(headers[:-1], [r[:-1] for r in rows]), ""]
@@ -362,12 +471,19 @@ class _Builder:
             if table is None:
                 continue
             cols = [*table.levels, "all"]
-            headers = ["Constraint", "Group", *[f"{c} (%)" for c in cols], "applicable (all)"]
+            headers = ["Constraint", "Group", *[f"{c} (%, k/n)" for c in cols], "applicable (all)"]
             rows: list[list[Any]] = []
             for name, group, cells in table.rows:
                 shown = table.names.get(name, name)
                 label = name if shown == name else f"{shown} ({name})"
-                rows.append([label, group, *[pct(cells[c].rate) for c in cols], cells["all"].applicable])
+                rows.append(
+                    [
+                        label,
+                        group,
+                        *[_rate_kn(cells[c].rate, cells[c].applicable) for c in cols],
+                        cells["all"].applicable,
+                    ]
+                )
                 for c in cols:
                     csv_rows.append(
                         {
@@ -382,7 +498,7 @@ class _Builder:
                         }
                     )
             blocks += [
-                f"#### {run.name} ({run.model}, critics {critics_label(run)}, {_status(run)})",
+                f"#### {run.name}: {method_label(run)} ({_status(run)})",
                 "",
                 md_table(headers, rows, ["l", "l"] + ["r"] * (len(cols) + 1)),
                 "",
@@ -390,7 +506,7 @@ class _Builder:
         if not blocks:
             return
         self.md += [
-            "### Per-constraint pass rates by level (TravelPlanner Table 4 layout)",
+            f"### Per-constraint pass rates by level ({bench}'s constraints)",
             "",
             "Share of evaluated final plans that pass each constraint; problems where the constraint does not "
             "apply are left out (applicable = how many counted).",
@@ -401,7 +517,9 @@ class _Builder:
 
     def _figures(self, bench: str, runs: list[RunData]) -> None:
         subtitle = _figure_subtitle(bench, runs)
+        titles = short_labels(runs) if len(runs) > 1 else {r.name: f"{r.name}: {method_label(r)}" for r in runs}
         firings = [firing_counts(r) for r in runs if r.records]
+        overlaps: list[tuple[str, str]] = []
         csv_rows: list[dict[str, Any]] = []
         for f in firings:
             for critic, counts in f.counts.items():
@@ -415,21 +533,33 @@ class _Builder:
                             "group": f.groups.get(critic, ""),
                             "fired": c,
                             "problems_at_iteration": f.active[i],
+                            "errored_at_iteration": f.errored[i],
                         }
                     )
         self._csv(self._name("critic_firing", bench, "csv"), csv_rows)
-        self.md += ["### Figures", ""]
+        self.md += ["### Figures", "", f"{CONVENTION}", ""]
         if firings and self.options.figures:
-            png = plot_critic_firing(firings, self._name("critic_firing", bench, "png"), subtitle=subtitle)
+            png = plot_critic_firing(
+                firings, self._name("critic_firing", bench, "png"), titles=titles, subtitle=subtitle, check=overlaps
+            )
             self.files.append(png)
             self.md += [
                 f"![critic firing per iteration]({png.name})",
                 "",
-                f"*How often each critic rejected the plan at each iteration ({subtitle}).*",
+                f"*How often each critic rejected the plan at each iteration; iteration 0 is the first plan. "
+                f"Iterations that errored before the critics ran are not counted ({subtitle}).*",
                 "",
             ]
-        if not self.options.budget_curves:
-            return
+        if self.options.budget_curves:
+            self._budget_figure(bench, runs, titles, subtitle, overlaps)
+        if overlaps:
+            shown = "; ".join(f"{a!r} / {b!r}" for a, b in overlaps[:5])
+            self.md += [f"Figure layout note: {len(overlaps)} pair(s) of texts overlap: {shown}.", ""]
+        self.md += ["Runs in these figures:", "", *_run_labels(runs), ""]
+
+    def _budget_figure(
+        self, bench: str, runs: list[RunData], titles: dict[str, str], subtitle: str, overlaps: list[tuple[str, str]]
+    ) -> None:
         curves: list[BudgetCurve] = []
         labels: list[str] = []
         problems: list[str] = []
@@ -440,9 +570,7 @@ class _Builder:
                 problems.append(f"{run.name}: no budget curve: {exc}")
                 continue
             curves.append(curve)
-            labels.append(
-                f"{run.name} {critics_label(run)}" if method_label(run) == "-" else method_label(run) + f" ({run.name})"
-            )
+            labels.append(titles.get(run.name, run.name))
         metric = runs[0].primary_metric()
         label = next((s.label for s in runs[0].metric_specs() if s.key == metric), metric or "primary metric")
         rows = [
@@ -452,23 +580,31 @@ class _Builder:
                 "metric": c.metric,
                 "budget": k,
                 "value_pct": 100 * v,
+                "fresh_calls_per_problem": c.fresh_calls[k - 1] if c.fresh_calls else None,
+                "cached_calls_per_problem": c.cached_calls[k - 1] if c.cached_calls else None,
                 "n_problems": c.n_problems,
                 "method": c.method,
             }
             for c in curves
-            for k, v in enumerate(c.values)
+            for k, v in zip(c.budgets, c.values, strict=True)
         ]
         self._csv(self._name("budget_curve", bench, "csv"), rows)
         if curves and self.options.figures:
             png = plot_budget_curve(
-                curves, labels, self._name("budget_curve", bench, "png"), metric_label=label, subtitle=subtitle
+                curves,
+                labels,
+                self._name("budget_curve", bench, "png"),
+                metric_label=label,
+                subtitle=subtitle,
+                check=overlaps,
             )
             self.files.append(png)
             self.md += [
                 f"![{label} against iteration budget]({png.name})",
                 "",
-                f"*{label} of the best-so-far plan at each iteration budget, scored by the benchmark's "
-                f"evaluator ({subtitle}).*",
+                f"*{label} of the best plan within budget k (at most k plans), scored by the benchmark's "
+                f"evaluator, and the fresh model calls per problem spent within it; cache hits are counted apart "
+                f"in the legend ({subtitle}).*",
                 "",
             ]
         for run, curve in zip([r for r in runs if r.name in {c.run for c in curves}], curves, strict=False):
@@ -481,7 +617,6 @@ class _Builder:
         if problems:
             self.md += ["Budget curve notes: " + "; ".join(problems), ""]
             self.text += ["Budget curve notes:", *[f"- {p}" for p in problems], ""]
-        self.md += ["Runs in these figures:", "", *_run_labels(runs), ""]
 
     def usage_section(self, runs: list[RunData]) -> None:
         headers = [
@@ -644,12 +779,30 @@ def error_lines(runs: Sequence[RunData]) -> list[str]:
 
 
 def _fmt_metric(row: HeadlineRow, key: str, kind: str) -> str:
+    """``37.5 (3/8) [12.5, 75.0]``: the rate, the counts behind it, and its interval."""
     iv = row.values.get(key)
     if iv is None or math.isnan(iv.value):
         return "n/a"
-    if kind == "rate":
-        return iv.percent()
-    return num(iv.value)
+    if kind != "rate":
+        return num(iv.value)
+    text = pct(iv.value)
+    kn = row.count_text(key)
+    if kn:
+        text += f" ({kn})"
+    if not math.isnan(iv.low):
+        text += f" [{pct(iv.low)}, {pct(iv.high)}]"
+    return text
+
+
+def _rate_kn(rate: float, n: int) -> str:
+    """A 0/1 rate over n problems as ``37.5 (3/8)``."""
+    if n == 0 or math.isnan(rate):
+        return "n/a"
+    return f"{pct(rate)} ({count_text(round(rate * n), n)})"
+
+
+def _diff_text(iv: Interval) -> str:
+    return f"{100 * iv.value:+.1f} [{100 * iv.low:+.1f}, {100 * iv.high:+.1f}]"
 
 
 def _points_note(runs: list[RunData]) -> str:
@@ -675,8 +828,8 @@ def _figure_subtitle(bench: str, runs: list[RunData]) -> str:
 def _run_labels(runs: list[RunData]) -> list[str]:
     """One honest label line per run: what produced the numbers next to it."""
     return [
-        f"- **{r.name}**: {r.benchmark_name}/{r.split}; model {r.model}; generator {generator_label(r)}; "
-        f"critics {critics_label(r)} (source: {r.critic_source}); strategy {strategy_label(r)}; "
-        f"budget {budget_label(r)}; templates {templates_label(r)}; git {r.git_revision}; {_status(r)}"
+        f"- **{r.name}**: {method_label(r)}; {r.benchmark_name}/{r.split}; critics resolved: "
+        f"{', '.join(r.critics) or 'none'} (source: {r.critic_source}); templates {templates_label(r)}; "
+        f"git {r.git_revision}; {_status(r)}"
         for r in runs
     ]

@@ -222,3 +222,22 @@ def paired_test(
         mcnemar_p=mcnemar_exact(only_a, only_b),
         bootstrap_p=boot_p,
     )
+
+
+def holm(pvalues: npt.ArrayLike) -> FloatArray:
+    """Holm-Bonferroni adjusted p-values (same order as given) for a family of tests.
+
+    Sorted ascending, the i-th smallest (0-based) of m is multiplied by ``m - i``, made monotone
+    non-decreasing and capped at 1. Rejecting every hypothesis whose adjusted p-value is at most
+    alpha controls the family-wise error rate at alpha. NaN p-values are left NaN and not counted in m.
+    """
+    p = _as_float(pvalues)
+    out = np.full(p.shape, np.nan)
+    ok = np.flatnonzero(~np.isnan(p))
+    m = ok.size
+    if m == 0:
+        return out
+    order = ok[np.argsort(p[ok], kind="stable")]
+    adjusted = np.minimum(1.0, np.maximum.accumulate(p[order] * (m - np.arange(m))))
+    out[order] = adjusted
+    return out

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 
 from ..errors import ModuloError
 from ..types import IterationRecord, Usage
+from .budget import plan_at_budget
 from .load import RunData
 from .metrics import (
     Parts,
     constraint_info,
-    critic_groups,
     metric_parts,
     order_levels,
     passed_vector,
@@ -27,94 +27,6 @@ from .metrics import (
 from .stats import DEFAULT_RESAMPLES, DEFAULT_SEED, Interval, PairedTest, bootstrap_ratios, paired_test
 
 NAN = float("nan")
-
-# -- labels ----------------------------------------------------------------------------------------
-
-
-def critics_label(run: RunData, groups: dict[str, str] | None = None) -> str:
-    """[All]/[Common]/[Hard]/[Json] when the run's critics equal a preset, else the critic names."""
-    chosen = run.critics
-    if not chosen:
-        return "-"
-    bench = run.benchmark_or_none()
-    every: list[str] = []
-    if bench is not None:
-        try:
-            every = list(bench.critic_names())
-        except (ModuloError, NotImplementedError):
-            every = []
-    groups = groups if groups is not None else critic_groups(run, every)
-    if every:
-        fmt = {c for c in every if groups.get(c) == "format"} or ({"format"} & set(every))
-        common = {c for c in every if groups.get(c) == "commonsense"}
-        hard = {c for c in every if groups.get(c) == "hard"}
-        presets = [("[All]", set(every))]
-        if common:
-            presets.append(("[Common]", fmt | common))
-        if hard:
-            presets.append(("[Hard]", fmt | hard))
-        if fmt:
-            presets.append(("[Json]", fmt))
-        for label, members in presets:
-            if set(chosen) == members:
-                return label
-    if len(chosen) <= 3:
-        return "+".join(chosen)
-    return f"{len(chosen)} critics: {', '.join(chosen[:2])}, ..."
-
-
-def budget_label(run: RunData) -> str:
-    budget = run.info.get("budget")
-    if not isinstance(budget, dict):
-        return "?"
-    parts: list[str] = []
-    if budget.get("max_iterations") is not None:
-        parts.append(f"{budget['max_iterations']} it")
-    if budget.get("max_tokens") is not None:
-        parts.append(f"{budget['max_tokens']} tok")
-    if budget.get("max_dollars") is not None:
-        parts.append(f"${budget['max_dollars']}")
-    if budget.get("max_seconds") is not None:
-        parts.append(f"{budget['max_seconds']} s")
-    return ", ".join(parts) or "unbounded"
-
-
-def strategy_label(run: RunData) -> str:
-    """The backprompt strategy (with arguments); "single shot" for a run of one iteration."""
-    if run.max_iterations == 1:
-        return "single shot"
-    bp = run.info.get("backprompt")
-    if not isinstance(bp, dict) or not bp.get("name"):
-        return "?"
-    args = bp.get("args") or {}
-    extra = ", ".join(f"{k}={v}" for k, v in sorted(args.items())) if isinstance(args, dict) else ""
-    return f"{bp['name']}({extra})" if extra else str(bp["name"])
-
-
-def generator_label(run: RunData) -> str:
-    gen = run.info.get("generator")
-    if not isinstance(gen, dict):
-        return "?"
-    name = str(gen.get("name") or "?")
-    role = gen.get("prompt_role")
-    reform = run.info.get("reformulator")
-    text = f"{name}/{role}" if role else name
-    return f"{text}, reformulator {reform}" if reform else text
-
-
-def method_label(run: RunData) -> str:
-    labels = run.info.get("labels")
-    if isinstance(labels, dict) and labels.get("method"):
-        return str(labels["method"])
-    return "-"
-
-
-def templates_label(run: RunData) -> str:
-    templates = run.info.get("templates")
-    if not isinstance(templates, dict) or not templates:
-        return "-"
-    return "; ".join(f"{role}={name}" for role, name in sorted(templates.items()))
-
 
 # -- Table 1 ---------------------------------------------------------------------------------------
 
@@ -372,6 +284,33 @@ def compare_runs(
     n_b = len((b.evaluation or {}).get("per_problem") or [])
     note = "" if n_a == n_b == len(ids) else f"on the {len(ids)} problems both runs evaluated (of {n_a} and {n_b})"
     return Comparison(a, b, ids, test, note)
+
+
+def first_vs_final(
+    run: RunData, *, n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED
+) -> PairedTest | None:
+    """The run's first plans (budget 1: Direct, no backprompt) against its final plans, paired per problem.
+
+    Both are scored by the benchmark's evaluator on the run's scored problems (errors left out); the
+    outcome is each problem's ``passed``. None when the run has one iteration, no evaluation, or the
+    benchmark is not available here.
+    """
+    if (run.max_iterations or 0) < 2 or not run.evaluation:
+        return None
+    rows = run.evaluation.get("per_problem") or []
+    ids = [str(r.get("problem_id")) for r in rows if str(r.get("problem_id")) in run.records]
+    final = passed_vector(rows, ids)
+    bench = run.benchmark_or_none()
+    if not ids or final is None or bench is None:
+        return None
+    try:
+        result = bench.evaluate(run.problems(ids), [plan_at_budget(run.records[i], 1) for i in ids])
+    except (ModuloError, NotImplementedError):
+        return None
+    first = passed_vector(result.per_problem, ids)
+    if first is None:
+        return None
+    return paired_test(first, final, n_resamples=n_resamples, seed=seed)
 
 
 def same_problems(a: RunData, b: RunData) -> bool:

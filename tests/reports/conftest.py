@@ -191,6 +191,7 @@ def make_run(toy_bench: type[ToyBench]) -> RunWriter:
         truncate_last: bool = False,
         run_id: str | None = None,
         method: str | None = None,
+        info_extra: dict[str, Any] | None = None,
     ) -> Path:
         path.mkdir(parents=True, exist_ok=True)
         problems = {p.id: p for p in toy_problems()}
@@ -213,6 +214,7 @@ def make_run(toy_bench: type[ToyBench]) -> RunWriter:
             "labels": {"method": method} if method else {},
             "templates": {"direct": "toy/direct@1#abc123"},
             "problem_ids": ids,
+            **(info_extra or {}),
         }
         (path / "run.json").write_text(json.dumps(info, indent=1))
         lines: list[str] = []
