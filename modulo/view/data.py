@@ -21,20 +21,22 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..benchmark import Benchmark
+from ..reports.labels import (
+    budget_label,
+    critics_label,
+    generator_label,
+    method_label,
+    strategy_label,
+    templates_label,
+)
 from ..reports.load import RunData
 from ..reports.show import critic_state, plan_diff, plan_text, states
 from ..reports.stats import Interval
 from ..reports.tables import (
-    budget_label,
     compare_runs,
-    critics_label,
-    generator_label,
     headline_rows,
-    method_label,
     outcome_counts,
     same_problems,
-    strategy_label,
-    templates_label,
     usage_row,
 )
 from ..types import IterationRecord, LLMCall, Message, ProblemResult, Usage
