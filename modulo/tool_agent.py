@@ -125,27 +125,15 @@ class ToolAgentGenerator(Generator):
     def specs(self) -> list[ToolSpec]:
         """The benchmark's tools plus NotebookWrite and Planner."""
         extra = [
-            ToolSpec(
+            ToolSpec.strings(
                 NOTEBOOK,
                 "Write the latest tool result into the notebook under a short description.",
-                {
-                    "type": "object",
-                    "properties": {"description": {"type": "string", "minLength": 1}},
-                    "required": ["description"],
-                    "additionalProperties": False,
-                },
-                ("description",),
+                description="a short description of what is written",
             ),
-            ToolSpec(
+            ToolSpec.strings(
                 PLANNER,
                 "Stop gathering: the planner writes the plan from the notebook for this query.",
-                {
-                    "type": "object",
-                    "properties": {"query": {"type": "string", "minLength": 1}},
-                    "required": ["query"],
-                    "additionalProperties": False,
-                },
-                ("query",),
+                query="the query",
             ),
         ]
         return [*self.toolbox.specs(), *extra]

@@ -40,6 +40,13 @@ class ToolSpec:
     positional: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
 
+    @classmethod
+    def strings(cls, name: str, description: str, /, *, aliases: tuple[str, ...] = (), **params: str) -> ToolSpec:
+        """A tool whose arguments are all non-empty strings, in the order given (``param=description``)."""
+        properties = {p: {"type": "string", "minLength": 1, "description": d} for p, d in params.items()}
+        schema = {"type": "object", "properties": properties, "required": list(params), "additionalProperties": False}
+        return cls(name, description, schema, tuple(params), aliases)
+
     def schema(self) -> dict[str, Any]:
         """A copy of the parameters schema (callers may mutate it, e.g. for an SDK's tool declaration)."""
         return copy.deepcopy(self.parameters)

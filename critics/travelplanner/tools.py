@@ -43,60 +43,26 @@ _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _PAREN = re.compile(r"^(.*?)\([^)]*\)")
 
 
-def _string(description: str) -> dict[str, Any]:
-    return {"type": "string", "minLength": 1, "description": description}
-
-
-def _object(**props: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
-
-
 SPECS: list[ToolSpec] = [
-    ToolSpec(
+    ToolSpec.strings(
         "FlightSearch",
         "Flights from a departure city to a destination city on a date (YYYY-MM-DD).",
-        _object(
-            origin=_string("departure city"),
-            destination=_string("destination city"),
-            date=_string("departure date, YYYY-MM-DD"),
-        ),
-        ("origin", "destination", "date"),
+        origin="departure city",
+        destination="destination city",
+        date="departure date, YYYY-MM-DD",
     ),
-    ToolSpec(
-        "AccommodationSearch",
-        "Accommodations in a city.",
-        _object(city=_string("city name")),
-        ("city",),
-    ),
-    ToolSpec(
-        "RestaurantSearch",
-        "Restaurants in a city.",
-        _object(city=_string("city name")),
-        ("city",),
-    ),
-    ToolSpec(
-        "AttractionSearch",
-        "Attractions in a city.",
-        _object(city=_string("city name")),
-        ("city",),
-    ),
-    ToolSpec(
+    ToolSpec.strings("AccommodationSearch", "Accommodations in a city.", city="city name"),
+    ToolSpec.strings("RestaurantSearch", "Restaurants in a city.", city="city name"),
+    ToolSpec.strings("AttractionSearch", "Attractions in a city.", city="city name"),
+    ToolSpec.strings(
         "GoogleDistanceMatrix",
         "Duration, distance and cost of driving between two cities; mode is 'self-driving' or 'taxi'.",
-        _object(
-            origin=_string("origin city"),
-            destination=_string("destination city"),
-            mode=_string("'self-driving' or 'taxi'"),
-        ),
-        ("origin", "destination", "mode"),
         aliases=("DistanceMatrix",),
+        origin="origin city",
+        destination="destination city",
+        mode="'self-driving' or 'taxi'",
     ),
-    ToolSpec(
-        "CitySearch",
-        "The cities of a US state (that the database knows).",
-        _object(state=_string("state name")),
-        ("state",),
-    ),
+    ToolSpec.strings("CitySearch", "The cities of a US state (that the database knows).", state="state name"),
 ]
 
 _TABLE_OF = {
@@ -220,7 +186,10 @@ class TravelPlannerTools(Toolbox):
     def _renderer(self, tool: str, rows: list[dict[str, Any]], ids: list[int]) -> Callable[[], str]:
         columns = _TABLES[_TABLE_OF[tool]][1]
         index = ids if tool == "RestaurantSearch" else None
-        return lambda: render_table(columns, rows, index=index)
+        if tool == "FlightSearch":
+            return lambda: render_table(columns, rows, index=index)
+        # the official agent strips the city tables' observation (the header's leading spaces go)
+        return lambda: render_table(columns, rows, index=index).strip()
 
     def _city_search(self, arguments: dict[str, Any]) -> ToolResult:
         if self._states is None:
