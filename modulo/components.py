@@ -25,6 +25,7 @@ backprompts: Registry[Any] = Registry("backprompt strategy", KINDS["backprompt"]
 generators: Registry[Any] = Registry("generator", KINDS["generator"], _validate_callable)
 llms: Registry[Any] = Registry("llm backend", KINDS["llm"], _validate_callable)
 benchmarks: Registry[Any] = Registry("benchmark", KINDS["benchmark"], _validate_benchmark)
+trackers: Registry[Any] = Registry("tracker", KINDS["tracker"], _validate_callable)
 
 REGISTRIES: dict[str, Registry[Any]] = {
     "critics": critics,
@@ -32,4 +33,5 @@ REGISTRIES: dict[str, Registry[Any]] = {
     "generators": generators,
     "llms": llms,
     "benchmarks": benchmarks,
+    "trackers": trackers,
 }

@@ -128,6 +128,13 @@ class RunConf:
 
 
 @dataclass
+class TrackerConf:
+    #: an experiment tracker from the ``modulo.trackers`` group (mlflow), or none
+    name: Optional[str] = None  # noqa: UP045
+    args: Dict[str, Any] = field(default_factory=dict)  # noqa: UP006
+
+
+@dataclass
 class ModuloConfig:
     benchmark: BenchmarkConf = field(default_factory=BenchmarkConf)
     generator: GeneratorConf = field(default_factory=GeneratorConf)
@@ -145,6 +152,8 @@ class ModuloConfig:
     data_dir: Optional[str] = None  # noqa: UP045
     #: free-form labels recorded with the run and printed by reports (method, experiment, ...)
     labels: Dict[str, str] = field(default_factory=dict)  # noqa: UP006
+    #: log the finished run (each sweep job) to an experiment tracker: tracker=mlflow
+    tracker: TrackerConf = field(default_factory=TrackerConf)
 
 
 def config_from_dict(data: dict[str, Any]) -> ModuloConfig:
@@ -193,4 +202,5 @@ _NESTED: dict[str, Any] = {
     "LLMConf": LLMConf,
     "CacheConf": CacheConf,
     "RunConf": RunConf,
+    "TrackerConf": TrackerConf,
 }

@@ -32,6 +32,7 @@ KINDS = {
     "generator": "modulo.generators",
     "llm": "modulo.llms",
     "benchmark": "modulo.benchmarks",
+    "tracker": "modulo.trackers",
 }
 
 

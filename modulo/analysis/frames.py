@@ -113,7 +113,7 @@ def verdict_status(verdict: dict[str, Any]) -> str:
     return "pass" if verdict.get("passed") else "fail"
 
 
-def _accepts(verdict: dict[str, Any]) -> bool:
+def verdict_accepts(verdict: dict[str, Any]) -> bool:
     return not verdict.get("error") and (bool(verdict.get("passed")) or verdict.get("applicable", True) is False)
 
 
@@ -175,7 +175,7 @@ def iteration_rows(meta: RunMeta, record: dict[str, Any], evaluated: dict[str, d
         flips = None if previous is None else sum(1 for c, s in status.items() if c in previous and previous[c] != s)
         previous = status
         plan = it.get("plan")
-        accepted = all(_accepts(v) for v in verdicts)
+        accepted = all(verdict_accepts(v) for v in verdicts)
         row: Row = {
             "problem_id": pid,
             "iteration": it.get("index"),
@@ -183,7 +183,7 @@ def iteration_rows(meta: RunMeta, record: dict[str, Any], evaluated: dict[str, d
             "format_error": it.get("format_error"),
             "all_accept": plan is not None and not gated and accepted,
             "n_verdicts": len(verdicts),
-            "n_rejected": sum(1 for v in verdicts if not _accepts(v)),
+            "n_rejected": sum(1 for v in verdicts if not verdict_accepts(v)),
             "n_gated": len(gated),
             "flips": flips,
             "repeat_of": it.get("repeat_of"),
@@ -217,7 +217,7 @@ def verdict_rows(meta: RunMeta, record: dict[str, Any], evaluated: dict[str, dic
                 "status": verdict_status(v),
                 "passed": bool(v.get("passed")),
                 "applicable": v.get("applicable", True) is not False,
-                "accepts": _accepts(v),
+                "accepts": verdict_accepts(v),
                 "feedback_level": _feedback_level(meta, critic, v),
                 "feedback": v.get("feedback"),
                 "hint": v.get("hint"),

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import RunError
+from ..redact import safe_config
 from ..reports import critics_label
 from ..reports.load import RunData, _assign_names, find_runs
 
@@ -94,8 +95,10 @@ class RunMeta:
         return str(spec.get("split") or "") if isinstance(spec, dict) else ""
 
     def params(self) -> dict[str, Any]:
-        """The run's configuration from run.json as flat dotted keys (what a tracker logs as parameters)."""
-        return flatten({k: v for k, v in self.info.items() if k not in _NOT_PARAMS})
+        """The run's configuration from run.json as flat dotted keys (what a tracker logs as parameters).
+
+        Passed through :func:`~modulo.redact.safe_config` (run.json holds no secret; this keeps it so)."""
+        return flatten(safe_config({k: v for k, v in self.info.items() if k not in _NOT_PARAMS}))
 
     def report_view(self) -> RunData:
         """A records-less :class:`~modulo.reports.load.RunData` for the reports' label functions."""

@@ -34,10 +34,12 @@ from ..config import (
     ModuloConfig,
     ReformulatorConf,
     RunConf,
+    TrackerConf,
 )
 from ..errors import ConfigError, ModuloError
 from ..redact import check_config, register_config, safe_config
 from ..resources import resource_dir
+from ..trackers import log_to_tracker, open_tracker
 
 BENCHMARK_KEYS = {"name", "split", "limit", "ids"}
 
@@ -100,6 +102,7 @@ def to_modulo_config(cfg: DictConfig) -> ModuloConfig:
         run=sub(RunConf, "run"),
         data_dir=raw.pop("data_dir", None),
         labels={str(k): str(v) for k, v in (raw.pop("labels", None) or {}).items()},
+        tracker=sub(TrackerConf, "tracker"),
     )
 
 
@@ -129,6 +132,7 @@ def _main(cfg: DictConfig, *, check: bool = False) -> Any:
 
     try:
         mcfg = to_modulo_config(cfg)
+        tracker = open_tracker(mcfg.tracker.name, mcfg.tracker.args)  # a missing extra stops the run here
         if check:
             session = build_session(mcfg)
             from .console import print_check
@@ -138,6 +142,8 @@ def _main(cfg: DictConfig, *, check: bool = False) -> Any:
             return 0
         run_dir = Path(mcfg.run.dir) if mcfg.run.dir else Path(HydraConfig.get().runtime.output_dir)
         code = run_and_report(mcfg, run_dir, config_yaml(mcfg))
+        if tracker is not None:
+            code = log_to_tracker(tracker, run_dir, _job_tags()) or code
         mode = HydraConfig.get().mode if HydraConfig.initialized() else None
         if code and (mode is None or mode.name != "MULTIRUN"):
             sys.exit(code)  # Hydra drops the task's return value: a stopped run must not exit 0
@@ -151,6 +157,19 @@ def _main(cfg: DictConfig, *, check: bool = False) -> Any:
         if mode is not None and mode.name == "MULTIRUN":
             raise
         sys.exit(2)
+
+
+def _job_tags() -> dict[str, str]:
+    """Tags that place a run in its sweep: the sweep directory, the job number and its overrides."""
+    if not HydraConfig.initialized():
+        return {}
+    hc = HydraConfig.get()
+    tags = {"modulo.overrides": " ".join(hc.overrides.task)}
+    if hc.mode is not None and hc.mode.name == "MULTIRUN":
+        tags["modulo.sweep_dir"] = str(Path(hc.sweep.dir).resolve())
+        tags["modulo.job_num"] = str(hc.job.num)
+        tags["modulo.job_name"] = f"{Path(hc.sweep.dir).name}/{hc.job.num}"
+    return tags
 
 
 def run_hydra(argv: list[str], *, check: bool = False) -> None:

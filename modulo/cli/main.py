@@ -105,6 +105,8 @@ KIND_ALIASES = {
     "backends": "llms",
     "benchmark": "benchmarks",
     "benchmarks": "benchmarks",
+    "tracker": "trackers",
+    "trackers": "trackers",
 }
 
 
@@ -120,7 +122,7 @@ def _describe(kind: str, obj: Any) -> tuple[str, str]:
 def list_kind(kind: str, names_only: bool, benchmark: str | None = None) -> None:
     key = KIND_ALIASES.get(kind)
     if key is None:
-        _fail(ModuloError(f"unknown kind {kind!r}; kinds: critics, backprompts, generators, llms, benchmarks"))
+        _fail(ModuloError(f"unknown kind {kind!r}; kinds: critics, backprompts, generators, llms, benchmarks, trackers"))
         return
     registry = components.REGISTRIES[key]
     entries = registry.entries()
@@ -372,6 +374,13 @@ def report(ctx: click.Context) -> None:
 def export(ctx: click.Context) -> None:
     """Frames as parquet|csv|jsonl, or a benchmark submission: modulo export RUN_DIR|SWEEP_ROOT --format F."""
     _call_hook("modulo.analysis.export", "export_main", list(ctx.args))
+
+
+@cli.command(context_settings=PASS_THROUGH)
+@click.pass_context
+def track(ctx: click.Context) -> None:
+    """Log finished runs to an experiment tracker: modulo track RUN_DIR|SWEEP_ROOT [--tracker mlflow]."""
+    _call_hook("modulo.trackers", "track_main", list(ctx.args))
 
 
 @cli.command(context_settings=PASS_THROUGH)

@@ -1,0 +1,139 @@
+"""tracker=mlflow: a sweep logs one MLflow run per job, read back through MLflow's own client."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from modulo import components
+from modulo.errors import ConfigError, UnknownComponentError
+from modulo.trackers import Tracker, open_tracker, tracked_run
+from tests.reports.test_end_to_end import SCRIPT, toy_critics
+
+__all__ = ["toy_critics"]
+
+
+def _mlflow_client(uri: str) -> Any:
+    for module in ("mlflow", "sqlalchemy", "alembic"):
+        pytest.importorskip(module, reason="the mlflow extra is not installed: pip install -e '.[mlflow]'")
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=uri)
+
+
+def _invoke(*args: str) -> tuple[int, str]:
+    from modulo.cli.main import cli
+
+    result = CliRunner().invoke(cli, list(args))
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result.exit_code, result.output
+
+
+@pytest.mark.slow
+def test_a_sweep_logs_one_mlflow_run_per_job(tmp_path: Path, toy_critics: None) -> None:
+    uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
+    _mlflow_client(f"sqlite:///{tmp_path / 'probe.db'}")  # skips without the extra
+    (tmp_path / "store").mkdir()
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(SCRIPT))
+    sweep = tmp_path / "sweep"
+    code, out = _invoke(
+        "run",
+        "-m",
+        "benchmark=custom",
+        "benchmark.name=toy_reports",
+        "benchmark.split=dev",
+        "llm=scripted",
+        f"llm.script={script}",
+        "reformulator=none",
+        "cache.mode=off",
+        "critics=all,json",
+        "metacontroller.max_iterations=4",
+        "tracker=mlflow",
+        f"tracker.args.tracking_uri={uri}",
+        "tracker.args.experiment=toy-sweep",
+        f"hydra.sweep.dir={sweep}",
+        "run.progress=false",
+    )
+    assert code == 0, out
+    assert out.count("tracker mlflow: logged") == 2
+    client = _mlflow_client(uri)
+    exp = client.get_experiment_by_name("toy-sweep")
+    runs = sorted(client.search_runs([exp.experiment_id]), key=lambda r: r.data.tags["modulo.job_num"])
+    assert [r.info.status for r in runs] == ["FINISHED", "FINISHED"]
+    assert [r.info.run_name for r in runs] == [f"{sweep.name}/0", f"{sweep.name}/1"]
+    assert [r.data.params["critics"] for r in runs] == ["[All]", "[Json]"]
+    for run, job in zip(runs, ("0", "1"), strict=True):
+        data = run.data
+        assert data.tags["modulo.run_dir"] == str((sweep / job).resolve())
+        assert data.tags["modulo.sweep_dir"] == str(sweep.resolve())
+        assert data.tags["modulo.git_revision"] and data.tags["modulo.critic_source"]
+        assert any(k.startswith("modulo.template.") for k in data.tags)
+        assert {"generator", "strategy", "feedback", "budget", "model", "benchmark", "split"} <= set(data.params)
+        assert data.params["budget"] == "4 it" and data.params["cfg.critic_options.mode"] == "strict"
+        evaluation = json.loads((sweep / job / "evaluation.json").read_text())
+        for key, value in evaluation["metrics"].items():
+            assert data.metrics[key] == pytest.approx(value)
+        assert data.metrics["problems"] == 6 and "input_tokens" in data.metrics and "cost_usd" in data.metrics
+        certified = client.get_metric_history(run.info.run_id, "certified_at_budget")
+        assert [m.step for m in sorted(certified, key=lambda m: m.step)] == [1, 2, 3, 4]
+        curve = sorted(client.get_metric_history(run.info.run_id, "final_pass_rate_at_budget"), key=lambda m: m.step)
+        assert [m.step for m in curve] == [0, 1, 2, 3, 4]
+        assert curve[-1].value == pytest.approx(evaluation["metrics"]["final_pass_rate"])
+        artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
+        assert {"report.md", "records.jsonl", "run.json", "config.yaml", "evaluation.json"} <= artifacts
+        assert any(p.endswith(".png") for p in artifacts)
+    # [All] certifies p0 at iteration 1 and p3 at 1, p4 at 0 (1/6 at k=1, 3/6 at k=2); [Json] accepts any plan
+    series = sorted(client.get_metric_history(runs[0].info.run_id, "certified_at_budget"), key=lambda m: m.step)
+    assert [m.value for m in series] == pytest.approx([1 / 6, 3 / 6, 3 / 6, 3 / 6])
+
+
+def test_tracked_run_never_carries_a_secret(tmp_path: Path, make_run: Any, run_a_plans: Any) -> None:
+    from modulo import redact
+
+    run = make_run(tmp_path / "a", run_a_plans)
+    secret = "sk-test-tracker-0123456789abcdef"
+    info = json.loads((run / "run.json").read_text())
+    info["llm"]["args"] = {"note": f"token {secret}"}
+    (run / "run.json").write_text(json.dumps(info))
+    redact.register(secret)
+    data = tracked_run(run)
+    text = json.dumps([data.params, data.tags, data.metrics])
+    assert secret not in text and "[redacted]" in data.params["cfg.llm.args.note"]
+
+
+def test_a_tracker_is_a_plugin_kind_and_a_missing_extra_stops_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert "mlflow" in components.trackers.names()
+    assert open_tracker(None) is None and open_tracker("none") is None
+    with pytest.raises(UnknownComponentError, match="mlflwo"):
+        open_tracker("mlflwo")
+
+    class Recorder(Tracker):
+        name = "recorder"
+
+        def __init__(self, where: str) -> None:
+            self.where = where
+
+        def log_run(self, run_dir: Path, *, tags: Any = None) -> str:
+            return self.where
+
+    components.trackers.register("recorder", Recorder, replace=True)
+    try:
+        tracker = open_tracker("recorder", {"where": "x"})
+        assert isinstance(tracker, Recorder) and tracker.where == "x"
+        with pytest.raises(Exception, match="wher"):
+            open_tracker("recorder", {"wher": "x"})
+    finally:
+        components.trackers.unregister("recorder")
+
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "mlflow" else real(name, *a))
+    with pytest.raises(ConfigError, match=r"tracker=mlflow needs mlflow: pip install -e '\.\[mlflow\]'"):
+        open_tracker("mlflow")
