@@ -122,7 +122,8 @@ def _describe(kind: str, obj: Any) -> tuple[str, str]:
 def list_kind(kind: str, names_only: bool, benchmark: str | None = None) -> None:
     key = KIND_ALIASES.get(kind)
     if key is None:
-        _fail(ModuloError(f"unknown kind {kind!r}; kinds: critics, backprompts, generators, llms, benchmarks, trackers"))
+        kinds = "critics, backprompts, generators, llms, benchmarks, trackers"
+        _fail(ModuloError(f"unknown kind {kind!r}; kinds: {kinds}"))
         return
     registry = components.REGISTRIES[key]
     entries = registry.entries()
