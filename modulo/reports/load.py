@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -287,29 +287,47 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     return value
 
 
+def iter_records(path: Path, notes: list[str] | None = None) -> Iterator[ProblemResult]:
+    """Records of ``records.jsonl`` one at a time, in file order (a problem recorded twice comes twice).
+
+    A truncated last line (a killed run) is skipped with a note; so is any other unreadable line.
+    """
+    notes = notes if notes is not None else []
+    if not path.is_file():
+        return
+    with path.open("rb") as fh:
+        previous: bytes | None = None
+        number = 0
+        for raw in fh:
+            if previous is not None:
+                rec = _parse_record(previous, number, notes, last=False)
+                if rec is not None:
+                    yield rec
+            number += 1
+            previous = raw if raw.strip() else None
+        if previous is not None:
+            rec = _parse_record(previous, number, notes, last=True)
+            if rec is not None:
+                yield rec
+
+
+def _parse_record(raw: bytes, number: int, notes: list[str], *, last: bool) -> ProblemResult | None:
+    try:
+        return ProblemResult.model_validate_json(raw.decode("utf-8", errors="replace"))
+    except ValidationError as exc:
+        if last and not raw.endswith(b"\n"):
+            notes.append(f"records.jsonl: skipped a truncated last line (line {number}; the run was killed mid-write)")
+        else:
+            first = exc.errors()[0] if exc.errors() else {"msg": str(exc)}
+            notes.append(f"records.jsonl: skipped unreadable line {number}: {first.get('msg')}")
+        return None
+
+
 def read_records(path: Path, notes: list[str] | None = None) -> dict[str, ProblemResult]:
     """Read ``records.jsonl``: skip a truncated last line (a killed run); note other bad lines and skip them."""
     notes = notes if notes is not None else []
     records: dict[str, ProblemResult] = {}
-    if not path.is_file():
-        return records
-    text = path.read_text(encoding="utf-8", errors="replace")
-    lines = text.split("\n")
-    last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            rec = ProblemResult.model_validate_json(line)
-        except ValidationError as exc:
-            if i == last and not text.endswith("\n"):
-                notes.append(
-                    f"records.jsonl: skipped a truncated last line (line {i + 1}; the run was killed mid-write)"
-                )
-            else:
-                first = exc.errors()[0] if exc.errors() else {"msg": str(exc)}
-                notes.append(f"records.jsonl: skipped unreadable line {i + 1}: {first.get('msg')}")
-            continue
+    for rec in iter_records(path, notes):
         if rec.problem_id in records:
             notes.append(f"records.jsonl: problem {rec.problem_id} recorded more than once; the last record is used")
             del records[rec.problem_id]
@@ -317,8 +335,12 @@ def read_records(path: Path, notes: list[str] | None = None) -> dict[str, Proble
     return records
 
 
-def load_run(path: str | Path) -> RunData:
-    """Read one run directory. Raises RunError when ``run.json`` is missing or unreadable."""
+def load_run(path: str | Path, *, with_records: bool = True) -> RunData:
+    """Read one run directory. Raises RunError when ``run.json`` is missing or unreadable.
+
+    ``with_records=False`` leaves ``records`` empty, for a caller that streams them with
+    :func:`iter_records` (and then calls :func:`note_unfinished`).
+    """
     path = Path(path)
     info = _read_json(path / RUN_FILE)
     if info is None:
@@ -331,21 +353,26 @@ def load_run(path: str | Path) -> RunData:
     if derived:
         shown = ", ".join(str(d) for d in derived[:8]) + (f" and {len(derived) - 8} more" if len(derived) > 8 else "")
         notes.append(f"{len(derived)} problem(s) carry data the benchmark derived, not official data: {shown}")
-    records = read_records(path / RECORDS_FILE, notes)
+    records = read_records(path / RECORDS_FILE, notes) if with_records else {}
     run = RunData(path=path, info=info, records=records, notes=notes)
     run.summary = _read_json(path / SUMMARY_FILE)
     run.evaluation = _read_json(path / EVALUATION_FILE)
     if run.evaluation is not None:
         run.evaluation_status = EVAL_RECORDED
-    if not run.complete:
-        done = sum(1 for i in run.problem_ids if i in run.records)
-        notes.append(f"{done} of {len(run.problem_ids)} problems finished")
+    if with_records:
+        note_unfinished(run)
     return run
 
 
-def load_runs(paths: Iterable[str | Path]) -> list[RunData]:
+def note_unfinished(run: RunData) -> None:
+    if not run.complete:
+        done = sum(1 for i in run.problem_ids if i in run.records)
+        run.notes.append(f"{done} of {len(run.problem_ids)} problems finished")
+
+
+def load_runs(paths: Iterable[str | Path], *, with_records: bool = True) -> list[RunData]:
     """Find and read every run under ``paths``; give each a short unique display name."""
-    runs = [load_run(p) for p in find_runs(paths)]
+    runs = [load_run(p, with_records=with_records) for p in find_runs(paths)]
     _assign_names(runs)
     return runs
 

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
-from ..reports.load import RunData, find_runs, load_run, load_runs
-from ..types import Outcome
+from ..reports.load import RECORDS_FILE, RunData, find_runs, iter_records, load_run, load_runs, note_unfinished
+from ..types import Outcome, ProblemResult
 from .data import problem_detail, problem_summary, run_overview, sweep_overview
 
 PAGE_NAME = "view.html"
@@ -51,14 +53,24 @@ class ViewFiles:
     def page(self) -> Path:
         return self.base / self.main
 
-    def write(self, rel: str, content: str) -> None:
-        """Write one file (atomically: a reader never sees half a page)."""
+    @contextmanager
+    def open(self, rel: str) -> Iterator[TextIO]:
+        """A file to write piece by piece, put in place when complete (a reader never sees half a page)."""
         path = self.base / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(content, encoding="utf-8")
+        try:
+            with tmp.open("w", encoding="utf-8") as fh:
+                yield fh
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
         os.replace(tmp, path)
         self.files.append(rel)
+
+    def write(self, rel: str, content: str) -> None:
+        with self.open(rel) as fh:
+            fh.write(content)
 
 
 def _static(name: str) -> str:
@@ -77,68 +89,114 @@ def script_json(value: Any) -> str:
     )
 
 
-def page_html(meta: dict[str, Any], blocks: list[str] | None = None) -> str:
-    """The page: inline CSS, the metadata and (embedded mode) one JSON block per problem, inline script."""
-    title = str(meta["overview"].get("title", "modulo view"))
-    parts = [
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">',
-        # no network: the page may load nothing but its own inline code and (split mode) its chunk files
-        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
-        "script-src 'self' 'unsafe-inline' file:; style-src 'unsafe-inline'; img-src data:; connect-src 'self'\">",
-        f"<title>{_escape_text(title)}</title>",
-        f'<style>{_static("viewer.css")}</style></head><body><div id="app"></div>',
-        f'<script type="application/json" id="modulo-meta">{script_json(meta)}</script>',
-    ]
-    for i, block in enumerate(blocks or []):
-        parts.append(f'<script type="application/json" id="modulo-p-{i}">{block}</script>')
-    parts.append(f"<script>{_static('viewer.js')}</script></body></html>\n")
-    return "\n".join(parts)
+def page_head(title: str) -> str:
+    """The page up to its data: inline CSS, and a policy that lets it load nothing from a network."""
+    return "\n".join(
+        [
+            '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">',
+            '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
+            "script-src 'self' 'unsafe-inline' file:; style-src 'unsafe-inline'; img-src data:; connect-src 'self'\">",
+            f"<title>{_escape_text(title)}</title>",
+            f'<style>{_static("viewer.css")}</style></head><body><div id="app"></div>\n',
+        ]
+    )
+
+
+def problem_block(k: int, detail: Any) -> str:
+    """One problem's data in the page (embedded mode), parsed by the script only when opened."""
+    return f'<script type="application/json" id="modulo-p-{k}">{script_json(detail)}</script>\n'
+
+
+def page_tail(meta: dict[str, Any]) -> str:
+    """The page's metadata and index, and the script (which runs once everything above is parsed)."""
+    return (
+        f'<script type="application/json" id="modulo-meta">{script_json(meta)}</script>\n'
+        f"<script>{_static('viewer.js')}</script></body></html>\n"
+    )
+
+
+def page_html(meta: dict[str, Any]) -> str:
+    return page_head(str(meta["overview"].get("title", "modulo view"))) + page_tail(meta)
 
 
 def _escape_text(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+def _count_lines(path: Path) -> int:
+    if not path.is_file():
+        return 0
+    with path.open("rb") as fh:
+        return sum(block.count(b"\n") for block in iter(lambda: fh.read(1 << 20), b"")) + 1
+
+
 def write_run(run: RunData, page: str, options: ViewOptions, view: ViewFiles, *, parent: str | None = None) -> None:
     """Write the page of one run (``page``: its path relative to the view's base) and its chunk files.
 
-    Problem details are made one at a time; in split mode each chunk is written as soon as it is full,
-    so only one chunk's data is held at once.
+    ``run`` comes without its records: they are streamed from ``records.jsonl`` one at a time, each
+    problem's detail written out (into the page, or into the current chunk file) before the next is
+    read. What stays in memory is the index and each record without its iterations (for the overview).
     """
     bench = run.benchmark_or_none()
-    notes = []
     if bench is None:
-        notes.append(f"plans are shown as JSON: the benchmark is not available here ({run.benchmark_error()})")
+        run.notes.append(f"plans are shown as JSON: the benchmark is not available here ({run.benchmark_error()})")
     critic_index: dict[str, int] = {name: i for i, name in enumerate(run.critics)}
-    ids = run.finished_ids
-    rows = [problem_summary(run.records[pid], critic_index) for pid in ids]
-    overview = run_overview(run, n_resamples=options.n_resamples, notes=notes)
-    split = options.live or len(ids) > options.split_above
+    records = run.path / RECORDS_FILE
+    split = options.live or _count_lines(records) > options.split_above
     chunk_size = options.chunk_size if split else 1
     page_dir = os.path.dirname(page)
     data_dir = DATA_DIR if not page_dir else f"{page_dir}/{DATA_DIR}"
-    meta = {
-        "overview": overview,
-        "index": {"critics": list(critic_index), "rows": rows, "outcomes": [o.value for o in Outcome]},
-        "mode": "split" if split else "embedded",
-        "chunk_size": chunk_size,
-        "data_dir": DATA_DIR,
-        "live": options.live,
-        "version": options.version,
-        "parent": parent,
-    }
-    details = (problem_detail(run.records[pid], run.critics, bench) for pid in ids)
-    if not split:
-        view.write(page, page_html(meta, [script_json(d) for d in details]))
-        return
+    rows: dict[str, list[Any]] = {}
+    light: dict[str, ProblemResult] = {}
     batch: list[Any] = []
-    for n, detail in enumerate(details):
-        batch.append(detail)
-        if len(batch) == chunk_size or n == len(ids) - 1:
-            k = n // chunk_size
-            view.write(f"{data_dir}/chunk-{k:05d}.js", f"window.moduloChunk({k},{script_json(batch)});\n")
-            batch = []
-    view.write(page, page_html(meta))
+
+    def flush(k: int) -> None:
+        view.write(f"{data_dir}/chunk-{k:05d}.js", f"window.moduloChunk({k},{script_json(batch)});\n")
+        batch.clear()
+
+    with ExitStack() as stack:
+        fh = None if split else stack.enter_context(view.open(page))
+        if fh is not None:
+            fh.write(page_head(f"{run.run_id}: {run.benchmark_name}/{run.split}"))
+        n = 0
+        for rec in iter_records(records, run.notes):
+            if rec.problem_id in light:
+                run.notes.append(
+                    f"records.jsonl: problem {rec.problem_id} recorded more than once; the last record is used"
+                )
+                del light[rec.problem_id]
+            light[rec.problem_id] = rec.model_copy(update={"iterations": []})
+            detail = problem_detail(rec, run.critics, bench)
+            rows[rec.problem_id] = [*problem_summary(rec, critic_index), n // chunk_size, n % chunk_size]
+            if fh is not None:
+                fh.write(problem_block(n, detail))
+            else:
+                batch.append(detail)
+                if len(batch) == chunk_size:
+                    flush(n // chunk_size)
+            n += 1
+        if batch:
+            flush(n // chunk_size)
+        run.records = light
+        note_unfinished(run)
+        meta = {
+            "overview": run_overview(run, n_resamples=options.n_resamples),
+            "index": {
+                "critics": list(critic_index),
+                "rows": [rows[pid] for pid in run.finished_ids],
+                "outcomes": [o.value for o in Outcome],
+            },
+            "mode": "split" if split else "embedded",
+            "chunk_size": chunk_size,
+            "data_dir": DATA_DIR,
+            "live": options.live,
+            "version": options.version,
+            "parent": parent,
+        }
+        if fh is not None:
+            fh.write(page_tail(meta))
+        else:
+            view.write(page, page_html(meta))
 
 
 def build_view(path: str | Path, out: str | Path | None = None, options: ViewOptions | None = None) -> ViewFiles:
@@ -152,7 +210,7 @@ def build_view(path: str | Path, out: str | Path | None = None, options: ViewOpt
     root = Path(path)
     found = find_runs([root])
     if (root / "run.json").is_file():
-        run = load_run(root)
+        run = load_run(root, with_records=False)
         run.name = run.run_id
         target = Path(out) if out is not None else root / PAGE_NAME
         view = ViewFiles(target.parent, target.name)
@@ -160,7 +218,7 @@ def build_view(path: str | Path, out: str | Path | None = None, options: ViewOpt
         return view
     target = Path(out) if out is not None else root / PAGE_NAME
     view = ViewFiles(target.parent, target.name)
-    runs = load_runs(found)
+    runs = load_runs(found, with_records=False)
     links = []
     for run in runs:
         rel = run.path.resolve().relative_to(root.resolve()).as_posix()

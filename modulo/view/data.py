@@ -235,7 +235,10 @@ def problem_detail(rec: ProblemResult, declared: Sequence[str], bench: Benchmark
 
 
 def problem_summary(rec: ProblemResult, critic_index: dict[str, int]) -> list[Any]:
-    """One row of the problem list: [id, outcome, iterations, fired critic indexes, final failing, cost, level]."""
+    """One row of the problem list: [id, outcome, iterations, fired critic indexes, final failing, cost, level].
+
+    The page appends where the problem's detail is: [chunk, position in the chunk].
+    """
     fired: list[int] = []
     for it in rec.iterations:
         for name, state in states(it).items():
@@ -304,7 +307,7 @@ def figures(run: RunData) -> list[list[str]]:
     return out
 
 
-def run_overview(run: RunData, *, n_resamples: int, notes: Sequence[str] = ()) -> dict[str, Any]:
+def run_overview(run: RunData, *, n_resamples: int) -> dict[str, Any]:
     usage = usage_row(run)
     return {
         "kind": "run",
@@ -318,7 +321,7 @@ def run_overview(run: RunData, *, n_resamples: int, notes: Sequence[str] = ()) -
         "usage": usage_dict(usage.usage),
         "certified": usage.certified,
         "figures": figures(run),
-        "notes": [*run.notes, *notes],
+        "notes": list(run.notes),
     }
 
 

@@ -83,7 +83,9 @@ def test_run_page_is_one_self_contained_file(tp_run: Path, tmp_path: Path) -> No
     meta = data["modulo-meta"]
     assert meta["mode"] == "embedded"
     assert [r[0] for r in meta["index"]["rows"]] == ["validation-12", "validation-22"]
-    detail = data["modulo-p-0"]
+    row = meta["index"]["rows"][0]
+    detail = data[f"modulo-p-{row[7]}"]
+    assert detail["id"] == "validation-12" and row[8] == 0
     texts = detail["texts"]
     replies = [resolve(texts, it["reply"]) for it in detail["iterations"]]
     assert replies[0] == HOSTILE_REPLY
@@ -105,6 +107,20 @@ def test_run_page_is_one_self_contained_file(tp_run: Path, tmp_path: Path) -> No
     assert "+" in resolve(texts, detail["iterations"][2]["diff"])
 
 
+def test_a_resumed_or_killed_run_reads_as_it_is(tp_run: Path, tmp_path: Path) -> None:
+    run = shutil.copytree(tp_run, tmp_path / "run")
+    lines = (run / "records.jsonl").read_text().splitlines(keepends=True)
+    # a problem recorded again (a resume), then a line cut short by a kill
+    (run / "records.jsonl").write_text(lines[0] + lines[1] + lines[0] + lines[1][:200])
+    meta = blocks(build_view(run).page.read_text())["modulo-meta"]
+    notes = meta["overview"]["notes"]
+    again = json.loads(lines[0])["problem_id"]
+    assert any(f"problem {again} recorded more than once" in n for n in notes)
+    assert any("truncated last line (line 4" in n for n in notes)
+    rows = {r[0]: r for r in meta["index"]["rows"]}
+    assert len(rows) == 2 and rows[again][7] == 2
+
+
 def test_the_runs_figures_are_embedded(tp_run: Path, tmp_path: Path) -> None:
     run = shutil.copytree(tp_run, tmp_path / "run")
     png = b"\x89PNG\r\n\x1a\n" + b"figure"
@@ -123,10 +139,12 @@ def test_large_runs_go_to_chunk_files(tp_run: Path, tmp_path: Path) -> None:
     meta = blocks(html)["modulo-meta"]
     assert meta["mode"] == "split" and meta["chunk_size"] == 1
     assert "modulo-p-0" not in html
-    chunk = (tmp_path / "out" / "view-data" / "chunk-00001.js").read_text()
-    prefix = "window.moduloChunk(1,"
-    assert chunk.startswith(prefix) and "<" not in chunk
-    assert json.loads(chunk[len(prefix) : -3])[0]["id"] == "validation-22"
+    for row in meta["index"]["rows"]:
+        k, offset = row[7], row[8]
+        chunk = (tmp_path / "out" / "view-data" / f"chunk-{k:05d}.js").read_text()
+        prefix = f"window.moduloChunk({k},"
+        assert chunk.startswith(prefix) and "<" not in chunk
+        assert json.loads(chunk[len(prefix) : -3])[offset]["id"] == row[0]
 
 
 def test_unknown_iteration_fields_are_kept_for_generic_rendering() -> None:

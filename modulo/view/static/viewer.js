@@ -71,8 +71,8 @@
     });
   }
   function loadProblem(i) {
-    const k = Math.floor(i / META.chunk_size);
-    return loadChunk(k).then((data) => data[i - k * META.chunk_size]);
+    const [k, offset] = META.index.rows[i].slice(7, 9);
+    return loadChunk(k).then((data) => data[offset]);
   }
 
   // -- texts: a problem's strings are interned (see modulo/view/data.py) --------------------------------
