@@ -183,7 +183,7 @@ def plot_critic_firing(
             ax.text(
                 0.99,
                 0.97,
-                _wrap("; ".join(extra), 48),
+                "\n".join(_wrap(e, 48) for e in extra),
                 transform=ax.transAxes,
                 ha="right",
                 va="top",

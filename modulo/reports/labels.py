@@ -139,14 +139,24 @@ def generator_label(run: RunData) -> str:
 
 
 def feedback_label(run: RunData) -> str:
-    """The critics' feedback level (binary | explain | hint) as recorded; older runs: from ``hints``."""
+    """The critics' feedback level (binary | explain | hint) as recorded; older runs: from ``hints``.
+
+    Critics set apart from the run's level (``critic_feedback`` in run.json) are named after it:
+    ``explain (synth_earliest: hint)``.
+    """
     options = _section(run.info, "critic_options")
+    level = "?"
     for value in (run.info.get("feedback"), options.get("feedback")):
         if isinstance(value, str) and value:
-            return value
-    if "hints" in options:
-        return "hint" if options.get("hints") else "explain"
-    return "?"
+            level = value
+            break
+    else:
+        if "hints" in options:
+            level = "hint" if options.get("hints") else "explain"
+    apart = {str(k): str(v) for k, v in _section(run.info, "critic_feedback").items() if str(v) != level}
+    if apart:
+        level += " (" + ", ".join(f"{k}: {v}" for k, v in sorted(apart.items())) + ")"
+    return level
 
 
 def temperature_label(run: RunData) -> str:

@@ -131,6 +131,21 @@ def test_panels_and_legends_are_named_by_what_differs(tmp_path: Path, make_run: 
     assert parts["temperature"] == "T=0" and parts["feedback"] == "feedback explain"
 
 
+def test_feedback_level_is_read_from_run_json(tmp_path: Path, make_run: Any) -> None:
+    plans = make_run.plans[0]
+    runs = {
+        name: load_runs([make_run(tmp_path / name, plans, info_extra=extra)])[0]
+        for name, extra in {
+            "old_hints": {"critic_options": {"mode": "strict", "hints": True}},
+            "level": {"feedback": "binary", "critic_options": {"mode": "strict", "feedback": "binary"}},
+            "apart": {"feedback": "explain", "critic_feedback": {"c_even": "hint", "c_nonneg": "explain"}},
+        }.items()
+    }
+    assert method_parts(runs["old_hints"])["feedback"] == "feedback hint"
+    assert method_parts(runs["level"])["feedback"] == "feedback binary"
+    assert method_parts(runs["apart"])["feedback"] == "feedback explain (c_even: hint)"
+
+
 def test_holm_adjustment() -> None:
     assert holm([0.01, 0.04, 0.03, 0.005]).tolist() == pytest.approx([0.03, 0.06, 0.06, 0.02])
     out = holm([0.5, float("nan"), 0.01])
