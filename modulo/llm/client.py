@@ -43,7 +43,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, sto
 from .. import components
 from ..errors import CacheMissError, ConfigError, LLMError, PermanentLLMError, TransientLLMError
 from ..redact import known as known_secrets
-from ..redact import redact, strip_userinfo
+from ..redact import redact, redact_data, strip_userinfo
 from ..registry import bind_arguments
 from ..types import Fault, LLMCall, ToolCall, Usage
 from .base import LLM, LLMRequest, LLMResponse, LLMSettings
@@ -441,7 +441,18 @@ def _scrubbed(response: LLMResponse) -> LLMResponse:
     if not known_secrets():
         return response
     text = redact(response.text)
-    return response if text == response.text else response.model_copy(update={"text": text})
+    calls = [_scrubbed_call(c) for c in response.tool_calls]  # tool arguments are recorded and cached too
+    if text == response.text and calls == response.tool_calls:
+        return response
+    return response.model_copy(update={"text": text, "tool_calls": calls})
+
+
+def _scrubbed_call(call: ToolCall) -> ToolCall:
+    arguments = redact_data(call.arguments)
+    raw = redact(call.raw_arguments) if call.raw_arguments is not None else None
+    if arguments == call.arguments and raw == call.raw_arguments:
+        return call
+    return call.model_copy(update={"arguments": arguments, "raw_arguments": raw})
 
 
 def _tool_calls_of(stored: str | None) -> list[ToolCall]:

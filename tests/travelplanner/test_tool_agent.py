@@ -240,3 +240,42 @@ def test_example_script_runs(tmp_path: Path) -> None:
     script = Path(__file__).resolve().parents[2] / "experiments" / "scripts" / "tool_agent.json"
     record = run(tmp_path, ["llm=scripted", f"llm.script={script}", "metacontroller.max_iterations=2"])
     assert any(step.get("tool") == "AccommodationSearch" for step in steps(record))
+
+
+def test_cached_tool_calls_replay_the_same_agent(tmp_path: Path) -> None:
+    """A repeat of the same run is answered from the response cache, tool calls included."""
+    script = [
+        call("AccommodationSearch", city="Appleton"),
+        call("NotebookWrite", description="Accommodations in Appleton"),
+        call("Planner", query="q"),
+        {"text": PLAN_TEXT},
+    ]
+    results = []
+    with FakeProvider(list(script)) as fake:
+        overrides = ["llm=openai", f"llm.base_url={fake.openai_base_url}", "llm.model=fake", "llm.api_key_env=null"]
+        overrides += ["metacontroller.max_iterations=1", f"cache.dir={tmp_path / 'cache'}"]
+        for attempt in ("first", "again"):
+            results.append(run(tmp_path / attempt, overrides))
+        assert fake.stats().requests == 4  # the second run made no request
+    first, again = (r.iterations[0] for r in results)
+    assert again.calls and all(c.cached for c in again.calls)
+    assert again.tool_use is not None and first.tool_use is not None
+    assert [s["action"] for s in again.tool_use["steps"]] == [s["action"] for s in first.tool_use["steps"]]
+    assert again.plan == first.plan == PLAN
+
+
+def test_secrets_are_scrubbed_from_tool_call_arguments() -> None:
+    from modulo import redact
+    from modulo.llm.base import LLMResponse
+    from modulo.llm.client import _scrubbed
+    from modulo.types import ToolCall
+
+    secret = "sk-test-0123456789abcdefSECRET"
+    redact.register(secret)
+    echoed = LLMResponse(
+        text="",
+        tool_calls=[ToolCall(id="c1", name="CitySearch", arguments={"state": f"Texas {secret}"})],
+    )
+    clean = _scrubbed(echoed)
+    assert secret not in clean.tool_calls[0].model_dump_json()
+    assert clean.tool_calls[0].arguments["state"].startswith("Texas ")
