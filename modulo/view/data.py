@@ -183,7 +183,7 @@ def problem_detail(rec: ProblemResult, declared: Sequence[str], bench: Benchmark
                 "index": it.index,
                 "prompt": _messages(it.prompt, texts),
                 "reply": texts.add(it.raw_reply),
-                "plan": texts.add(plan_text(it.plan)) if it.plan is not None else None,
+                "plan": it.plan,
                 "plan_table": table,
                 "plan_sha": it.plan_sha256,
                 "repeat_of": it.repeat_of,

@@ -2,7 +2,7 @@
 
 The server writes the view into a temporary directory and serves it from there. A page asks
 ``__version`` every two seconds; the answer is a fingerprint of the run directories' files (size and
-modification time). When it changed, the view is rebuilt (at most once per ``min_interval`` seconds)
+modification time). When it changed, the view is rebuilt (see :meth:`LiveView.current`)
 and the page reloads itself, keeping its place (the route lives in the URL's fragment).
 """
 
@@ -42,32 +42,41 @@ def fingerprint(root: Path) -> str:
 class LiveView:
     """The current build of a view (in a temporary directory), rebuilt on demand when the runs changed."""
 
-    def __init__(self, root: Path, options: ViewOptions, min_interval: float = 1.0) -> None:
+    def __init__(self, root: Path, options: ViewOptions, min_interval: float = 1.0, build_factor: float = 2.0) -> None:
         self.root = root
         self.options = options
         self.min_interval = min_interval
+        self.build_factor = build_factor
         self._lock = threading.Lock()
-        self._checked = 0.0
+        self._next = 0.0
+        self._took = 0.0
         self._dirs: list[Path] = []
         self.view = self._build(fingerprint(root))
 
     def _build(self, version: str) -> ViewFiles:
+        start = time.monotonic()
         self.options.live, self.options.version = True, version
         out = Path(tempfile.mkdtemp(prefix="modulo-view-"))
         view = build_view(self.root, out / PAGE_NAME, self.options)
         self._dirs.append(out)
         while len(self._dirs) > 2:  # keep the previous build for requests still reading it
             shutil.rmtree(self._dirs.pop(0), ignore_errors=True)
+        self._took = time.monotonic() - start
         return view
 
     def current(self) -> ViewFiles:
+        """The current build; rebuilt first when the runs changed and the last build is old enough.
+
+        A rebuild waits at least ``min_interval`` seconds and ``build_factor`` times as long as the last
+        build took, so a large run being written costs at most a third of a core.
+        """
         with self._lock:
             now = time.monotonic()
-            if now - self._checked >= self.min_interval:
-                self._checked = now
+            if now >= self._next:
                 version = fingerprint(self.root)
                 if version != self.options.version:
                     self.view = self._build(version)
+                self._next = time.monotonic() + max(self.min_interval, self.build_factor * self._took)
             return self.view
 
     def file(self, rel: str) -> Path | None:

@@ -93,6 +93,8 @@ def test_clicking_a_problem_shows_its_iterations_and_verdict_matrix(driver: Any,
     # the plan as TravelPlanner renders it: a day-by-day table
     plan = css(driver, "#it-2 table.plan")[0]
     assert "Current City" in plan.text and len(css(driver, "#it-2 table.plan tr")) == 4
+    plan_json = next(d for d in css(driver, "#it-2 details") if "plan JSON" in d.get_attribute("textContent"))
+    assert '"current_city": ' in plan_json.get_attribute("textContent")
     assert console_errors(driver) == []
 
 
@@ -158,7 +160,7 @@ def test_served_page_refreshes_while_the_run_writes(driver: Any, tp_run: Path, t
     lines = (run / "records.jsonl").read_text().splitlines(keepends=True)
     (run / "records.jsonl").write_text(lines[0])
     server, live = make_server(run, ViewOptions(), port=0)
-    live.min_interval = 0.0
+    live.min_interval = live.build_factor = 0.0
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         console_errors(driver)

@@ -203,7 +203,7 @@ def test_server_rebuilds_when_the_run_writes(tp_run: Path, tmp_path: Path) -> No
     lines = (run / "records.jsonl").read_text().splitlines(keepends=True)
     (run / "records.jsonl").write_text(lines[0])
     server, live = make_server(run, ViewOptions(), port=0)
-    live.min_interval = 0.0
+    live.min_interval = live.build_factor = 0.0
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

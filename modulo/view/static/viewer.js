@@ -320,8 +320,8 @@
       if (it.plan_table) {
         sec.append(el("table", { class: "plan" }, el("tr", {}, it.plan_table.columns.map((c) => el("th", {}, c))),
           it.plan_table.rows.map((r) => el("tr", {}, r.map((c) => el("td", {}, c))))));
-        sec.append(el("details", {}, el("summary", {}, "plan JSON"), folded(T(it.plan))));
-      } else sec.append(folded(T(it.plan)));
+        sec.append(el("details", {}, el("summary", {}, "plan JSON"), folded(JSON.stringify(it.plan, null, 2))));
+      } else sec.append(folded(JSON.stringify(it.plan, null, 2)));
       if (it.diff !== null) sec.append(el("h4", {}, `Diff against the plan of iteration ${it.diff_against}`), diffBlock(T(it.diff)));
       else if (it.same_as !== null) sec.append(el("p", { class: "muted" }, `plan identical to the plan of iteration ${it.same_as}`));
       else sec.append(el("p", { class: "muted" }, "first plan of this problem"));
