@@ -403,6 +403,18 @@ class Results:
         """One row per model call: stage, model, cached, faults, tokens, cost, seconds."""
         return self.frame("calls")
 
+    def budget(self, *, evaluate: bool = True) -> pd.DataFrame:
+        """One row per run per iteration budget k: ``certified`` and the evaluator's ``pass_rate`` at k.
+
+        ``evaluate=False`` skips the evaluator (``pass_rate`` left missing); see :mod:`modulo.analysis.budget`.
+        """
+        key = "budget" if evaluate else "budget-certified"
+        if key not in self._frames:
+            from .budget import budget_frame
+
+            self._frames[key] = budget_frame(self.metas, evaluate=evaluate)
+        return self._frames[key]
+
     def runs(self) -> pd.DataFrame:
         """One row per run: labels, problem counts, outcome counts, the benchmark's metrics, configuration."""
         if "runs" in self._frames:

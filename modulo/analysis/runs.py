@@ -7,16 +7,23 @@ records themselves are read line by line when a frame is built (:mod:`modulo.ana
 
 from __future__ import annotations
 
-import importlib
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import RunError
 from ..redact import safe_config
-from ..reports import critics_label
+from ..reports.labels import (
+    budget_label,
+    critics_label,
+    feedback_label,
+    generator_label,
+    method_label,
+    requested_critics_label,
+    strategy_label,
+)
 from ..reports.load import RunData, _assign_names, find_runs
 
 #: run.json keys that are bookkeeping, not configuration (left out of ``params``)
@@ -30,6 +37,7 @@ LABEL_COLUMNS = (
     "model",
     "generator",
     "critics",
+    "critics_requested",
     "strategy",
     "feedback",
     "budget",
@@ -105,31 +113,14 @@ class RunMeta:
         return RunData(path=self.path, info=self.info, records={}, name=self.name)
 
 
-def _label_function(name: str) -> Callable[[RunData], str]:
-    """A label function of the reports (their ``labels`` module where it exists, else ``tables``)."""
-    for module in ("modulo.reports.labels", "modulo.reports.tables"):
-        try:
-            found = getattr(importlib.import_module(module), name, None)
-        except ImportError:
-            continue
-        if callable(found):
-            return found  # type: ignore[no-any-return]
-    return lambda run: "?"
-
-
 def label_parts(view: RunData) -> dict[str, str]:
     """What ran, part by part (generator, critics, strategy, feedback, budget, model), as the reports label it."""
-    options = view.info.get("critic_options") if isinstance(view.info.get("critic_options"), dict) else {}
-    feedback = _label_function("feedback_label")(view)
-    if feedback == "?":
-        value = (options or {}).get("feedback") or view.info.get("feedback")
-        feedback = str(value) if value else ("hint" if (options or {}).get("hints") else "explain")
     return {
-        "generator": _label_function("generator_label")(view),
+        "generator": generator_label(view),
         "critics": critics_label(view),
-        "strategy": _label_function("strategy_label")(view),
-        "feedback": feedback,
-        "budget": _label_function("budget_label")(view),
+        "strategy": strategy_label(view),
+        "feedback": feedback_label(view),
+        "budget": budget_label(view),
         "model": view.model,
     }
 
@@ -138,19 +129,14 @@ def _labels(meta: RunMeta) -> dict[str, Any]:
     view = meta.report_view()
     info = meta.info
     options = info.get("critic_options") if isinstance(info.get("critic_options"), dict) else {}
-    parts = label_parts(view)
-    derived = "; ".join(
-        [parts["generator"], f"critics {parts['critics']}", parts["strategy"], f"budget {parts['budget']}"]
-    )
-    recorded = info.get("labels")
-    user = str(recorded["method"]) if isinstance(recorded, dict) and recorded.get("method") else ""
     sample = info.get("sample")
     return {
         "run": meta.name,
-        "method": f"{user}: {derived}" if user else derived,
+        "method": method_label(view),
         "benchmark": meta.benchmark_name,
         "split": meta.split,
-        **parts,
+        **label_parts(view),
+        "critics_requested": requested_critics_label(view),
         "max_iterations": view.max_iterations,
         "critic_source": str(info.get("critic_source") or ""),
         "critic_mode": str(options.get("mode") or "") if options else "",

@@ -70,6 +70,7 @@ def _param_text(value: Any) -> str:
 def tracked_run(run_dir: Path) -> TrackedRun:
     """Parameters, metrics, step series, tags and artifacts of a finished run directory."""
     from ..analysis import load_metas
+    from ..analysis.budget import certified_at_budget, pass_rate_at_budget
     from ..analysis.frames import build_frame
     from ..analysis.runs import LABEL_COLUMNS
 
@@ -96,11 +97,10 @@ def tracked_run(run_dir: Path) -> TrackedRun:
         for key in ("cost_usd", "cached_cost_usd", "seconds"):
             out.metrics[key] = float(problems[key].sum())
         out.metrics["iterations"] = float(problems["iterations"].sum())
-        out.series["certified_at_budget"] = _certified_at_budget(meta)
-    curve = _budget_curve(run_dir, out.notes)
+        out.series["certified_at_budget"] = [(k, hits / total) for k, hits, total in certified_at_budget(meta)]
+    curve = pass_rate_at_budget(meta)
     if curve is not None:
-        metric, values = curve
-        out.series[f"{metric}_at_budget"] = [(k, v) for k, v in enumerate(values) if math.isfinite(v)]
+        out.series[f"{curve[0]}_at_budget"] = curve[1]
 
     out.tags = {
         "modulo.run_dir": str(meta.path.resolve()),
@@ -118,47 +118,8 @@ def tracked_run(run_dir: Path) -> TrackedRun:
     out.tags = {k: str(v) for k, v in redact_data(out.tags).items()}
     out.artifacts = [run_dir / f for f in RUN_FILES if (run_dir / f).is_file()]
     out.artifacts += sorted(p for p in run_dir.iterdir() if p.suffix in (".png", ".csv") and p.is_file())
-    out.notes.extend(dict.fromkeys(meta.notes))
+    out.notes.extend(n for n in dict.fromkeys(meta.notes) if n not in out.notes)
     return out
-
-
-def _certified_at_budget(meta: Any) -> list[tuple[int, float]]:
-    """Share of finished problems certified within the first k iterations, k = 1..max (streamed)."""
-    from ..analysis.records import iter_records
-
-    first: list[int | None] = []
-    longest = 0
-    for record in iter_records(meta.path):
-        its = record.get("iterations") or []
-        longest = max(longest, len(its))
-        hit = None
-        if record.get("outcome") == "certified":
-            hit = next((pos for pos, it in enumerate(its) if _all_accept(it)), len(its) - 1)
-        first.append(hit)
-    if not first:
-        return []
-    return [(k, sum(1 for h in first if h is not None and h < k) / len(first)) for k in range(1, longest + 1)]
-
-
-def _all_accept(it: Mapping[str, Any]) -> bool:
-    from ..analysis.frames import verdict_accepts
-
-    verdicts = [v for v in it.get("verdicts") or [] if isinstance(v, dict)]
-    return it.get("plan") is not None and not it.get("gated") and all(verdict_accepts(v) for v in verdicts)
-
-
-def _budget_curve(run_dir: Path, notes: list[str]) -> tuple[str, list[float]] | None:
-    """The primary metric against the iteration budget, as the report computes it (cached by the report)."""
-    from ..reports import budget_curve, load_run
-
-    try:
-        run = load_run(run_dir)
-        run.name = run.run_id
-        curve = budget_curve(run)
-    except (ModuloError, NotImplementedError) as exc:
-        notes.append(f"no budget curve: {exc}")
-        return None
-    return curve.metric, list(curve.values)
 
 
 def open_tracker(name: str | None, args: Mapping[str, Any] | None = None) -> Tracker | None:

@@ -83,7 +83,7 @@ def test_a_sweep_logs_one_mlflow_run_per_job(tmp_path: Path, toy_critics: None) 
         certified = client.get_metric_history(run.info.run_id, "certified_at_budget")
         assert [m.step for m in sorted(certified, key=lambda m: m.step)] == [1, 2, 3, 4]
         curve = sorted(client.get_metric_history(run.info.run_id, "final_pass_rate_at_budget"), key=lambda m: m.step)
-        assert [m.step for m in curve] == [0, 1, 2, 3, 4]
+        assert [m.step for m in curve] == [1, 2, 3, 4]
         assert curve[-1].value == pytest.approx(evaluation["metrics"]["final_pass_rate"])
         artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
         assert {"report.md", "records.jsonl", "run.json", "config.yaml", "evaluation.json"} <= artifacts

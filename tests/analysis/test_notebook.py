@@ -1,0 +1,67 @@
+"""experiments/analysis.ipynb runs top to bottom (nbclient) on a small scripted sweep: Direct against LLM-Modulo."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tests.reports.test_end_to_end import SCRIPT, toy_critics
+
+__all__ = ["toy_critics"]
+NOTEBOOK = Path(__file__).resolve().parents[2] / "experiments" / "analysis.ipynb"
+
+
+@pytest.mark.slow
+def test_the_analysis_notebook_runs_on_a_scripted_sweep(
+    tmp_path: Path, toy_critics: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    nbformat = pytest.importorskip("nbformat", reason="nbformat (in the dev extra) reads the notebook")
+    nbclient = pytest.importorskip("nbclient", reason="nbclient (in the dev extra) runs the notebook")
+    pytest.importorskip("ipykernel", reason="ipykernel (in the dev extra) is the notebook's kernel")
+    from modulo.cli.main import cli
+
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(SCRIPT))
+    sweep = tmp_path / "sweep"
+    result = CliRunner().invoke(
+        cli,
+        [
+            "run",
+            "-m",
+            "benchmark=custom",
+            "benchmark.name=toy_reports",
+            "benchmark.split=dev",
+            "llm=scripted",
+            f"llm.script={script}",
+            "reformulator=none",
+            "cache.mode=off",
+            "metacontroller.max_iterations=1,4",  # Direct (single shot) against LLM-Modulo at budget 4
+            f"hydra.sweep.dir={sweep}",
+            "run.progress=false",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    monkeypatch.setenv("MODULO_SWEEP", str(sweep))  # the kernel inherits the environment
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    nbclient.NotebookClient(
+        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()
+
+    def text(i: int) -> str:
+        out = []
+        for o in nb.cells[i].get("outputs", []):
+            out.append(o.get("text", "") + json.dumps(o.get("data", {}).get("text/plain", "")))
+        return "\n".join(out)
+
+    codes = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
+    assert "2 run(s)" in text(codes[0])
+    assert "cfg.budget.max_iterations" in text(codes[1])
+    # the paired test: Direct passes p4 only (x=4 at once); LLM-Modulo also fixes p0 and p3 (SCRIPT)
+    paired = text(codes[3])
+    assert "n = 6 problems" in paired and "pass rate A 16.7%, B 50.0%" in paired
+    assert "only A passes: 0, only B passes: 2" in paired
+    figures = [o for o in nb.cells[codes[4]].outputs if "image/png" in o.get("data", {})]
+    assert figures, "the budget plot was not drawn"
