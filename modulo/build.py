@@ -45,6 +45,13 @@ class Session:
     def __repr__(self) -> str:
         return f"<Session {self.benchmark.name}/{self.split} {len(self.problems)} problems>"
 
+    async def start(self) -> None:
+        """Let the model backend check itself before the run spends budget (``llm=local`` starts its
+        server and makes one probe completion); a backend that cannot serve stops the run here."""
+        start = getattr(self.llm, "start", None)
+        if start is not None:
+            await start()
+
     async def aclose(self) -> None:
         self.loop.executor.close()
         if self.llm is not None:
@@ -100,6 +107,12 @@ def resolve_reformulator(cfg: ModuloConfig, prompt: str) -> str:
 
 def build_generator(cfg: ModuloConfig, benchmark: Benchmark) -> Generator:
     factory = components.generators.get(cfg.generator.name)
+    serves: tuple[str, ...] = tuple(getattr(factory, "benchmarks", ()) or ())
+    if serves and benchmark.name not in serves:
+        raise ConfigError(
+            f"generator {cfg.generator.name!r} plans only for {', '.join(serves)}, not for benchmark "
+            f"{benchmark.name!r}; pick generator=llm, or benchmark={serves[0]}"
+        )
     args = dict(cfg.generator.args)
     if "prompt" in inspect.signature(factory).parameters and "prompt" not in args:
         args["prompt"] = resolve_prompt(cfg)

@@ -50,6 +50,9 @@ class Generator(ABC):
     uses_feedback: ClassVar[bool] = True
     #: the prompt role used for the first prompt ("direct", "cot", "json")
     prompt_role: str = "direct"
+    #: names of the benchmarks this generator can plan for (a search baseline reads one benchmark's
+    #: data); empty: any benchmark. Checked when the run is bound, before anything runs.
+    benchmarks: ClassVar[tuple[str, ...]] = ()
 
     def first_prompt(self, problem: Problem) -> list[Message]:
         """The messages of iteration 0 (search generators may ignore prompts entirely)."""

@@ -75,6 +75,12 @@ async def run_session(
     retry = {Outcome.ERROR, Outcome.SKIPPED} if cfg.run.retry_errors else set()
     done: dict[str, ProblemResult] = {pid: r for pid, r in previous.items() if r.outcome not in retry}
     todo = [p for p in session.problems if p.id not in done]
+    if todo:
+        try:  # a model that cannot answer stops the run now, not after every problem has errored
+            await session.start()
+        except BaseException:
+            await session.aclose()
+            raise
     state = RunState(total=len(session.problems))
     for r in done.values():
         if r.problem_id in {p.id for p in session.problems}:

@@ -154,6 +154,7 @@ class GreedyGenerator(Generator):
 
     needs_llm: ClassVar[bool] = False
     uses_feedback: ClassVar[bool] = False
+    benchmarks: ClassVar[tuple[str, ...]] = ("travelplanner",)
 
     def __init__(self, *, benchmark: TravelPlanner, seed: int = 0, distinct_meals: bool = False) -> None:
         self.benchmark = benchmark

@@ -38,7 +38,13 @@ err_console = Console(file=RedactingStream(lambda: sys.stderr), highlight=False,
 
 
 def error(exc: BaseException) -> None:
-    err_console.print(f"[bold red]error:[/] {type(exc).__name__}: {exc}", markup=True, soft_wrap=True)
+    # the message is text, not markup: an install command such as pip install ".[local]" must survive
+    err_console.print(f"[bold red]error:[/] {type(exc).__name__}: {escape(str(exc))}", markup=True, soft_wrap=True)
+
+
+#: exit codes of ``modulo run``: 1 some problems ended in error, 2 nothing ran (configuration,
+#: binding, a local model that cannot start), 3 the run was stopped (metacontroller.on_critic_error=stop)
+EXIT_ERRORS, EXIT_NOT_STARTED, EXIT_STOPPED = 1, 2, 3
 
 
 def print_check(session: Session) -> None:
@@ -95,10 +101,12 @@ def run_and_report(cfg: ModuloConfig, run_dir: Path, config_yaml: str) -> int:
         result = asyncio.run(run_session(session, RunDir(run_dir), config_yaml=config_yaml, progress=bar))
     finally:
         bar.stop()
-    print_result(session, result)
+    print_result(session, result)  # a run with errored problems says so in its first line
     if cfg.run.report:
         write_report(run_dir)
-    return 0 if result.aborted is None else 3
+    if result.aborted is not None:
+        return EXIT_STOPPED
+    return EXIT_ERRORS if any(r.outcome.value == "error" for r in result.results) else 0
 
 
 def write_report(run_dir: Path) -> None:

