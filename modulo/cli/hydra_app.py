@@ -223,8 +223,9 @@ def _main(cfg: DictConfig, *, check: bool = False) -> Any:
             asyncio.run(session.aclose())
             return 0
         run_dir = Path(mcfg.run.dir) if mcfg.run.dir else Path(HydraConfig.get().runtime.output_dir)
+        saved = config_yaml(mcfg)  # before the server log's place is filled in: it is not a setting
         keep_server_log(mcfg, run_dir)
-        code = run_and_report(mcfg, run_dir, config_yaml(mcfg))
+        code = run_and_report(mcfg, run_dir, saved)
         if tracker is not None:
             code = log_to_tracker(tracker, run_dir, _job_tags()) or code
         _job_status(run_dir, code, None)
