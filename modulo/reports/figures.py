@@ -194,7 +194,7 @@ def plot_critic_firing(
         ax.set_xlabel("iteration (0 = the first plan)", fontsize=8)
         ax.tick_params(labelsize=8)
         ax.grid(True, alpha=0.3)
-        ax.set_ylim(bottom=0, top=max([1, *[max(f.active, default=0) for f in firings]]) * 1.25)
+        ax.set_ylim(bottom=0, top=max([1, *[max(f.active, default=0) for f in firings]]) * 1.45)
     for ax in axes[:, 0]:
         ax.set_ylabel("problems whose plan\nthe critic rejected", fontsize=8)
     handles: list[Artist] = [

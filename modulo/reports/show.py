@@ -20,6 +20,7 @@ from ..errors import RunError
 from ..types import IterationRecord, PlanJSON, ProblemResult, Usage, Verdict
 from .budget import best_iteration_at
 from .load import RunData
+from .tables import iteration_errored
 
 BlockKind = Literal["heading", "text", "verbatim", "diff", "json"]
 
@@ -61,12 +62,14 @@ def critic_state(v: Verdict) -> str:
 
 
 def states(it: IterationRecord) -> dict[str, str]:
-    """Critic -> state at one iteration (gated critics included)."""
+    """Critic -> state at one iteration (gated critics included).
+
+    An iteration that errored before the critics ran (no plan, no verdict) has no critic state: it is
+    not a format rejection.
+    """
     out = {v.critic or f"#{i}": critic_state(v) for i, v in enumerate(it.verdicts)}
     for name in it.gated:
         out.setdefault(name, "gated")
-    if it.plan is None and not out:
-        out["format"] = "FAIL"
     return out
 
 
@@ -144,7 +147,11 @@ def build_story(run: RunData, problem_id: str, *, show_prompt: bool = False, sho
         now = states(it)
         total = len(it.verdicts)
         lines = []
-        if it.plan is None:
+        if iteration_errored(it):
+            lines.append(
+                "no plan: the iteration errored before the critics ran" + (f" ({rec.error})" if rec.error else "")
+            )
+        elif it.plan is None:
             lines.append("no plan" + (f": {it.format_error}" if it.format_error else ""))
         else:
             lines.append(

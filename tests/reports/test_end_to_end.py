@@ -157,3 +157,6 @@ def test_a_run_whose_model_never_answers_looks_failed(tmp_path: Path, toy_critic
     assert "errors (6 of 6 problems)" in md and "| complete |" not in md
     firing = pd.read_csv(run_dir / "critic_firing.csv")
     assert firing["fired"].sum() == 0  # no plan was ever produced, so no critic rejected one
+    code, out = _invoke("show", str(run_dir), "p0", "--plain")
+    assert code == 0, out
+    assert "no plan: the iteration errored before the critics ran" in out and "format=FAIL" not in out
