@@ -122,7 +122,7 @@ def test_a_run_whose_model_never_answers_looks_failed(tmp_path: Path, toy_critic
     """Every problem errors (nothing listens on the port): summary, report and figures say so, and no
     errored iteration is counted as a critic rejection or a plan failure."""
     run_dir = tmp_path / "run"
-    _code, out = _invoke(  # the exit status is `fc`'s part (issue 11)
+    code, out = _invoke(
         "run",
         "benchmark=custom",
         "benchmark.name=toy_reports",
@@ -140,6 +140,7 @@ def test_a_run_whose_model_never_answers_looks_failed(tmp_path: Path, toy_critic
         f"hydra.run.dir={run_dir}",
         "run.progress=false",
     )
+    assert code == 1, out  # errored problems: a non-zero exit
     summary = json.loads((run_dir / "summary.json").read_text())
     assert list(summary)[:2] == ["status", "errors"]  # at the top
     assert summary["status"] == "errors"
