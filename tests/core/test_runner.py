@@ -62,6 +62,14 @@ def test_one_failing_problem_is_recorded_and_the_run_goes_on(tmp_path: Path) -> 
     assert by_id["toy-1"].outcome.value == "error" and "row toy-1 is malformed" in (by_id["toy-1"].error or "")
     assert by_id["toy-0"].outcome.value == "certified" and by_id["toy-2"].outcome.value == "certified"
     assert result.summary["counts"] == {"certified": 2, "error": 1}
+    # the errored problem is counted at the top of the summary and left out of the evaluation
+    assert result.summary["status"] == "errors" and result.summary["evaluated"] == 2
+    errors = result.summary["errors"]
+    assert errors["count"] == 1 and errors["problem_id"] == "toy-1" and errors["class"] == "DataError"
+    assert "row toy-1 is malformed" in errors["message"]
+    assert result.evaluation is not None
+    assert [r["problem_id"] for r in result.evaluation["per_problem"]] == ["toy-0", "toy-2"]
+    assert result.evaluation["excluded"]["problem_ids"] == ["toy-1"]
 
 
 def test_run_dollar_budget_records_every_problem(tmp_path: Path) -> None:
