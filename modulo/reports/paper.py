@@ -59,6 +59,11 @@ class Cell:
             return ""
         return f"[{100 * self.value.low:.{digits}f}, {100 * self.value.high:.{digits}f}]"
 
+    def extra(self) -> str:
+        """The interval and the counts, as in ``[20.0, 80.0] (4/8)``."""
+        counts = self.counts()
+        return " ".join(x for x in (self.interval(), f"({counts})" if counts else "") if x)
+
     def counts(self) -> str:
         if self.k is None or self.n is None or not (float(self.k).is_integer() and float(self.n).is_integer()):
             return ""
@@ -129,12 +134,9 @@ class PaperTable:
             cells = [f"{{{_tex(row.label)}}}", str(row.n)]
             for m in self.metrics:
                 cell = row.cells[m.key]
-                if cell.missing:
-                    cells.append("--")
-                    continue
                 number = f"\\textbf{{{cell.number()}}}" if cell.best else cell.number()
-                extra = " ".join(x for x in (cell.interval(), f"({cell.counts()})" if cell.counts() else "") if x)
-                cells.append(f"{number}{{\\scriptsize\\ {extra}}}" if extra else number)
+                extra = cell.extra()
+                cells.append("--" if cell.missing else f"{number}{{\\scriptsize\\ {extra}}}" if extra else number)
             lines.append(" & ".join(cells) + " \\\\")
         lines += ["\\bottomrule", "\\end{tabular}", "\\end{table}"]
         return "\n".join(lines) + "\n"
@@ -147,12 +149,8 @@ class PaperTable:
             cells = [_md(row.label), str(row.n)]
             for m in self.metrics:
                 cell = row.cells[m.key]
-                if cell.missing:
-                    cells.append("n/a")
-                    continue
                 number = f"**{cell.number()}**" if cell.best else cell.number()
-                extra = " ".join(x for x in (cell.interval(), f"({cell.counts()})" if cell.counts() else "") if x)
-                cells.append(f"{number} {extra}".strip())
+                cells.append("n/a" if cell.missing else f"{number} {cell.extra()}".strip())
             out.append("| " + " | ".join(cells) + " |")
         return "\n".join(out) + "\n"
 

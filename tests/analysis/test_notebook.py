@@ -6,11 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from tests.reports.test_end_to_end import SCRIPT, toy_critics
+from .conftest import toy_sweep
 
-__all__ = ["toy_critics"]
 NOTEBOOK = Path(__file__).resolve().parents[2] / "experiments" / "analysis.ipynb"
 
 
@@ -21,29 +19,9 @@ def test_the_analysis_notebook_runs_on_a_scripted_sweep(
     nbformat = pytest.importorskip("nbformat", reason="nbformat (in the dev extra) reads the notebook")
     nbclient = pytest.importorskip("nbclient", reason="nbclient (in the dev extra) runs the notebook")
     pytest.importorskip("ipykernel", reason="ipykernel (in the dev extra) is the notebook's kernel")
-    from modulo.cli.main import cli
-
-    script = tmp_path / "script.json"
-    script.write_text(json.dumps(SCRIPT))
-    sweep = tmp_path / "sweep"
-    result = CliRunner().invoke(
-        cli,
-        [
-            "run",
-            "-m",
-            "benchmark=custom",
-            "benchmark.name=toy_reports",
-            "benchmark.split=dev",
-            "llm=scripted",
-            f"llm.script={script}",
-            "reformulator=none",
-            "cache.mode=off",
-            "metacontroller.max_iterations=1,4",  # Direct (single shot) against LLM-Modulo at budget 4
-            f"hydra.sweep.dir={sweep}",
-            "run.progress=false",
-        ],
-    )
-    assert result.exit_code == 0, result.output
+    # Direct (single shot) against LLM-Modulo at budget 4
+    sweep, code, out = toy_sweep(tmp_path, "metacontroller.max_iterations=1,4")
+    assert code == 0, out
     monkeypatch.setenv("MODULO_SWEEP", str(sweep))  # the kernel inherits the environment
     nb = nbformat.read(NOTEBOOK, as_version=4)
     nbclient.NotebookClient(

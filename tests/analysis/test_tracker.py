@@ -7,14 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
 from modulo import components
 from modulo.errors import ConfigError, UnknownComponentError
 from modulo.trackers import Tracker, open_tracker, tracked_run
-from tests.reports.test_end_to_end import SCRIPT, toy_critics
 
-__all__ = ["toy_critics"]
+from .conftest import toy_sweep
 
 
 def _mlflow_client(uri: str) -> Any:
@@ -25,40 +23,18 @@ def _mlflow_client(uri: str) -> Any:
     return MlflowClient(tracking_uri=uri)
 
 
-def _invoke(*args: str) -> tuple[int, str]:
-    from modulo.cli.main import cli
-
-    result = CliRunner().invoke(cli, list(args))
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return result.exit_code, result.output
-
-
 @pytest.mark.slow
 def test_a_sweep_logs_one_mlflow_run_per_job(tmp_path: Path, toy_critics: None) -> None:
     uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
     _mlflow_client(f"sqlite:///{tmp_path / 'probe.db'}")  # skips without the extra
     (tmp_path / "store").mkdir()
-    script = tmp_path / "script.json"
-    script.write_text(json.dumps(SCRIPT))
-    sweep = tmp_path / "sweep"
-    code, out = _invoke(
-        "run",
-        "-m",
-        "benchmark=custom",
-        "benchmark.name=toy_reports",
-        "benchmark.split=dev",
-        "llm=scripted",
-        f"llm.script={script}",
-        "reformulator=none",
-        "cache.mode=off",
+    sweep, code, out = toy_sweep(
+        tmp_path,
         "critics=all,json",
         "metacontroller.max_iterations=4",
         "tracker=mlflow",
         f"tracker.args.tracking_uri={uri}",
         "tracker.args.experiment=toy-sweep",
-        f"hydra.sweep.dir={sweep}",
-        "run.progress=false",
     )
     assert code == 0, out
     assert out.count("tracker mlflow: logged") == 2
