@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import math
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -303,7 +304,9 @@ def figures(run: RunData) -> list[list[str]]:
     for name in FIGURES:
         path = run.path / name
         if path.is_file() and path.stat().st_size <= FIGURE_MAX_BYTES:
-            out.append([name, "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")])
+            written = datetime.fromtimestamp(path.stat().st_mtime, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
+            uri = "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+            out.append([name, uri, f"{name}, written into the run directory by its report at {written}"])
     return out
 
 

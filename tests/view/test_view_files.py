@@ -126,9 +126,9 @@ def test_the_runs_figures_are_embedded(tp_run: Path, tmp_path: Path) -> None:
     png = b"\x89PNG\r\n\x1a\n" + b"figure"
     (run / "critic_firing.png").write_bytes(png)
     meta = blocks(build_view(run).page.read_text())["modulo-meta"]
-    assert meta["overview"]["figures"] == [
-        ["critic_firing.png", "data:image/png;base64," + base64.b64encode(png).decode()]
-    ]
+    ((name, uri, caption),) = meta["overview"]["figures"]
+    assert name == "critic_firing.png" and uri == "data:image/png;base64," + base64.b64encode(png).decode()
+    assert caption.startswith("critic_firing.png, written into the run directory by its report at ")
 
 
 def test_large_runs_go_to_chunk_files(tp_run: Path, tmp_path: Path) -> None:

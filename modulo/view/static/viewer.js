@@ -186,8 +186,8 @@
       (o.certified ? `; ${fmtUsd(o.usage.cost / o.certified)} per certified plan` : "")));
     if (o.figures.length) {
       main.append(el("h2", {}, "Figures"));
-      for (const [name, uri] of o.figures) {
-        if (uri.startsWith("data:image/png;base64,")) main.append(el("figure", {}, el("img", { src: uri, alt: name, width: 560 }), el("figcaption", { class: "muted" }, name)));
+      for (const [name, uri, caption] of o.figures) {
+        if (uri.startsWith("data:image/png;base64,")) main.append(el("figure", {}, el("img", { src: uri, alt: name, width: 720 }), el("figcaption", { class: "muted" }, caption)));
       }
     }
   }
