@@ -49,7 +49,7 @@ from .labels import (
 )
 from .load import EVAL_MISSING, EVAL_REEVALUATED, RunData, ensure_evaluation, load_runs
 from .markdown import md_table, num, pct, pvalue, slug, text_table
-from .stats import DEFAULT_RESAMPLES, DEFAULT_SEED, Interval, holm
+from .stats import DEFAULT_RESAMPLES, DEFAULT_SEED, Interval, PairedTest, holm
 from .tables import (
     Comparison,
     HeadlineRow,
@@ -307,35 +307,13 @@ class _Builder:
             t = first_vs_final(run, n_resamples=self.options.n_resamples, seed=self.options.seed)
             if t is None:
                 continue
-            rows.append(
-                [
-                    run.name,
-                    t.n,
-                    _rate_kn(t.rate_a, t.n),
-                    _rate_kn(t.rate_b, t.n),
-                    _diff_text(t.difference),
-                    t.only_a,
-                    t.only_b,
-                    pvalue(t.mcnemar_p),
-                    pvalue(t.bootstrap_p),
-                ]
-            )
+            rows.append([run.name, *_test_cells(t), pvalue(t.bootstrap_p)])
             csv_rows.append(
                 {
                     "benchmark": bench,
                     "run": run.name,
                     "method": method_label(run),
-                    "n": t.n,
-                    "direct_k": round(t.rate_a * t.n),
-                    "modulo_k": round(t.rate_b * t.n),
-                    "direct_pct": 100 * t.rate_a,
-                    "modulo_pct": 100 * t.rate_b,
-                    "diff_points": 100 * t.difference.value,
-                    "diff_ci_low": 100 * t.difference.low,
-                    "diff_ci_high": 100 * t.difference.high,
-                    "direct_only": t.only_a,
-                    "modulo_only": t.only_b,
-                    "mcnemar_p": t.mcnemar_p,
+                    **_test_record(t, "direct", "modulo"),
                     "bootstrap_p": t.bootstrap_p,
                 }
             )
@@ -403,22 +381,7 @@ class _Builder:
         csv_rows: list[dict[str, Any]] = []
         for c, p_holm in zip(comps, adjusted, strict=True):
             t = c.test
-            rows.append(
-                [
-                    c.a.name,
-                    c.b.name,
-                    t.n,
-                    _rate_kn(t.rate_a, t.n),
-                    _rate_kn(t.rate_b, t.n),
-                    _diff_text(t.difference),
-                    t.only_a,
-                    t.only_b,
-                    pvalue(t.mcnemar_p),
-                    pvalue(float(p_holm)),
-                    pvalue(t.bootstrap_p),
-                    c.note,
-                ]
-            )
+            rows.append([c.a.name, c.b.name, *_test_cells(t), pvalue(float(p_holm)), pvalue(t.bootstrap_p), c.note])
             csv_rows.append(
                 {
                     "benchmark": bench,
@@ -426,18 +389,8 @@ class _Builder:
                     "b": c.b.name,
                     "a_method": method_label(c.a),
                     "b_method": method_label(c.b),
-                    "n": t.n,
                     "metric": metric,
-                    "a_k": round(t.rate_a * t.n),
-                    "b_k": round(t.rate_b * t.n),
-                    "a_pct": 100 * t.rate_a,
-                    "b_pct": 100 * t.rate_b,
-                    "diff_points": 100 * t.difference.value,
-                    "diff_ci_low": 100 * t.difference.low,
-                    "diff_ci_high": 100 * t.difference.high,
-                    "a_only": t.only_a,
-                    "b_only": t.only_b,
-                    "mcnemar_p": t.mcnemar_p,
+                    **_test_record(t, "a", "b"),
                     "mcnemar_p_holm": float(p_holm),
                     "holm_family": family,
                     "bootstrap_p": t.bootstrap_p,
@@ -803,6 +756,36 @@ def _rate_kn(rate: float, n: int) -> str:
 
 def _diff_text(iv: Interval) -> str:
     return f"{100 * iv.value:+.1f} [{100 * iv.low:+.1f}, {100 * iv.high:+.1f}]"
+
+
+def _test_cells(t: PairedTest) -> list[Any]:
+    """n, both rates with k/n, the difference with its interval, the discordant counts, McNemar's p."""
+    return [
+        t.n,
+        _rate_kn(t.rate_a, t.n),
+        _rate_kn(t.rate_b, t.n),
+        _diff_text(t.difference),
+        t.only_a,
+        t.only_b,
+        pvalue(t.mcnemar_p),
+    ]
+
+
+def _test_record(t: PairedTest, a: str, b: str) -> dict[str, Any]:
+    """The CSV columns of one paired test, the two sides named ``a`` and ``b``."""
+    return {
+        "n": t.n,
+        f"{a}_k": round(t.rate_a * t.n),
+        f"{b}_k": round(t.rate_b * t.n),
+        f"{a}_pct": 100 * t.rate_a,
+        f"{b}_pct": 100 * t.rate_b,
+        "diff_points": 100 * t.difference.value,
+        "diff_ci_low": 100 * t.difference.low,
+        "diff_ci_high": 100 * t.difference.high,
+        f"{a}_only": t.only_a,
+        f"{b}_only": t.only_b,
+        "mcnemar_p": t.mcnemar_p,
+    }
 
 
 def _points_note(runs: list[RunData]) -> str:

@@ -285,3 +285,20 @@ def run_a_plans() -> dict[str, list[PlanJSON]]:
 @pytest.fixture
 def run_b_plans() -> dict[str, list[PlanJSON]]:
     return RUN_B
+
+
+@pytest.fixture
+def invoke() -> Callable[..., tuple[int, str]]:
+    """Run the ``modulo`` command line in-process: (exit code, output)."""
+
+    def run(*args: str) -> tuple[int, str]:
+        from click.testing import CliRunner
+
+        from modulo.cli.main import cli
+
+        result = CliRunner().invoke(cli, list(args))
+        if result.exception is not None and not isinstance(result.exception, SystemExit):
+            raise result.exception
+        return result.exit_code, result.output
+
+    return run

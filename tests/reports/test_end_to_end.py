@@ -12,7 +12,6 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from click.testing import CliRunner
 
 from modulo import components
 from modulo.critic import critic
@@ -55,20 +54,11 @@ def toy_critics(toy_bench: Any) -> Iterator[None]:
         components.critics.unregister(name)
 
 
-def _invoke(*args: str) -> tuple[int, str]:
-    from modulo.cli.main import cli
-
-    result = CliRunner().invoke(cli, list(args))
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return result.exit_code, result.output
-
-
-def test_report_and_show_on_a_real_run(tmp_path: Path, toy_critics: None) -> None:
+def test_report_and_show_on_a_real_run(tmp_path: Path, toy_critics: None, invoke: Any) -> None:
     script = tmp_path / "script.json"
     script.write_text(json.dumps(SCRIPT))
     run_dir = tmp_path / "run"
-    code, out = _invoke(
+    code, out = invoke(
         "run",
         "benchmark=custom",
         "benchmark.name=toy_reports",
@@ -86,7 +76,7 @@ def test_report_and_show_on_a_real_run(tmp_path: Path, toy_critics: None) -> Non
     assert code == 0, out
     assert (run_dir / "evaluation.json").is_file()
 
-    code, out = _invoke("report", str(run_dir), "--resamples", "1000")
+    code, out = invoke("report", str(run_dir), "--resamples", "1000")
     assert code == 0, out
     df = pd.read_csv(run_dir / "table1.csv")
     # final plans: p0 x=2 pass, p1 odd, p2 none, p3 x=8 pass, p4 pass, p5 x=-2 negative
@@ -110,7 +100,7 @@ def test_report_and_show_on_a_real_run(tmp_path: Path, toy_critics: None) -> Non
     if info["git_revision"]:
         assert str(info["git_revision"])[:10] in md
 
-    code, out = _invoke("show", str(run_dir), "p3", "--plain")
+    code, out = invoke("show", str(run_dir), "p3", "--plain")
     assert code == 0, out
     assert "outcome: certified after 2 iteration(s)" in out
     assert "flips since iteration 0: h_max: FAIL -> pass" in out
@@ -118,11 +108,11 @@ def test_report_and_show_on_a_real_run(tmp_path: Path, toy_critics: None) -> Non
     assert '-  "x": 12\n+  "x": 8' in out
 
 
-def test_a_run_whose_model_never_answers_looks_failed(tmp_path: Path, toy_critics: None) -> None:
+def test_a_run_whose_model_never_answers_looks_failed(tmp_path: Path, toy_critics: None, invoke: Any) -> None:
     """Every problem errors (nothing listens on the port): summary, report and figures say so, and no
     errored iteration is counted as a critic rejection or a plan failure."""
     run_dir = tmp_path / "run"
-    code, out = _invoke(
+    code, out = invoke(
         "run",
         "benchmark=custom",
         "benchmark.name=toy_reports",
@@ -158,6 +148,6 @@ def test_a_run_whose_model_never_answers_looks_failed(tmp_path: Path, toy_critic
     assert "errors (6 of 6 problems)" in md and "| complete |" not in md
     firing = pd.read_csv(run_dir / "critic_firing.csv")
     assert firing["fired"].sum() == 0  # no plan was ever produced, so no critic rejected one
-    code, out = _invoke("show", str(run_dir), "p0", "--plain")
+    code, out = invoke("show", str(run_dir), "p0", "--plain")
     assert code == 0, out
     assert "no plan: the iteration errored before the critics ran" in out and "format=FAIL" not in out

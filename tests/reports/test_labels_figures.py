@@ -11,7 +11,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from click.testing import CliRunner
 
 from modulo.reports import ReportOptions, build_report, holm, load_runs, method_parts, short_labels
 from modulo.reports import figures as figs
@@ -185,19 +184,10 @@ def test_no_travelplanner_headings_on_another_benchmark(tmp_path: Path, make_run
     assert "Critic presets on toy_reports: [All] = format, c_nonneg, c_even, h_max;" in result.markdown
 
 
-def _invoke(*args: str) -> tuple[int, str]:
-    from modulo.cli.main import cli
-
-    result = CliRunner().invoke(cli, list(args))
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return result.exit_code, result.output
-
-
-def test_sweep_over_collapsing_presets_names_each_job_by_its_request(tmp_path: Path) -> None:
+def test_sweep_over_collapsing_presets_names_each_job_by_its_request(tmp_path: Path, invoke: Any) -> None:
     """synth/calendar has no commonsense critics: `hard` runs every critic and `common` only format."""
     sweep = tmp_path / "sweep"
-    code, out = _invoke(
+    code, out = invoke(
         "run", "-m", "critics=all,common,hard,json", "benchmark=synth/calendar_small", "llm=scripted",
         "benchmark.limit=2", "metacontroller.max_iterations=2", "cache.mode=off", "run.progress=false",
         "run.report=false", f"hydra.sweep.dir={sweep}",
@@ -205,7 +195,7 @@ def test_sweep_over_collapsing_presets_names_each_job_by_its_request(tmp_path: P
     assert code == 0, out
     asked = {json.loads((sweep / str(i) / "run.json").read_text())["critics_requested"][0] for i in range(4)}
     assert asked == {"all", "common", "hard", "json"}
-    code, out = _invoke("report", str(sweep), "--resamples", "200", "--no-figures")
+    code, out = invoke("report", str(sweep), "--resamples", "200", "--no-figures")
     assert code == 0, out
     md = (sweep / "report.md").read_text()
     assert "critics hard (= [All])" in md and "critics common (= [Json])" in md
