@@ -36,17 +36,17 @@ def _first(paths: tuple[str, ...]) -> str | None:
 
 
 def start_browser(profile: Path | None = None) -> Any:
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-    except ImportError as exc:
-        raise BrowserUnavailable(f"selenium is not installed ({exc}); pip install -e '.[dev]'") from exc
     binary, driver = _first(CHROMIUM), _first(CHROMEDRIVER)
     if binary is None or driver is None:
         raise BrowserUnavailable(
             "no system Chromium/chromedriver (apt-get install -y chromium chromium-driver); "
             f"looked for {CHROMIUM} and {CHROMEDRIVER}"
         )
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError as exc:
+        raise BrowserUnavailable(f"selenium is not installed ({exc}); pip install -e '.[dev]'") from exc
     options = webdriver.ChromeOptions()
     options.binary_location = binary
     for flag in FLAGS:

@@ -27,9 +27,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def driver() -> Iterator[Any]:
+def driver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     try:
-        browser = start_browser()
+        browser = start_browser(tmp_path_factory.mktemp("chromium-profile"))
     except BrowserUnavailable as exc:
         pytest.skip(str(exc))
     yield browser

@@ -237,3 +237,11 @@ def test_serve_on_a_busy_port_is_a_clear_error(tp_run: Path) -> None:
         live.close()
     assert result.exit_code == 2
     assert "cannot listen on 127.0.0.1" in result.output
+
+
+def test_without_a_browser_the_browser_tests_skip_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    from . import browser
+
+    monkeypatch.setattr(browser, "CHROMIUM", ("/nonexistent/chromium",))
+    with pytest.raises(browser.BrowserUnavailable, match="apt-get install -y chromium chromium-driver"):
+        browser.start_browser()
