@@ -43,7 +43,8 @@ def error(exc: BaseException) -> None:
 
 
 #: exit codes of ``modulo run``: 1 some problems ended in error, 2 nothing ran (configuration,
-#: binding, a local model that cannot start), 3 the run was stopped (metacontroller.on_critic_error=stop)
+#: binding, a local model that cannot start), 3 the run was stopped (metacontroller.on_critic_error=stop);
+#: 4 the run finished but its tracker could not log it (modulo.trackers.EXIT_NOT_TRACKED)
 EXIT_ERRORS, EXIT_NOT_STARTED, EXIT_STOPPED = 1, 2, 3
 
 

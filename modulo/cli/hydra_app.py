@@ -289,7 +289,7 @@ def report_sweep(status_file: Path) -> int:
     from .console import err_console
 
     err_console.print(f"[bold red]sweep: {len(failed)} of {len(jobs)} jobs failed[/]")
-    reasons = {1: "problems ended in error", 2: "did not start", 3: "stopped"}
+    reasons = {1: "problems ended in error", 2: "did not start", 3: "stopped", 4: "finished, not logged to the tracker"}
     for job in failed:
         what = job.get("error") or reasons.get(job.get("code"), f"exit code {job.get('code')}")
         err_console.print(
