@@ -123,6 +123,27 @@ def _escape_text(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+def page_meta(
+    overview: dict[str, Any],
+    index: dict[str, list[Any]],
+    options: ViewOptions,
+    split: bool,
+    chunk_size: int,
+    parent: str | None,
+) -> dict[str, Any]:
+    """What the page's script reads first: the overview, the problem index and where problem details are."""
+    return {
+        "overview": overview,
+        "index": index,
+        "mode": "split" if split else "embedded",
+        "chunk_size": chunk_size,
+        "data_dir": DATA_DIR,
+        "live": options.live,
+        "version": options.version,
+        "parent": parent,
+    }
+
+
 def _count_lines(path: Path) -> int:
     if not path.is_file():
         return 0
@@ -179,20 +200,12 @@ def write_run(run: RunData, page: str, options: ViewOptions, view: ViewFiles, *,
             flush(n // chunk_size)
         run.records = light
         note_unfinished(run)
-        meta = {
-            "overview": run_overview(run, n_resamples=options.n_resamples),
-            "index": {
-                "critics": list(critic_index),
-                "rows": [rows[pid] for pid in run.finished_ids],
-                "outcomes": [o.value for o in Outcome],
-            },
-            "mode": "split" if split else "embedded",
-            "chunk_size": chunk_size,
-            "data_dir": DATA_DIR,
-            "live": options.live,
-            "version": options.version,
-            "parent": parent,
+        index: dict[str, list[Any]] = {
+            "critics": list(critic_index),
+            "rows": [rows[pid] for pid in run.finished_ids],
+            "outcomes": [o.value for o in Outcome],
         }
+        meta = page_meta(run_overview(run, n_resamples=options.n_resamples), index, options, split, chunk_size, parent)
         if fh is not None:
             fh.write(page_tail(meta))
         else:
@@ -226,15 +239,7 @@ def build_view(path: str | Path, out: str | Path | None = None, options: ViewOpt
         up = "/".join([".."] * len(Path(rel).parts))
         write_run(run, page, options, view, parent=f"./{up}/{target.name}")
         links.append(f"./{page}")
-    meta = {
-        "overview": sweep_overview(runs, links, root, n_resamples=options.n_resamples),
-        "index": {"critics": [], "rows": [], "outcomes": []},
-        "mode": "embedded",
-        "chunk_size": 1,
-        "data_dir": DATA_DIR,
-        "live": options.live,
-        "version": options.version,
-        "parent": None,
-    }
+    index: dict[str, list[Any]] = {"critics": [], "rows": [], "outcomes": []}
+    meta = page_meta(sweep_overview(runs, links, root, n_resamples=options.n_resamples), index, options, False, 1, None)
     view.write(target.name, page_html(meta))
     return view
