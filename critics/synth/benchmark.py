@@ -336,7 +336,9 @@ def _tables(rows: list[dict[str, Any]], critics: list[str]) -> dict[str, list[di
     per_size = [
         {"difficulty": d, "size": s, "n": len(g), **_aggregate(g)} for (d, s), g in sorted(groups.items(), key=str)
     ]
-    return {"per_critic": per_critic, "per_size": per_size}
+    # the constraint columns of the per-problem rows (reports read exactly these as constraints)
+    per_constraint = [{"constraint": name, "name": name} for name in ["format", *critics]]
+    return {"per_critic": per_critic, "per_size": per_size, "per_constraint": per_constraint}
 
 
 def _rename(value: Any, mapping: dict[str, str]) -> Any:

@@ -97,8 +97,9 @@ def constraint_info(run: RunData, metric_keys: Sequence[str] = ()) -> Constraint
     """Constraint columns of the run's evaluation.
 
     When the evaluation has a ``per_constraint`` table whose rows name a ``constraint`` (and its
-    ``group`` and display ``name``), those are the columns, in that order; otherwise every True/False/None
-    column of the per-problem rows is one, grouped by the critic of the same name.
+    ``group`` and display ``name``), those are the columns, in that order (none when no row holds any of
+    them); otherwise every True/False/None column of the per-problem rows is one, grouped by the critic
+    of the same name.
     """
     evaluation = run.evaluation or {}
     rows = evaluation.get("per_problem") or []
@@ -107,12 +108,13 @@ def constraint_info(run: RunData, metric_keys: Sequence[str] = ()) -> Constraint
     declared = [r for r in table if isinstance(r, dict) and isinstance(r.get("constraint"), str)]
     if declared:
         columns = [str(r["constraint"]) for r in declared if str(r["constraint"]) in present]
-        if columns:
-            groups = {str(r["constraint"]): str(r.get("group") or "") for r in declared}
-            names = {str(r["constraint"]): str(r.get("name") or r["constraint"]) for r in declared}
-            fallback = critic_groups(run, [c for c in columns if not groups.get(c)])
-            groups = {c: groups.get(c) or fallback.get(c, "") for c in columns}
-            return ConstraintInfo(columns, groups, {c: names[c] for c in columns})
+        if not columns:  # declared, but no problem was checked against any (every answer abstained)
+            return ConstraintInfo([], {}, {})
+        groups = {str(r["constraint"]): str(r.get("group") or "") for r in declared}
+        names = {str(r["constraint"]): str(r.get("name") or r["constraint"]) for r in declared}
+        fallback = critic_groups(run, [c for c in columns if not groups.get(c)])
+        groups = {c: groups.get(c) or fallback.get(c, "") for c in columns}
+        return ConstraintInfo(columns, groups, {c: names[c] for c in columns})
     columns = constraint_columns(rows, exclude=metric_keys) if rows else []
     known = critic_groups(run, columns)
     return ConstraintInfo(columns, {c: known.get(c, "") for c in columns}, {c: c for c in columns})

@@ -56,6 +56,16 @@ def test_evaluate_scores_solved_abstention_and_wrongful_abstention(family: str) 
     assert bad.metrics["success"] == 0.0 and bad.metrics["abstention_recall"] == 0.0
     assert bad.metrics["critic_z3_disagreements"] == 0.0
 
+    # each rate has its own part per problem (None where it does not count), so reports give k/n and a CI
+    for r, p in zip(res.per_problem, problems, strict=True):
+        solv = p.metadata["solvable"]
+        assert (r["solved"] is None) == (not solv) and (r["abstention_recall"] is None) == solv
+    kept = [r["solved"] for r in res.per_problem if r["solved"] is not None]
+    assert sum(kept) / len(kept) == res.metrics["solved"]
+    # the declared constraints are the format check and the family's critics, not solvable/abstained
+    declared = [row["constraint"] for row in bad.tables["per_constraint"]]
+    assert declared == ["format", *get_family(family).critic_kinds]
+
 
 def test_evaluate_rejects_misaligned_input_and_unreadable_plans() -> None:
     b = bench("tasks", n=2)
