@@ -60,6 +60,7 @@ def print_check(session: Session) -> None:
     t.add_row("backprompt", f"{cfg.backprompt.name} {cfg.backprompt.args or ''}".strip())
     t.add_row("budget", f"{cfg.metacontroller.max_iterations} iterations")
     t.add_row("templates", ", ".join(session.loop.templates().values()))
+    t.add_row("tracker", cfg.tracker.name or "none")
     console.print(t)
 
 

@@ -113,3 +113,22 @@ def test_a_tracker_is_a_plugin_kind_and_a_missing_extra_stops_the_run(monkeypatc
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "mlflow" else real(name, *a))
     with pytest.raises(ConfigError, match=r"tracker=mlflow needs mlflow: pip install -e '\.\[mlflow\]'"):
         open_tracker("mlflow")
+
+
+def test_a_tracker_that_fails_keeps_the_run_and_says_so(
+    tmp_path: Path, make_run: Any, run_a_plans: Any, capsys: Any
+) -> None:
+    from modulo.trackers import EXIT_NOT_TRACKED, log_to_tracker
+
+    class Broken(Tracker):
+        name = "broken"
+
+        def log_run(self, run_dir: Path, *, tags: Any = None) -> str:
+            raise OSError("store is read-only")
+
+    run = make_run(tmp_path / "a", run_a_plans)
+    assert log_to_tracker(Broken(), run) == EXIT_NOT_TRACKED == 4
+    err = capsys.readouterr().err
+    assert "the run was NOT logged (OSError: store is read-only)" in err
+    assert f"modulo track {run} --tracker broken" in err
+    assert (run / "records.jsonl").is_file()
