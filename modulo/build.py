@@ -21,7 +21,7 @@ from .config import CRITIC_PRESETS, ModuloConfig
 from .critic import Critic, critic_meta
 from .errors import ConfigError
 from .generator import Generator
-from .llm.base import LLMSettings
+from .llm.base import LLMSettings, capabilities_of
 from .metacontroller import Loop, LoopSettings
 from .redact import register_config, safe_config
 from .reformulate import build_reformulator
@@ -95,7 +95,7 @@ def resolve_prompt(cfg: ModuloConfig) -> str:
     if cfg.generator.prompt != "auto":
         return cfg.generator.prompt
     backend = components.llms.get(cfg.llm.name) if cfg.llm.name in components.llms else None
-    return "json" if getattr(backend, "prefers_json", False) else "direct"
+    return "json" if backend is not None and capabilities_of(backend).prefers_json else "direct"
 
 
 def resolve_reformulator(cfg: ModuloConfig, prompt: str) -> str:

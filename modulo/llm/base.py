@@ -10,6 +10,7 @@ cache and accounting layers in :mod:`modulo.llm.client` wrap every backend the s
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -115,9 +116,38 @@ class LLMSettings(BaseModel):
     args: dict[str, Any] = Field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend declares about itself, as a class attribute ``capabilities`` (an instance may
+    override it). The client and the build read it through :func:`capabilities_of`; nothing probes
+    a backend for loose attributes."""
+
+    #: costs no dollars: no warning about a model missing from the price table
+    free: bool = False
+    #: answers come from a recording, not a paid call: accounted like cache hits
+    recorded: bool = False
+    #: its answers depend on the request alone, so the response cache may store them
+    cacheable: bool = True
+    #: writes usable plans only under schema-constrained decoding: ``generator.prompt=auto`` picks
+    #: the json prompt (and ``reformulator=auto`` then none)
+    prefers_json: bool = False
+
+
+#: a backend that declares nothing: a paid, cacheable API with no preference
+DEFAULT_CAPABILITIES = Capabilities()
+
+
+def capabilities_of(backend: Any) -> Capabilities:
+    """The declared :class:`Capabilities` of a backend class or instance (the defaults when it declares none)."""
+    caps = getattr(backend, "capabilities", DEFAULT_CAPABILITIES)
+    if not isinstance(caps, Capabilities):
+        raise TypeError(f"{backend!r}.capabilities is {type(caps).__name__}, not modulo.llm.base.Capabilities")
+    return caps
+
+
 @runtime_checkable
 class LLM(Protocol):
-    """What every backend implements."""
+    """What every backend implements (and, optionally, ``capabilities``: a :class:`Capabilities`)."""
 
     name: str
 

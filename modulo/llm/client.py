@@ -21,7 +21,7 @@ Usage fields of one :class:`~modulo.types.LLMCall`: ``calls`` is 1 when the call
 (each retry's failure and the last one); ``cached_calls`` is 1 for a cache hit, which costs
 ``cost_usd=0`` and records ``cached_cost_usd``, what it would have cost; its tokens are the recorded
 reply's, so token budgets behave the same with or without the cache. A backend that answers from a
-recording (``recorded = True``: the replay backend) is accounted the same way as a cache hit.
+recording (``Capabilities(recorded=True)``: the replay backend) is accounted the same way as a cache hit.
 
 On final failure the error is raised with ``.call``: the :class:`LLMCall` (``reply=None``) holding
 the faults and the usage spent, so the caller can record them.
@@ -46,7 +46,7 @@ from ..redact import known as known_secrets
 from ..redact import redact, redact_data, strip_userinfo
 from ..registry import bind_arguments
 from ..types import Fault, LLMCall, ToolCall, Usage
-from .base import LLM, LLMRequest, LLMResponse, LLMSettings
+from .base import LLM, LLMRequest, LLMResponse, LLMSettings, capabilities_of
 from .cache import CACHE_FILE, CACHE_MODES, CacheMode, ResponseCache
 from .faults import EmptyReplyError
 from .pricing import Price, lookup_price
@@ -166,7 +166,7 @@ class LLMClient:
         price = self._prices[model] = lookup_price(model, self.settings)
         if price is None and model not in self.unpriced_models:
             self.unpriced_models.add(model)
-            if not getattr(self.backend, "free", False) and model not in _WARNED_UNPRICED:
+            if not capabilities_of(self.backend).free and model not in _WARNED_UNPRICED:
                 _WARNED_UNPRICED.add(model)
                 log.warning(
                     "no price known for model %r: its calls count as $0 "
@@ -313,7 +313,7 @@ class LLMClient:
         cost = self._cost(model, response.usage.input_tokens, response.usage.output_tokens)
         # a backend that answers from a recording (replay) is accounted like a cache hit: free, with
         # what the recorded call would cost now
-        recorded = bool(getattr(self.backend, "recorded", False))
+        recorded = capabilities_of(self.backend).recorded
         usage = spent + Usage(
             calls=1,
             cached_calls=1 if recorded else 0,
@@ -496,7 +496,7 @@ def build_client(
     factory = components.llms.get(settings.name)
     kwargs = bind_arguments("llm backend", settings.name, factory, settings.args, inject={"settings": settings})
     backend = factory(**kwargs)
-    if not getattr(backend, "cacheable", True):
+    if not capabilities_of(backend).cacheable:
         cache_mode = "off"  # a script's replies depend on call order, not on the request alone
     cache: ResponseCache | None = None
     if cache_mode != "off":

@@ -38,13 +38,13 @@ import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import httpx
 
 from ..errors import ConfigError, ContextLengthError, LLMError, PermanentLLMError, TransientLLMError
 from ..types import Message
-from .base import LLMRequest, LLMResponse, LLMSettings
+from .base import Capabilities, LLMRequest, LLMResponse, LLMSettings
 
 log = logging.getLogger(__name__)
 
@@ -438,11 +438,10 @@ class LocalBackend:
     """
 
     name = "local"
-    #: a local model costs no dollars (the client then does not warn about a missing price)
-    free = True
-    #: a small local model writes usable plans only under schema-constrained decoding, so
+    #: a local model costs no dollars (the client then does not warn about a missing price); a small
+    #: local model writes usable plans only under schema-constrained decoding, so
     #: ``generator.prompt=auto`` picks the json prompt and ``reformulator=auto`` picks none
-    prefers_json = True
+    capabilities: ClassVar[Capabilities] = Capabilities(free=True, prefers_json=True)
 
     def __init__(
         self,

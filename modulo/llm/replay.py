@@ -20,13 +20,13 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import ValidationError
 
 from ..errors import ConfigError, ReplayMissError
 from ..types import LLMCall, Message, ProblemResult, Usage, canonical_json
-from .base import LLMRequest, LLMResponse, LLMSettings
+from .base import Capabilities, LLMRequest, LLMResponse, LLMSettings
 
 
 @dataclass(frozen=True)
@@ -114,9 +114,8 @@ class ReplayBackend:
     """:class:`modulo.llm.base.LLM` answering from a recording; a miss is a ReplayMissError."""
 
     name = "replay"
-    free = True
     #: answers are recorded, not paid for: the client accounts them like cache hits
-    recorded = True
+    capabilities: ClassVar[Capabilities] = Capabilities(free=True, recorded=True)
 
     def __init__(self, settings: LLMSettings, *, recording: str | None = None) -> None:
         source = recording or settings.recording

@@ -42,7 +42,7 @@ from ..errors import (
     TransientLLMError,
 )
 from ..types import ToolCall, Usage
-from .base import LLMRequest, LLMResponse, LLMSettings
+from .base import Capabilities, LLMRequest, LLMResponse, LLMSettings
 from .sampling import stand_in_reply
 from .tokens import approx_prompt_tokens, approx_tokens
 
@@ -118,8 +118,9 @@ class ScriptedBackend:
     """:class:`modulo.llm.base.LLM` answering from a list, a per-problem dict or a function."""
 
     name = "scripted"
-    #: no price-table warning: a script costs nothing unless prices are configured
-    free = True
+    #: no price-table warning: a script costs nothing unless prices are configured (an instance with a
+    #: list or dict script also declares itself not cacheable: see ``__init__``)
+    capabilities: Capabilities = Capabilities(free=True)
 
     def __init__(
         self,
@@ -154,7 +155,7 @@ class ScriptedBackend:
         self._script = script
         #: a list or dict script answers in call order, so a cache would shift its replies; a function's
         #: or the stand-in's reply depends on the request alone and may be cached
-        self.cacheable = script is None
+        self.capabilities = Capabilities(free=True, cacheable=script is None)
         self._cursor: dict[str, int] = {}
         self._lock = threading.Lock()
         self.calls = 0
