@@ -38,6 +38,11 @@ class Template:
         """``id@version#sha`` as recorded in run records."""
         return f"{self.id}@{self.version}#{self.sha}"
 
+    @classmethod
+    def from_text(cls, template_id: str, text: str, version: str = "1") -> Template:
+        """A template held in memory (no file): a benchmark's ``template(role)`` may return one."""
+        return cls(id=template_id, version=version, sha=_sha(text), source=text)
+
     def render(self, **variables: Any) -> str:
         try:
             return _compiled(self.source).render(**variables).strip() + "\n"
@@ -71,8 +76,11 @@ def load_template(template_id: str, root: Path | None = None) -> Template:
     if not m:
         raise PromptError(f"prompt template {path} must start with a version line like '{{# version: 1 #}}'")
     body = text[m.end() :]
-    sha = hashlib.sha256(body.encode()).hexdigest()[:10]
-    return Template(id=template_id, version=m.group(1), sha=sha, source=body)
+    return Template(id=template_id, version=m.group(1), sha=_sha(body), source=body)
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 
 ROLES = ("direct", "cot", "json", "reformulate")

@@ -11,6 +11,7 @@ from modulo.backprompt import AllStrategy, FirstStrategy, GroupedStrategy, Histo
 from modulo.errors import CriticError
 from modulo.generators import LLMGenerator
 from modulo.metacontroller import Loop, LoopSettings, RunAborted, best_iteration
+from modulo.prompts import Template
 from modulo.reformulate import JSONReformulator, ParserReformulator
 from modulo.types import IterationRecord, Outcome, Verdict
 
@@ -52,19 +53,11 @@ def make_loop(
 
 
 def _toy_generator(bench: toy.Toy) -> LLMGenerator:
-    gen = LLMGenerator.__new__(LLMGenerator)
-    gen.benchmark = bench
-    gen.prompt_role = "direct"
-    gen.sample_index = 0
-
-    class _T:
-        label = "toy/direct@1#0"
-
-        def render(self, **v: Any) -> str:
-            return v["problem"].query
-
-    gen.template = _T()  # type: ignore[assignment]
-    return gen
+    # the first prompt is the bare query: a template held in memory (no file), through the benchmark's hook
+    on_disk = bench.template
+    bare = Template.from_text("toy/direct", "{{ problem.query }}")
+    bench.template = lambda role: bare if role == "direct" else on_disk(role)  # type: ignore[method-assign]
+    return LLMGenerator(benchmark=bench)
 
 
 def solve(loop: Loop, pid: str = "toy-0") -> Any:
