@@ -14,6 +14,8 @@ import pytest
 
 from .plugins import ROOT, install, modulo
 
+pytestmark = pytest.mark.slow  # the fast lane (-m 'not slow') leaves this module out
+
 PLUGIN = ROOT / "tests" / "plugin_pkg"
 
 

@@ -23,6 +23,8 @@ import pytest
 
 from modulo.testing.fake_server import FakeProvider, FakeRequest
 
+pytestmark = pytest.mark.slow  # the fast lane (-m 'not slow') leaves this module out
+
 PROBLEMS, BUDGET = 5, 3
 
 

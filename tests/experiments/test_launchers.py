@@ -18,6 +18,8 @@ from modulo.types import Outcome, ProblemResult
 
 from .conftest import offline
 
+pytestmark = pytest.mark.slow  # the fast lane (-m 'not slow') leaves this module out
+
 RAY_MISSING = (
     "Ray cannot be used here: hydra-ray-launcher and ray are not installed "
     '(pip install -e ".[ray]"; .ci/run installs them)'

@@ -21,6 +21,8 @@ from modulo.types import Outcome, ProblemResult
 
 from .conftest import offline
 
+pytestmark = pytest.mark.slow  # the fast lane (-m 'not slow') leaves this module out
+
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 #: nothing listens there: a request would fail
 

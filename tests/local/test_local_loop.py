@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from modulo import components
@@ -18,7 +19,7 @@ from modulo.runs import read_records
 
 from .local_support import needs_model
 
-pytestmark = needs_model
+pytestmark = [*needs_model, pytest.mark.slow]
 
 
 def test_quickstart_loop_with_the_real_local_model(tmp_path: Path) -> None:

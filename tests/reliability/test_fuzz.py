@@ -30,6 +30,8 @@ from modulo.testing.fuzz import (
     texts,
 )
 
+pytestmark = pytest.mark.slow  # the fast lane (-m 'not slow') leaves this module out
+
 EXAMPLES = int(os.environ.get("MODULO_FUZZ_EXAMPLES", "120"))
 FUZZ = settings(
     max_examples=EXAMPLES, database=None, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True

@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from modulo.runs import RECORDS, read_records
 from modulo.testing.drills import (
     KillSwitch,
@@ -28,6 +30,8 @@ from modulo.testing.drills import (
 )
 
 from .conftest import DrillFactory
+
+pytestmark = pytest.mark.slow  # the fast lane (-m 'not slow') leaves this module out
 
 N, KILLS = 20, 10
 

@@ -17,6 +17,8 @@ from modulo import components
 from modulo.critic import critic
 from modulo.types import Problem, Verdict
 
+pytestmark = pytest.mark.slow  # the fast lane (-m 'not slow') leaves this module out
+
 SCRIPT = {
     "p0": ['{"x": 1}', '{"x": 2}'],  # fixed at iteration 1
     "p1": ['{"x": 3}'] * 4,  # odd forever

@@ -11,15 +11,17 @@ from typing import Any
 import pytest
 
 from critics.synth.audit import ALL, audit_main, audit_synth, load_critics
+from critics.synth.common import parse_time
 from critics.travelplanner.audit import audit_golden, golden_rows
 from critics.travelplanner.critics import OFFICIAL_KEYS
-from critics.synth.common import parse_time
 from modulo import components
 from modulo.critic import critic
 from modulo.errors import ModuloError
 from modulo.types import PlanJSON, Problem, Verdict
 
 from .conftest import FAMILIES, bench
+
+pytestmark = pytest.mark.slow  # the fast lane (-m 'not slow') leaves this module out
 
 
 @pytest.mark.parametrize("family", FAMILIES)

@@ -16,6 +16,8 @@ from critics.travelplanner.data import load_annotated_plans
 from critics.travelplanner.evaluate import METRIC_KEYS, OFFICIAL_METRIC_NAMES, evaluate_plan
 from critics.travelplanner.store import Store
 
+pytestmark = pytest.mark.slow  # the fast lane (-m 'not slow') leaves this module out
+
 
 def _same(recorded: Any, got: Any) -> bool:
     """A recorded value (True/False/None/"error: X") against a CheckResult."""

@@ -23,6 +23,8 @@ from modulo.view.serve import make_server
 from .browser import BrowserUnavailable, console_errors, start_browser
 from .conftest import HOSTILE_FIELD
 
+pytestmark = pytest.mark.slow  # the fast lane (-m 'not slow') leaves this module out
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
