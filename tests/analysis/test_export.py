@@ -87,6 +87,7 @@ def test_submission_formats_dispatch_to_the_benchmark(
     assert "--out FILE" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_counts_of_a_finished_scripted_travelplanner_run(tmp_path: Path) -> None:
     """The issue's check: load a real (scripted) TravelPlanner run; the frames hold what records.jsonl holds."""
     if not (settings.data_dir() / "travelplanner").is_dir():

@@ -83,6 +83,7 @@ def test_scripted_run_iterates_and_records_the_backprompts(tmp_path: Path) -> No
     assert "certified" in out
 
 
+@pytest.mark.slow
 def test_rerun_resumes_without_new_calls(tmp_path: Path) -> None:
     script = {"toy-0": ["[2, 3]"], "toy-1": ["[2, 4]"]}
     args = toy_args(tmp_path, script, "metacontroller.max_iterations=2")
@@ -93,6 +94,7 @@ def test_rerun_resumes_without_new_calls(tmp_path: Path) -> None:
     assert len(list(read_records(tmp_path / "run"))) == n1  # nothing re-run, nothing appended
 
 
+@pytest.mark.slow
 def test_rerun_with_another_config_into_the_same_dir_is_refused(tmp_path: Path) -> None:
     invoke("run", *toy_args(tmp_path, {"*": ["[2, 3]"]}))
     code, out = invoke("run", *toy_args(tmp_path, {"*": ["[2, 3]"]}, "critics=json"))

@@ -134,6 +134,7 @@ def test_temperature_zero_is_reported_and_identical_redraws_counted(tmp_path: Pa
         asyncio.run(dissect_run(run_dir, DissectOptions(ids=["nope"]), config=cfg))  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 def test_resume_skips_finished_problems_and_retries_incomplete_ones(tmp_path: Path) -> None:
     run_dir, planner, cfg = _run(tmp_path, ["wording", "never", "never"])
     ids = [p.id for p in planner.problems[:3]]

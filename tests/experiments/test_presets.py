@@ -48,6 +48,7 @@ def _sweep_values(cfg: Any) -> dict[str, list[str]]:
     return {str(k): [v.strip() for v in str(val).split(",")] for k, val in params.items()}
 
 
+@pytest.mark.slow
 def test_table1_preset_sweeps_the_six_methods_of_the_paper(composed: Any) -> None:
     cfg = composed("+experiment=llm_modulo_table1", hydra=True)
     assert _sweep_values(cfg) == {"+method": list(METHODS)}

@@ -78,6 +78,7 @@ def _toy_args(tmp_path: Path, split: str, *more: str) -> list[str]:
     ]
 
 
+@pytest.mark.slow
 def test_oracle_critics_on_a_test_split_are_refused_without_the_override(guard_toy: None, tmp_path: Path) -> None:
     code, out = _invoke("check", *_toy_args(tmp_path, "test"))
     assert code == 2
@@ -90,6 +91,7 @@ def test_oracle_critics_on_a_test_split_are_refused_without_the_override(guard_t
     assert code == 0, out
 
 
+@pytest.mark.slow
 def test_the_override_runs_and_the_run_records_split_source_and_override(guard_toy: None, tmp_path: Path) -> None:
     run_dir = tmp_path / "allowed"
     code, out = _invoke(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
 from click.testing import CliRunner
 
 from modulo.cli.main import cli
@@ -18,6 +19,7 @@ N, CONCURRENCY, BUDGET = 24, 4, 0.6
 PRICES = ["llm.price_input_per_mtok=400", "llm.price_output_per_mtok=400"]
 
 
+@pytest.mark.slow
 def test_dollar_budget_stops_the_run_with_every_problem_recorded(drill: DrillFactory) -> None:
     d = drill()
     overrides = d.overrides("budget", n=N, concurrency=CONCURRENCY, extra=[*PRICES, f"run.max_dollars={BUDGET}"])

@@ -45,6 +45,7 @@ def clean_error(code: int, out: str, *fragments: str) -> None:
         assert fragment in out, (fragment, out[-2000:])
 
 
+@pytest.mark.slow
 def test_missing_data_directory(launcher: Launcher, tmp_path: Path) -> None:
     code, out = modulo(launcher, tmp_path, "check", "benchmark=travelplanner", "data_dir=/nonexistent/data", *NO_LLM)
     clean_error(code, out, "DataError", "/nonexistent/data/travelplanner", "MODULO_DATA_DIR")
@@ -63,6 +64,7 @@ def test_malformed_travelplanner_rows(launcher: Launcher, tmp_path: Path, data_d
     clean_error(code, out, "DataError", "line 4", "not valid JSON")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("task", "breakage"),
     [("calendar", "cut"), ("meeting", "types"), ("trip", "types")],
@@ -94,6 +96,7 @@ def test_malformed_natural_plan_instances(
     clean_error(code, out, *expected)
 
 
+@pytest.mark.slow
 def test_malformed_synthesized_problem_file(launcher: Launcher, tmp_path: Path) -> None:
     path = tmp_path / "problems.jsonl"
     path.write_text('{"id": "p1", "benchmark": "synth/tasks", "query": "q"}\n{"id": 5, "query": [}\n')

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
+
 from modulo.testing.drills import (
     TRACE_CLASS,
     comparable,
@@ -30,6 +32,7 @@ from .conftest import DrillFactory
 N = 32
 
 
+@pytest.mark.slow
 def test_twenty_percent_faults_change_nothing_but_the_traces(drill: DrillFactory) -> None:
     d = drill(retry_after_s=0.01, hang_s=4.0)
     clean = d.overrides("clean", n=N)

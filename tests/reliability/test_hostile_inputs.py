@@ -50,6 +50,7 @@ HOSTILE: dict[str, str] = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("reformulator", ["none", "parser", "llm"])
 def test_hostile_answers_are_recorded_format_failures(drill: DrillFactory, reformulator: str) -> None:
     d = drill()

@@ -7,6 +7,8 @@ arrival times counted in sliding windows.
 
 from __future__ import annotations
 
+import pytest
+
 from modulo.testing.drills import fault_rates, max_in_window, run_in_process
 
 from .conftest import DrillFactory
@@ -14,6 +16,7 @@ from .conftest import DrillFactory
 RPM = 1200.0  # 20 a second; the limiter allows a burst of one second's worth
 
 
+@pytest.mark.slow
 def test_requests_per_minute_hold_at_the_server_with_retries(drill: DrillFactory) -> None:
     d = drill(retry_after_s=0.0, fault_rates=fault_rates(0.2, ("server_error", "rate_limit_bare", "reset")))
     overrides = d.overrides("rate", n=32, concurrency=8, extra=[f"llm.requests_per_minute={RPM}"])

@@ -47,6 +47,7 @@ def leaks(root: Path, outputs: list[str]) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 def test_a_whole_run_never_writes_or_prints_the_key(drill: DrillFactory, tmp_path: Path) -> None:
     d = drill(retry_after_s=0.01)
     work = tmp_path / "work"
@@ -86,6 +87,7 @@ def test_a_whole_run_never_writes_or_prints_the_key(drill: DrillFactory, tmp_pat
     assert leaks(tmp_path, outputs) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "override",
     [
@@ -127,6 +129,7 @@ def token_forms(token: str) -> list[str]:
     return sorted(forms)
 
 
+@pytest.mark.slow
 def test_a_token_in_a_header_a_url_and_extra_body_is_written_nowhere_in_any_form(
     drill: DrillFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -14,6 +14,7 @@ from modulo.critic import Critic
 from .conftest import BULK_SEEDS, FAMILIES, bench
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", FAMILIES)
 def test_bulk_seeds_sat_witness_passes_critics_and_z3(
     family: str, critics_by_family: dict[str, dict[str, Critic]]

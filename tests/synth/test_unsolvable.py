@@ -19,6 +19,7 @@ from modulo.types import LLMCall, Outcome, Usage
 from .conftest import FAMILIES, bench
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", FAMILIES)
 @pytest.mark.parametrize(("difficulty", "n"), [("easy", 25), ("medium", 6)])
 def test_every_injected_contradiction_is_proved_and_named(family: str, difficulty: str, n: int) -> None:
@@ -51,6 +52,7 @@ def test_mixed_sets_and_solvable_problems_are_not_flagged(family: str) -> None:
         assert (bench(family, n=0).prove_unsolvable(p) is None) == p.metadata["solvable"], p.id
 
 
+@pytest.mark.slow
 def test_tasks_reversed_precedence_core_is_the_two_clashing_sentences() -> None:
     """PDoctor's injection: after(a, b) where before(a, b) holds; the core names both (plus a duration)."""
     fam = get_family("tasks")

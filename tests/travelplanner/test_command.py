@@ -40,6 +40,7 @@ def test_missing_lines_are_undelivered(tp: TravelPlanner, tp_dir: Path, tmp_path
     assert code == 0 and json.loads(text)["delivery_rate"] == pytest.approx(9 / 45)
 
 
+@pytest.mark.slow
 def test_corpus_mode_per_plan_matches_golden(
     tp: TravelPlanner, tp_dir: Path, golden: list[dict[str, Any]], tmp_path: Path
 ) -> None:

@@ -23,6 +23,7 @@ def _violations(query: dict[str, Any], plan: Any, store: Store, label: str) -> l
     return out
 
 
+@pytest.mark.slow
 def test_strict_passes_imply_official_passes_on_golden(golden: list[dict[str, Any]], store: Store) -> None:
     bad: list[tuple[str, str]] = []
     for row in golden:
@@ -42,6 +43,7 @@ def test_strict_passes_imply_official_passes_on_example_submission(
     assert not bad, bad[:10]
 
 
+@pytest.mark.slow
 def test_strict_final_pass_implies_official_final_pass(golden: list[dict[str, Any]], store: Store) -> None:
     strict_passed = 0
     for row in golden:

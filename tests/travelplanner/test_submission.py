@@ -45,6 +45,7 @@ def _evaluate(tp: TravelPlanner, path: Path, split: str) -> dict[str, float]:
     return figures
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("split", "n"), [("validation", 180), ("validation-ref", 129)])
 def test_export_of_a_greedy_run_scores_as_the_run(tp: TravelPlanner, tmp_path: Path, split: str, n: int) -> None:
     run = tmp_path / "run"

@@ -103,6 +103,7 @@ def test_modulo_tools_command(tp: TravelPlanner) -> None:
 
 
 # -- derivation ------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_derivation_reproduces_every_official_entry_on_its_route(tp: TravelPlanner, tools: TravelPlannerTools) -> None:
     """On all 129 rows with official reference information, the tools rebuild it exactly (whole string)."""
     rows = tp.load("validation-ref")
@@ -113,6 +114,7 @@ def test_derivation_reproduces_every_official_entry_on_its_route(tp: TravelPlann
         assert str(reference_for_route(tools, cities, hops)) == p.context, p.id
 
 
+@pytest.mark.slow
 def test_route_choice_differences_are_the_listed_ones(tp: TravelPlanner, tools: TravelPlannerTools) -> None:
     """The route chosen from the query alone equals the official one on every one-city row; on multi-city
     rows the annotators picked the cities by hand, and 69 of the 88 differ (only in the cities)."""
