@@ -8,19 +8,29 @@ See the module docstring of :mod:`modulo.runner` for how runs resume. Layout::
     RUN_DIR/records.jsonl    one ProblemResult per line, appended and fsync'ed as each problem ends
     RUN_DIR/summary.json     outcome counts, usage and the benchmark's metrics (at the end)
     RUN_DIR/evaluation.json  the benchmark evaluator's result on the final plans (at the end)
+    RUN_DIR/.lock            held (flock) by the one process writing the run; names it (pid, start)
+
+One writer per run directory: :class:`RunLock` is taken before anything is written (the CLI takes it
+before Hydra starts). A second process is refused with the holder's pid and start time; a lock left
+by a killed process is released by the kernel with it, so the next run simply takes it over. A run
+refused because its configuration differs writes nothing (its ``.hydra/`` files included: they are
+handed to :meth:`RunDir.prepare` and written only once the configuration is accepted).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import fcntl
 import json
 import os
 import re
+import socket
 import subprocess
+import sys
 import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from .errors import RunError
 from .redact import redact
@@ -78,11 +88,95 @@ def latest_records(path: Path) -> dict[str, ProblemResult]:
     return {r.problem_id: r for r in read_records(path)}
 
 
-class RunDir:
-    """A run directory being written. Thread- and task-safe appends, flushed to disk per record."""
+LOCK_FILE = ".lock"
+
+
+class RunLockedError(RunError):
+    """Another process is writing the run directory."""
+
+
+class RunLock:
+    """The exclusive right to write a run directory (an ``flock`` on ``RUN_DIR/.lock``).
+
+    Re-entrant within a process (the CLI takes it before Hydra starts, the run takes it again).
+    ``acquire`` raises :class:`RunError` naming the holder when another process has it."""
+
+    _held: ClassVar[dict[Path, tuple[int, int]]] = {}  # resolved path -> (fd, depth)
+    _guard: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
+
+    def _key(self) -> Path:
+        return self.path.resolve()
+
+    def acquire(self) -> RunLock:
+        key = self._key()
+        with RunLock._guard:
+            if key in RunLock._held:
+                fd, depth = RunLock._held[key]
+                RunLock._held[key] = (fd, depth + 1)
+                return self
+            if self.path.exists() and not self.path.is_dir():
+                raise RunError(f"run.dir={self.path} is not a directory")
+            try:
+                self.path.mkdir(parents=True, exist_ok=True)
+                fd = os.open(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as exc:
+                raise RunError(f"cannot use {self.path} as a run directory: {exc.strerror or exc}") from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                holder = _read_holder(fd)
+                os.close(fd)
+                raise RunLockedError(
+                    f"{self.path} is being written by another modulo process ({holder}); "
+                    "wait for it to finish (then resume), or use another run.dir"
+                ) from None
+            stamp = {"pid": os.getpid(), "host": socket.gethostname(), "started": now_iso(), "argv": sys.argv[1:]}
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps(stamp).encode(), 0)
+            RunLock._held[key] = (fd, 1)
+        return self
+
+    def release(self) -> None:
+        key = self._key()
+        with RunLock._guard:
+            if key not in RunLock._held:
+                return
+            fd, depth = RunLock._held[key]
+            if depth > 1:
+                RunLock._held[key] = (fd, depth - 1)
+                return
+            del RunLock._held[key]
+            os.close(fd)  # closing releases the flock
+
+    def __enter__(self) -> RunLock:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def _read_holder(fd: int) -> str:
+    try:
+        info = json.loads(os.pread(fd, 4096, 0).decode("utf-8", "replace") or "{}")
+    except (OSError, ValueError):
+        info = {}
+    if not isinstance(info, dict) or "pid" not in info:
+        return "holder unknown"
+    return f"pid {info.get('pid')} on {info.get('host', '?')}, started {info.get('started', '?')}"
+
+
+class RunDir:
+    """A run directory being written. Thread- and task-safe appends, flushed to disk per record.
+
+    ``extra_files`` (relative path -> text; the CLI's ``.hydra/`` files) are written by
+    :meth:`prepare` once the configuration is accepted, never before."""
+
+    def __init__(self, path: Path, *, extra_files: dict[str, str] | None = None) -> None:
+        self.path = Path(path)
+        self.extra_files = dict(extra_files or {})
         self._lock = threading.Lock()
 
     @property
@@ -112,6 +206,10 @@ class RunDir:
             info = {**info, "created": old.get("created", info.get("created"))}
         _atomic_write(info_path, json.dumps(info, indent=1, default=str))
         _atomic_write(self.path / "config.yaml", config_yaml)
+        for name, text in self.extra_files.items():
+            target = self.path / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            _atomic_write(target, text)
         self._drop_torn_tail()
         return latest_records(self.path)
 

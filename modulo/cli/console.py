@@ -95,12 +95,16 @@ class _Bar:
             self.progress.stop()
 
 
-def run_and_report(cfg: ModuloConfig, run_dir: Path, config_yaml: str) -> int:
-    """Bind, run into ``run_dir`` (resuming), print the result table. Returns an exit code."""
+def run_and_report(
+    cfg: ModuloConfig, run_dir: Path, config_yaml: str, extra_files: dict[str, str] | None = None
+) -> int:
+    """Bind, run into ``run_dir`` (resuming), print the result table. Returns an exit code.
+    ``extra_files`` (Hydra's saved config) are written only once the run directory accepts the run."""
     session = build_session(cfg)
     bar = _Bar(cfg.run.progress)
+    rd = RunDir(run_dir, extra_files=extra_files)
     try:
-        result = asyncio.run(run_session(session, RunDir(run_dir), config_yaml=config_yaml, progress=bar))
+        result = asyncio.run(run_session(session, rd, config_yaml=config_yaml, progress=bar))
     finally:
         bar.stop()
     print_result(session, result)  # a run with errored problems says so in its first line

@@ -46,6 +46,7 @@ from ..errors import ConfigError, ModuloError, UnknownComponentError
 from ..redact import check_config, register_config, safe_config
 from ..registry import suggest
 from ..resources import resource_dir
+from ..runs import RunLock, RunLockedError
 from ..trackers import log_to_tracker, open_tracker
 
 BENCHMARK_KEYS = {"name", "split", "limit", "ids"}
@@ -160,12 +161,12 @@ def config_yaml(cfg: ModuloConfig) -> str:
     return OmegaConf.to_yaml(OmegaConf.create(safe_config(dataclasses.asdict(cfg))))
 
 
-def _task(check: bool) -> Callable[[DictConfig], Any]:
+def _task(check: bool, save_hydra: bool = False) -> Callable[[DictConfig], Any]:
     """The Hydra task function. The mode travels inside it: launchers such as joblib, Ray and submitit
     run it in other processes, where a module-level flag set by the parent would read its default."""
 
     def modulo_task(cfg: DictConfig) -> Any:
-        return _main(cfg, check=check)
+        return _main(cfg, check=check, save_hydra=save_hydra)
 
     return modulo_task
 
@@ -198,14 +199,26 @@ def _remove_if_empty(run_dir: Path) -> None:
     if not run_dir.is_dir():
         return
     hydra = HydraConfig.get()
-    if {p.name for p in run_dir.iterdir()} <= {".hydra", f"{hydra.job.name}.log"}:
+    if {p.name for p in run_dir.iterdir()} <= {".hydra", ".lock", f"{hydra.job.name}.log"}:
         shutil.rmtree(run_dir, ignore_errors=True)
         if run_dir.resolve() == Path(hydra.runtime.output_dir).resolve() and not _multirun():
             with contextlib.suppress(OSError):  # runs/DATE/ too when this run was its only entry
                 run_dir.parent.rmdir()
 
 
-def _main(cfg: DictConfig, *, check: bool = False) -> Any:
+def hydra_files(cfg: DictConfig) -> dict[str, str]:
+    """What Hydra would save in ``.hydra/`` (config, hydra, overrides), written by the run only once the
+    run directory is locked and accepts the configuration (a refused run must not overwrite them)."""
+    hc = HydraConfig.get()
+    hydra_node = OmegaConf.to_container(hc, resolve=False)
+    return {
+        ".hydra/config.yaml": OmegaConf.to_yaml(cfg),
+        ".hydra/hydra.yaml": OmegaConf.to_yaml(OmegaConf.create({"hydra": hydra_node})),
+        ".hydra/overrides.yaml": OmegaConf.to_yaml(OmegaConf.create(list(hc.overrides.task))),
+    }
+
+
+def _main(cfg: DictConfig, *, check: bool = False, save_hydra: bool = False) -> Any:
     for name in QUIET_LOGGERS:  # one INFO line per HTTP request drowns the progress bar
         logging.getLogger(name).setLevel(logging.WARNING)
     from ..build import build_session
@@ -223,9 +236,11 @@ def _main(cfg: DictConfig, *, check: bool = False) -> Any:
             asyncio.run(session.aclose())
             return 0
         run_dir = Path(mcfg.run.dir) if mcfg.run.dir else Path(HydraConfig.get().runtime.output_dir)
-        saved = config_yaml(mcfg)  # before the server log's place is filled in: it is not a setting
-        keep_server_log(mcfg, run_dir)
-        code = run_and_report(mcfg, run_dir, saved)
+        with RunLock(run_dir):  # one writer per run directory (re-entrant: run_hydra may hold it already)
+            saved = config_yaml(mcfg)  # before the server log's place is filled in: it is not a setting
+            keep_server_log(mcfg, run_dir)
+            extra = hydra_files(cfg) if save_hydra else None
+            code = run_and_report(mcfg, run_dir, saved, extra)
         if tracker is not None:
             code = log_to_tracker(tracker, run_dir, _job_tags()) or code
         _job_status(run_dir, code, None)
@@ -236,7 +251,7 @@ def _main(cfg: DictConfig, *, check: bool = False) -> Any:
         from .console import error
 
         error(exc)
-        if HydraConfig.initialized() and not check:
+        if HydraConfig.initialized() and not check and not isinstance(exc, RunLockedError):
             _remove_if_empty(run_dir or Path(HydraConfig.get().runtime.output_dir))
         _job_status(run_dir, 2, f"{type(exc).__name__}: {exc}")
         # in multirun, one failing job must not kill the sweep silently: raise so Hydra reports it
@@ -399,10 +414,18 @@ def run_hydra(argv: list[str], *, check: bool = False) -> None:
     argv = check_overrides(argv, resource_dir("conf"))
     register_schema()
     conf_dir = str(resource_dir("conf"))
-    app = hydra.main(config_path=conf_dir, config_name="config", version_base="1.3")(_task(check))
-    if check and not {"-m", "--multirun"} & set(argv):
+    multirun = bool({"-m", "--multirun"} & set(argv))
+    # Hydra saves .hydra/ before the task runs; the run saves it instead, once the run directory is
+    # locked and accepts the configuration (unless the user chose hydra.output_subdir)
+    save_hydra = not check and not any(a.lstrip("+~").startswith("hydra.output_subdir=") for a in argv)
+    app = hydra.main(config_path=conf_dir, config_name="config", version_base="1.3")(_task(check, save_hydra))
+    if check and not multirun:
         # a check runs nothing: no output directory, no log file, no saved config
         argv = [*argv, "hydra.output_subdir=null", "hydra.run.dir=.", "hydra/job_logging=none"]
+    elif save_hydra:
+        argv = [*argv, "hydra.output_subdir=null"]
+    # a single run into a known directory is locked before Hydra creates its log file there
+    lock = RunLock(Path(known)) if not check and not multirun and (known := _run_dir_of(argv)) else None
     old = sys.argv
     sys.argv = ["modulo " + ("check" if check else "run"), *argv]
     status: Path | None = None
@@ -412,12 +435,26 @@ def run_hydra(argv: list[str], *, check: bool = False) -> None:
         status = Path(name)
         os.environ[SWEEP_STATUS_ENV] = name
     try:
+        if lock is not None:
+            lock.acquire()
         app()
         code = report_sweep(status) if status is not None else 0
     finally:
         sys.argv = old
+        if lock is not None:
+            lock.release()
         if status is not None:
             os.environ.pop(SWEEP_STATUS_ENV, None)
             status.unlink(missing_ok=True)
     if code:
         sys.exit(code)
+
+
+def _run_dir_of(argv: list[str]) -> str | None:
+    """The run directory a single run's overrides name (run.dir, else hydra.run.dir), or None."""
+    found: dict[str, str] = {}
+    for a in argv:
+        name, sep, value = a.lstrip("+~").partition("=")
+        if sep and name in ("run.dir", "hydra.run.dir") and value and "${" not in value:
+            found[name] = value.strip("'\"")
+    return found.get("run.dir") or found.get("hydra.run.dir")
