@@ -88,6 +88,12 @@ class Benchmark(ABC):
     test_splits: ClassVar[tuple[str, ...]] = ("test",)
     #: names of the official submission formats :meth:`write_submission` writes (``modulo export``)
     submission_formats: ClassVar[tuple[str, ...]] = ()
+    #: a reply longer than this (characters) is a recorded format error, never parsed
+    #: (``metacontroller.max_reply_chars`` overrides it)
+    max_reply_chars: ClassVar[int] = 200_000
+    #: a plan with more JSON values than this is a recorded format error, never criticised
+    #: (``metacontroller.max_plan_items`` overrides it)
+    max_plan_items: ClassVar[int] = 20_000
 
     def __init__(self, data_dir: Path | None = None) -> None:
         self.data_dir = data_dir

@@ -189,6 +189,8 @@ def build_session(cfg: ModuloConfig, *, load_problems: bool = True) -> Session:
             check_unsolvable=mc.check_unsolvable,
             stop_after_repeats=mc.stop_after_repeats,
             critic_timeout_s=mc.critic_timeout_s,
+            max_reply_chars=mc.max_reply_chars,
+            max_plan_items=mc.max_plan_items,
             critic_timeouts={str(k): float(v) for k, v in (mc.critic_timeouts or {}).items()},
         )
     except ValueError as exc:

@@ -74,6 +74,10 @@ class MetacontrollerConf:
     stop_after_repeats: Optional[int] = None  # noqa: UP045
     #: seconds a critic call may take before it is a recorded critic error (generous default)
     critic_timeout_s: float = 120.0
+    #: replies longer than this (characters) are a format error; null: the benchmark's own bound
+    max_reply_chars: Optional[int] = None  # noqa: UP045
+    #: plans with more JSON values than this are a format error; null: the benchmark's own bound
+    max_plan_items: Optional[int] = None  # noqa: UP045
     #: per-critic deadlines in seconds: {critic_name: seconds}
     critic_timeouts: Dict[str, float] = field(default_factory=dict)  # noqa: UP006
 

@@ -61,11 +61,19 @@ class LoopSettings:
     critic_timeout_s: float = DEFAULT_CRITIC_TIMEOUT_S
     #: per-critic deadlines, by critic name
     critic_timeouts: dict[str, float] = field(default_factory=dict)
+    #: replies longer than this are a recorded format error (None: the benchmark's ``max_reply_chars``)
+    max_reply_chars: int | None = None
+    #: plans with more JSON values than this are a format error (None: the benchmark's ``max_plan_items``)
+    max_plan_items: int | None = None
 
     def __post_init__(self) -> None:
         if self.max_iterations < 1:
             raise ValueError("metacontroller.max_iterations must be at least 1")
         self.deadlines = CriticDeadlines(self.critic_timeout_s, dict(self.critic_timeouts))
+        for name in ("max_reply_chars", "max_plan_items"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"metacontroller.{name} must be at least 1 (or null for the benchmark's bound)")
 
 
 @dataclass
@@ -253,7 +261,14 @@ class Loop:
         rec.timings["generate"] = t1 - t0
 
         plan: PlanJSON = gen.plan
-        if plan is None:
+        max_reply = self.settings.max_reply_chars or self.benchmark.max_reply_chars
+        text = gen.text or ""
+        if plan is None and len(text) > max_reply:  # a hostile or runaway reply: never parsed
+            rec.format_error = (
+                f"the reply is {len(text):,} characters long, over this benchmark's limit of {max_reply:,} "
+                "(metacontroller.max_reply_chars); it was not read"
+            )
+        elif plan is None:
             tags = {"problem_id": problem.id, "iteration": str(rec.index)}
             ref = await self.reformulator.reformulate(
                 problem, gen.text or "", truncated=gen.finish_reason == "length", tags=tags
@@ -265,6 +280,16 @@ class Loop:
                 plan = self.benchmark.validate_plan(plan)
             except Exception as exc:  # a search generator produced an invalid plan: a format failure
                 plan, rec.format_error = None, str(exc)
+        max_items = self.settings.max_plan_items or self.benchmark.max_plan_items
+        if plan is not None and count_values(plan, max_items) > max_items:
+            plan, rec.format_error = (
+                None,
+                (
+                    f"the plan holds more than {max_items:,} values, over this benchmark's limit "
+                    "(metacontroller.max_plan_items); it was not checked"
+                ),
+            )
+        _clip_replies(rec)  # the record keeps the head of an oversized reply, not all of it
         t2 = time.perf_counter()
         rec.timings["reformulate"] = t2 - t1
         rec.plan = plan
@@ -351,6 +376,39 @@ def best_iteration(history: list[IterationRecord], upto: int | None = None) -> I
         if best is None or it.passed_count >= best.passed_count:
             best = it
     return best
+
+
+#: characters of an oversized reply kept in the record (the rest is counted, not stored)
+RECORDED_REPLY_CHARS = 20_000
+
+
+def _clip(text: str) -> str:
+    if len(text) <= RECORDED_REPLY_CHARS:
+        return text
+    return text[:RECORDED_REPLY_CHARS] + f"\n[... clipped by modulo: {len(text):,} characters in all]"
+
+
+def _clip_replies(rec: IterationRecord) -> None:
+    """Keep records bounded: a reply past :data:`RECORDED_REPLY_CHARS` is stored clipped, and says so."""
+    if rec.raw_reply is not None and len(rec.raw_reply) > RECORDED_REPLY_CHARS:
+        rec.raw_reply = _clip(rec.raw_reply)
+    rec.calls = [
+        c.model_copy(update={"reply": _clip(c.reply)}) if c.reply and len(c.reply) > RECORDED_REPLY_CHARS else c
+        for c in rec.calls
+    ]
+
+
+def count_values(data: Any, limit: int) -> int:
+    """The number of JSON values in ``data`` (containers and scalars), counting stops past ``limit``."""
+    count, stack = 0, [data]
+    while stack and count <= limit:
+        item = stack.pop()
+        count += 1
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return count
 
 
 def _sha(messages: list[Message]) -> str:

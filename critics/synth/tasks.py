@@ -8,6 +8,7 @@ A plan is a schedule ``{"schedule": [{"task", "start", "end"}]}`` with clock tim
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import random
 import re
@@ -97,6 +98,9 @@ QUERY_KINDS = ("precedence", "not_before", "deadline", "window")
 _INTRO = ("You work as {role}.", "You are {role}.")
 _LIST = ("Today you have {n} tasks: {names}.", "There are {n} tasks to do today: {names}.")
 _ASK = "Give the start and end time of every task, one per line, like '9:00-10:00: task'."
+
+#: violations spelled out in one piece of feedback (the rest are counted, not built)
+SHOWN = 3
 
 
 class ScheduleItem(BaseModel):
@@ -417,17 +421,26 @@ class TasksFamily(Family):
             problems += [f"{n!r} is not one of the tasks" for known, n, _s, _e in named if known is None]
             return "; ".join(problems) + "." if problems else None
         if kind == "no_overlap":
-            clashes = [
-                f"{named[i][1]} ({at(*named[i][2:])}) overlaps {named[j][1]} ({at(*named[j][2:])})"
-                for i in range(len(named))
-                for j in range(i + 1, len(named))
-                if named[i][2] < named[j][3] and named[j][2] < named[i][3]
-            ]
-            return "In your schedule " + "; ".join(clashes[:3]) + "." if clashes else None
+            # the first SHOWN clashes only: built lazily, never the whole quadratic list
+            clashes = list(
+                itertools.islice(
+                    (
+                        f"{named[i][1]} ({at(*named[i][2:])}) overlaps {named[j][1]} ({at(*named[j][2:])})"
+                        for i in range(len(named))
+                        for j in range(i + 1, len(named))
+                        if named[i][2] < named[j][3] and named[j][2] < named[i][3]
+                    ),
+                    SHOWN,
+                )
+            )
+            return "In your schedule " + "; ".join(clashes) + "." if clashes else None
         if kind == "horizon":
-            bad = [f"{n} at {at(s, e)}" for _k, n, s, e in named if s < c["start"] or e > c["end"]]
-            if bad:
-                return f"Your schedule has {', '.join(bad)}, outside {fmt_time(c['start'])}-{fmt_time(c['end'])}."
+            outside = [(n, s, e) for _k, n, s, e in named if s < c["start"] or e > c["end"]]
+            if outside:
+                bad = [f"{n} at {at(s, e)}" for n, s, e in outside[:SHOWN]]
+                more = f" (and {len(outside) - SHOWN} more)" if len(outside) > SHOWN else ""
+                window = f"{fmt_time(c['start'])}-{fmt_time(c['end'])}"
+                return f"Your schedule has {', '.join(bad)}{more}, outside {window}."
             return None
         if kind == "precedence":
             firsts = [x for x in named if x[0] == c["first"]]
