@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from ..metacontroller import best_iteration
 from ..redact import RedactingStream
 from ..runner import RunResult, RunState, run_session
 from ..runs import RunDir
+from ..terminal import safe_text
 from ..types import Outcome
 
 
@@ -38,8 +40,10 @@ err_console = Console(file=RedactingStream(lambda: sys.stderr), highlight=False,
 
 
 def error(exc: BaseException) -> None:
-    # the message is text, not markup: an install command such as pip install ".[local]" must survive
-    err_console.print(f"[bold red]error:[/] {type(exc).__name__}: {escape(str(exc))}", markup=True, soft_wrap=True)
+    # the message is text, not markup (an install command such as pip install ".[local]" must survive),
+    # with terminal control characters escaped
+    message = escape(safe_text(f"{type(exc).__name__}: {exc}"))
+    err_console.print(f"[bold red]error:[/] {message}", markup=True, soft_wrap=True)
 
 
 #: exit codes of ``modulo run``: 1 some problems ended in error, 2 nothing ran (configuration,
@@ -103,9 +107,20 @@ def run_and_report(
     session = build_session(cfg)
     bar = _Bar(cfg.run.progress)
     rd = RunDir(run_dir, extra_files=extra_files)
+    received: list[str] = []
+
+    def on_term(signum: int, frame: Any) -> None:  # SIGTERM takes Ctrl-C's path: stop, flush, say so
+        received.append("SIGTERM")
+        signal.raise_signal(signal.SIGINT)
+
+    previous = signal.signal(signal.SIGTERM, on_term)
     try:
         result = asyncio.run(run_session(session, rd, config_yaml=config_yaml, progress=bar))
+    except KeyboardInterrupt:
+        bar.stop()
+        interrupted(run_dir, received[0] if received else "SIGINT")
     finally:
+        signal.signal(signal.SIGTERM, previous)
         bar.stop()
     print_result(session, result)  # a run with errored problems says so in its first line
     if cfg.run.report:
@@ -113,6 +128,26 @@ def run_and_report(
     if result.aborted is not None:
         return EXIT_STOPPED
     return EXIT_ERRORS if any(r.outcome.value == "error" for r in result.results) else 0
+
+
+class Interrupted(SystemExit):
+    """The run was stopped by Ctrl-C (130) or SIGTERM (143); records are on disk, the message printed.
+    The command-line entry point exits at once on it, skipping the interpreter's slow teardown."""
+
+
+def interrupted(run_dir: Path, how: str) -> None:
+    """Ctrl-C or SIGTERM: every finished problem is on disk; say so, say how to resume, exit 130 / 143."""
+    from ..runs import latest_records
+
+    try:
+        kept = f"{len(latest_records(run_dir))} finished problem(s) are recorded"
+    except Exception:  # the message must come out whatever the state of the records
+        kept = "finished problems are recorded"
+    what = "interrupted (Ctrl-C)" if how == "SIGINT" else f"stopped by {how}"
+    where = escape(str(run_dir))
+    message = f"[bold yellow]{what}:[/] {kept} in {where}; resume with:\n  modulo resume {where}"
+    err_console.print(message, soft_wrap=True)
+    raise Interrupted(130 if how == "SIGINT" else 143)
 
 
 def write_report(run_dir: Path) -> None:
@@ -185,7 +220,7 @@ def print_result(session: Session, result: RunResult) -> None:
     n = s["n_problems"]
     banner = error_banner(s)
     if banner:
-        err_console.print(f"[bold red]errors:[/] {escape(banner)}", soft_wrap=True, markup=True)
+        err_console.print(f"[bold red]errors:[/] {escape(safe_text(banner))}", soft_wrap=True, markup=True)
     console.print(
         f"\n[bold]run[/] {result.run_dir.path}  ({result.state.resumed} resumed, "
         f"{sum(len(r.iterations) for r in result.results)} iterations, {s['seconds']:.1f}s)",

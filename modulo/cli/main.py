@@ -426,7 +426,18 @@ def fake_server(ctx: click.Context) -> None:
 
 
 def main() -> None:
-    cli(prog_name="modulo")
+    from .console import Interrupted
+
+    try:
+        cli(prog_name="modulo")
+    except Interrupted as exc:  # records are fsync'ed and the message printed: leave now, not seconds later
+        import logging
+        import os
+
+        sys.stdout.flush()
+        sys.stderr.flush()
+        logging.shutdown()
+        os._exit(exc.code if isinstance(exc.code, int) else 1)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..errors import RunError
+from ..terminal import safe_text
 from ..types import IterationRecord, PlanJSON, ProblemResult, Usage, Verdict
 from .budget import best_iteration_at
 from .load import RunData
@@ -213,9 +214,15 @@ def build_story(run: RunData, problem_id: str, *, show_prompt: bool = False, sho
     return story
 
 
+def safe_story(story: Story) -> Story:
+    """``story`` with every block's text and title escaped for a terminal (see :mod:`modulo.terminal`)."""
+    blocks = [Block(b.kind, safe_text(b.text), safe_text(b.title)) for b in story.blocks]
+    return Story(run=story.run, record=story.record, blocks=blocks)
+
+
 def render_plain(story: Story) -> str:
     out: list[str] = []
-    for block in story.blocks:
+    for block in safe_story(story).blocks:
         if block.kind == "heading":
             out += ["", f"=== {block.text} ==="]
         elif block.kind == "text" and block.title:
@@ -233,7 +240,7 @@ def render_plain(story: Story) -> str:
 
 
 def render_rich(story: Story, *, width: int | None = None) -> None:
-    """Print the story with rich (panels, diff highlighting)."""
+    """Print the story with rich (panels, diff highlighting); model text escaped (see :mod:`modulo.terminal`)."""
     from rich.console import Console
     from rich.panel import Panel
     from rich.rule import Rule
@@ -241,7 +248,7 @@ def render_rich(story: Story, *, width: int | None = None) -> None:
     from rich.text import Text
 
     console = Console(width=width)
-    for block in story.blocks:
+    for block in safe_story(story).blocks:
         if block.kind == "heading":
             console.print(Rule(Text(block.text, style="bold")))
         elif block.kind == "text":

@@ -10,8 +10,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from modulo.runs import LOCK_FILE, RunLock
 from modulo.testing.drills import cli_command, records
@@ -27,8 +29,13 @@ def _snapshot(run_dir: Path) -> dict[str, bytes]:
 def test_two_runs_into_one_directory_one_runs_the_other_is_refused_naming_the_holder(
     drill: DrillFactory, tmp_path: Path
 ) -> None:
-    d = drill(latency_s=0.4)
-    overrides = d.overrides("run", n=4, concurrency=1, max_iterations=1)
+    release = threading.Event()  # the first run's replies wait until the second process has ended
+
+    def held(model: Any) -> Any:
+        return lambda req: model(req) if release.wait(600) else ""
+
+    d = drill(wrap=held)
+    overrides = d.overrides("run", n=4, concurrency=1, max_iterations=1, timeout_s=600)
     d.script(overrides)
     run_dir = tmp_path / "run"
     env = {**os.environ, "OPENAI_API_KEY": "test-key-not-secret"}
@@ -48,8 +55,10 @@ def test_two_runs_into_one_directory_one_runs_the_other_is_refused_naming_the_ho
         assert "Traceback" not in out
         assert first.poll() is None  # refused while the first was still running
         assert _snapshot(run_dir) == before
+        release.set()
         rest, _ = first.communicate(timeout=300)
     finally:
+        release.set()
         if first.poll() is None:
             first.kill()
     assert first.returncode == 0, rest.decode()[-2000:]
