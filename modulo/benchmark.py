@@ -27,6 +27,7 @@ import copy
 import functools
 import json
 from abc import ABC, abstractmethod
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -112,6 +113,18 @@ class Benchmark(ABC):
         from .errors import ConfigError
 
         problems = self.load(split)
+        counts = Counter(p.id for p in problems)
+        duplicates = sorted(pid for pid, n in counts.items() if n > 1)
+        if duplicates:
+            from .errors import DataError
+
+            raise DataError(
+                f"{self.name}/{split} holds duplicate problem ids ({', '.join(duplicates[:5])}"
+                + (f" and {len(duplicates) - 5} more" if len(duplicates) > 5 else "")
+                + "): each would run and be counted twice; make the ids unique"
+            )
+        if limit is not None and limit < 0:
+            raise ConfigError(f"benchmark.limit must be at least 0, not {limit}")
         if ids:
             by_id = {p.id: p for p in problems}
             missing = [i for i in ids if str(i) not in by_id]

@@ -58,10 +58,20 @@ class Session:
             await self.llm.aclose()
 
 
+#: ``critics=none``: run with no checks at all (labelled ``none`` in run.json and reports)
+NO_CRITICS = "none"
+
+
 def expand_critics(spec: Any, benchmark: Benchmark) -> list[str]:
-    """Critic names from a list of names and presets (``all``, ``common``, ``hard``, ``json``)."""
-    if spec is None:
+    """Critic names from a list of names and presets (``all``, ``common``, ``hard``, ``json``);
+    ``none`` for no checks at all. An empty list or null is refused: it would certify every plan."""
+    if spec == NO_CRITICS or spec == [NO_CRITICS]:
         return []
+    if spec is None or spec == "" or (not isinstance(spec, str) and not list(spec)):
+        raise ConfigError(
+            "critics is empty: every plan would be certified with no check at all. Name critics or a preset "
+            "(all, common, hard, json), or set critics=none to run with no checks on purpose (it is labelled)"
+        )
     items = [spec] if isinstance(spec, str) else list(spec)
     own = benchmark.critic_names()
     names: list[str] = []
@@ -79,6 +89,34 @@ def expand_critics(spec: Any, benchmark: Benchmark) -> list[str]:
         if n not in out:
             out.append(n)
     return out
+
+
+def validate_numbers(cfg: ModuloConfig) -> None:
+    """ConfigError for a budget, price, limit or concurrency that cannot mean what it says."""
+    mc, llm, run = cfg.metacontroller, cfg.llm, cfg.run
+    checks: list[tuple[str, Any, float, bool]] = [  # (key, value, bound, bound allowed)
+        ("metacontroller.max_tokens", mc.max_tokens, 0, True),
+        ("metacontroller.max_dollars", mc.max_dollars, 0, True),
+        ("metacontroller.max_seconds", mc.max_seconds, 0, True),
+        ("metacontroller.stop_after_repeats", mc.stop_after_repeats, 1, True),
+        ("run.max_dollars", run.max_dollars, 0, True),
+        ("run.concurrency", run.concurrency, 1, True),
+        ("llm.concurrency", llm.concurrency, 1, True),
+        ("llm.price_input_per_mtok", llm.price_input_per_mtok, 0, True),
+        ("llm.price_output_per_mtok", llm.price_output_per_mtok, 0, True),
+        ("llm.timeout_s", llm.timeout_s, 0, False),
+        ("llm.max_retries", llm.max_retries, 0, True),
+        ("llm.requests_per_minute", llm.requests_per_minute, 0, False),
+        ("benchmark.limit", cfg.benchmark.limit, 0, True),
+    ]
+    for key, value, bound, inclusive in checks:
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+            raise ConfigError(f"{key} must be a number, not {value!r}")
+        if value < bound or (value == bound and not inclusive):
+            relation = "at least" if inclusive else "more than"
+            raise ConfigError(f"{key} must be {relation} {bound:g}, not {value!r}")
 
 
 def build_benchmark(cfg: ModuloConfig) -> Benchmark:
@@ -150,6 +188,7 @@ def build_strategy(cfg: ModuloConfig) -> BackpromptStrategy:
 def build_session(cfg: ModuloConfig, *, load_problems: bool = True) -> Session:
     """Bind every component of ``cfg``; raises a ModuloError subclass on any problem, before any LLM call."""
     register_config(dataclasses.asdict(cfg))  # secrets in headers, extra_body, URLs: redacted by every writer
+    validate_numbers(cfg)
     if cfg.cache.mode not in ("off", "read-write", "read-only"):  # a typo fails even when no model is needed
         raise ConfigError(f"cache.mode must be off, read-write or read-only, not {cfg.cache.mode!r}")
     benchmark = build_benchmark(cfg)

@@ -309,6 +309,10 @@ class LLMClient:
         except LLMError as exc:
             raise self._fail(exc, request, stage, faults, spent, started) from None
 
+        response, insane = _sane_usage(response)
+        if insane is not None:  # recorded as a fault; its figures are not added to tokens or cost
+            log.warning("%s call for problem %r: %s", stage, request.tags.get("problem_id", "?"), insane)
+            faults.append(Fault(kind="bad_usage", message=insane, attempt=len(faults) + 1, stage=stage))
         model = response.model or request.model
         cost = self._cost(model, response.usage.input_tokens, response.usage.output_tokens)
         # a backend that answers from a recording (replay) is accounted like a cache hit: free, with
@@ -439,6 +443,23 @@ def cache_identity(settings: LLMSettings) -> str:
     """What the cache key calls the backend: its name, plus the server's URL when one is set, so a
     fake or local server's replies are never served for another endpoint's requests."""
     return settings.name + (f"@{strip_userinfo(settings.base_url).rstrip('/')}" if settings.base_url else "")
+
+
+#: more tokens than any model reads or writes in one call: a usage figure past it is a server fault
+MAX_SANE_TOKENS = 100_000_000
+
+
+def _sane_usage(response: LLMResponse) -> tuple[LLMResponse, str | None]:
+    """``response`` with its usage zeroed, and why, when the server reported a negative or absurd figure
+    (a negative cost would let a run slip past its dollar budget; 1e30 tokens overflow the cache)."""
+    u = response.usage
+    figures = {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens}
+    bad = {k: v for k, v in figures.items() if not 0 <= v <= MAX_SANE_TOKENS}
+    if not bad:
+        return response, None
+    shown = ", ".join(f"{k}={v!r}" for k, v in bad.items())
+    message = f"the server reported impossible usage ({shown}); not counted"
+    return response.model_copy(update={"usage": Usage()}), message
 
 
 def _scrubbed(response: LLMResponse) -> LLMResponse:
