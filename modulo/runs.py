@@ -22,6 +22,7 @@ from __future__ import annotations
 import datetime as _dt
 import fcntl
 import json
+import logging
 import os
 import re
 import socket
@@ -37,6 +38,7 @@ from .redact import redact
 from .types import Outcome, ProblemResult
 
 FORMAT_VERSION = 1
+log = logging.getLogger("modulo.runs")
 RECORDS = "records.jsonl"
 RUN_INFO = "run.json"
 
@@ -66,21 +68,48 @@ def git_revision(start: Path | None = None) -> str | None:
 
 
 def read_records(path: Path) -> Iterator[ProblemResult]:
-    """Records of a run, in file order; a truncated or corrupt last line (a killed run) is skipped."""
+    """Records of a run, in file order; a truncated or corrupt last line (a killed run) is skipped.
+    A damaged line before the last is a RunError naming the file, the line and what to do."""
     file = path / RECORDS if path.is_dir() else path
     if not file.exists():
         return
-    with file.open("r", encoding="utf-8") as fh:
-        lines = fh.readlines()
+    try:
+        lines = file.read_bytes().split(b"\n")
+    except OSError as exc:
+        raise RunError(f"{file}: cannot be read ({exc.strerror or exc})") from None
+    last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
     for n, line in enumerate(lines):
         if not line.strip():
             continue
         try:
             yield ProblemResult.model_validate_json(line)
         except ValueError as exc:
-            if n == len(lines) - 1:
+            if n == last:
                 return  # the line being written when the run was killed
-            raise RunError(f"{file}: line {n + 1} is not a valid record: {exc}") from exc
+            what = "is not UTF-8 text" if _not_utf8(line) else f"is not a valid record ({_first_error(exc)})"
+            raise RunError(
+                f"{file}: line {n + 1} {what}. The records after it are intact; to go on, remove that line "
+                f"(for example: sed -i '{n + 1}d' {file}) and resume, which runs the problem again"
+            ) from None
+
+
+def _not_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return True
+    return False
+
+
+def _first_error(exc: ValueError) -> str:
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        try:
+            first = errors()[0]
+            return f"{first.get('msg')} at {'.'.join(str(p) for p in first.get('loc', ())) or 'top level'}"
+        except (IndexError, TypeError, AttributeError):
+            pass
+    return str(exc).splitlines()[0][:200]
 
 
 def latest_records(path: Path) -> dict[str, ProblemResult]:
@@ -194,9 +223,16 @@ class RunDir:
         info = {"format": FORMAT_VERSION, "run_id": self.path.name, **info}
         if info_path.exists():
             try:
-                old = json.loads(info_path.read_text())
-            except json.JSONDecodeError as exc:
-                raise RunError(f"{info_path} is corrupt: {exc}") from exc
+                old = json.loads(info_path.read_bytes().decode("utf-8"))
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+                raise RunError(
+                    f"{info_path} is damaged ({exc}); it identifies the run's configuration, so the run cannot "
+                    "be resumed safely: start a new run.dir (the records there can still be read by report)"
+                ) from None
+            if not isinstance(old, dict):
+                raise RunError(
+                    f"{info_path} is damaged (a JSON {type(old).__name__}, not an object); start a new run.dir"
+                )
             differ = sorted(k for k in set(old) | set(info) if k not in _RESUMABLE_KEYS and old.get(k) != info.get(k))
             if differ:
                 raise RunError(
@@ -214,24 +250,45 @@ class RunDir:
         return latest_records(self.path)
 
     def _drop_torn_tail(self) -> None:
-        """Cut a record line left half-written by a killed run, so that the next append starts a fresh
-        line instead of gluing a good record onto the broken one (where it would be lost)."""
+        """Cut a last record line that is not a valid record (half-written by a killed run, or complete
+        but damaged), so that the next append starts a fresh line after the last good record. The cut
+        bytes are kept in ``records.jsonl.damaged``; the problem is simply run again."""
         path = self.records_path
         if not path.exists():
             return
         data = path.read_bytes()
-        if data and not data.endswith(b"\n"):
-            with path.open("r+b") as fh:
-                fh.truncate(data.rfind(b"\n") + 1)
-                fh.flush()
-                os.fsync(fh.fileno())
+        body = data.rstrip(b"\n")
+        start = body.rfind(b"\n") + 1
+        tail = body[start:]
+        if not tail.strip():
+            return
+        if _valid_record(tail):
+            if not data.endswith(b"\n"):  # a complete record whose newline never reached the disk
+                with path.open("ab") as fh:
+                    fh.write(b"\n")
+                    fh.flush()
+                    os.fsync(fh.fileno())
+            return
+        with (self.path / (RECORDS + ".damaged")).open("ab") as side:
+            side.write(tail + b"\n")
+        with path.open("r+b") as fh:
+            fh.truncate(start)
+            fh.flush()
+            os.fsync(fh.fileno())
+        log.warning("%s: cut an invalid last line (kept in %s.damaged); that problem runs again", path, RECORDS)
 
     def append(self, result: ProblemResult) -> None:
         line = redact(result.model_dump_json()) + "\n"
-        with self._lock, self.records_path.open("a", encoding="utf-8") as fh:
-            fh.write(line)
-            fh.flush()
-            os.fsync(fh.fileno())
+        try:
+            with self._lock, self.records_path.open("a", encoding="utf-8") as fh:
+                fh.write(line)
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError as exc:  # a full disk, a removed directory: stop after the last complete record
+            raise RunError(
+                f"cannot write {self.records_path} ({exc.strerror or exc}); the run stopped after its last complete "
+                "record, and replies already paid for are in the response cache. Free space, then resume"
+            ) from None
 
     def write_json(self, name: str, data: Any) -> Path:
         target = self.path / name
@@ -271,6 +328,14 @@ def error_digest(results: Iterable[ProblemResult]) -> dict[str, Any]:
         "message": message,
         "problem_ids": [r.problem_id for r in errored],
     }
+
+
+def _valid_record(line: bytes) -> bool:
+    try:
+        ProblemResult.model_validate_json(line)
+    except ValueError:
+        return False
+    return True
 
 
 def now_iso() -> str:

@@ -323,6 +323,15 @@ def _parse_record(raw: bytes, number: int, notes: list[str], *, last: bool) -> P
         return None
 
 
+def _read_derived(path: Path, notes: list[str]) -> dict[str, Any] | None:
+    """A file derived from the records (summary, evaluation); damaged, it is noted and treated as absent."""
+    try:
+        return _read_json(path)
+    except (RunError, UnicodeDecodeError) as exc:
+        notes.append(f"{path.name} is damaged ({exc}); ignored, everything is rebuilt from records.jsonl")
+        return None
+
+
 def read_records(path: Path, notes: list[str] | None = None) -> dict[str, ProblemResult]:
     """Read ``records.jsonl``: skip a truncated last line (a killed run); note other bad lines and skip them."""
     notes = notes if notes is not None else []
@@ -355,8 +364,9 @@ def load_run(path: str | Path, *, with_records: bool = True) -> RunData:
         notes.append(f"{len(derived)} problem(s) carry data the benchmark derived, not official data: {shown}")
     records = read_records(path / RECORDS_FILE, notes) if with_records else {}
     run = RunData(path=path, info=info, records=records, notes=notes)
-    run.summary = _read_json(path / SUMMARY_FILE)
-    run.evaluation = _read_json(path / EVALUATION_FILE)
+    # a damaged summary or evaluation never hides intact records: they are rebuilt from records.jsonl
+    run.summary = _read_derived(path / SUMMARY_FILE, notes)
+    run.evaluation = _read_derived(path / EVALUATION_FILE, notes)
     if run.evaluation is not None:
         run.evaluation_status = EVAL_RECORDED
     if with_records:
