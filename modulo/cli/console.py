@@ -7,7 +7,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from rich.console import Console
 from rich.markup import escape
@@ -109,18 +109,27 @@ def run_and_report(
     rd = RunDir(run_dir, extra_files=extra_files)
     received: list[str] = []
 
-    def on_term(signum: int, frame: Any) -> None:  # SIGTERM takes Ctrl-C's path: stop, flush, say so
-        received.append("SIGTERM")
-        signal.raise_signal(signal.SIGINT)
+    async def until_signal() -> RunResult:
+        # SIGTERM cancels the run like Ctrl-C does (asyncio.run turns Ctrl-C into KeyboardInterrupt)
+        loop, task = asyncio.get_running_loop(), asyncio.current_task()
+        assert task is not None
 
-    previous = signal.signal(signal.SIGTERM, on_term)
+        def on_term() -> None:
+            received.append("SIGTERM")
+            task.cancel()
+
+        loop.add_signal_handler(signal.SIGTERM, on_term)
+        try:
+            return await run_session(session, rd, config_yaml=config_yaml, progress=bar)
+        finally:
+            loop.remove_signal_handler(signal.SIGTERM)
+
     try:
-        result = asyncio.run(run_session(session, rd, config_yaml=config_yaml, progress=bar))
-    except KeyboardInterrupt:
+        result = asyncio.run(until_signal())
+    except (KeyboardInterrupt, asyncio.CancelledError):
         bar.stop()
         interrupted(run_dir, received[0] if received else "SIGINT")
     finally:
-        signal.signal(signal.SIGTERM, previous)
         bar.stop()
     print_result(session, result)  # a run with errored problems says so in its first line
     if cfg.run.report:
@@ -135,7 +144,7 @@ class Interrupted(SystemExit):
     The command-line entry point exits at once on it, skipping the interpreter's slow teardown."""
 
 
-def interrupted(run_dir: Path, how: str) -> None:
+def interrupted(run_dir: Path, how: str) -> NoReturn:
     """Ctrl-C or SIGTERM: every finished problem is on disk; say so, say how to resume, exit 130 / 143."""
     from ..runs import latest_records
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,7 +15,7 @@ import pytest
 
 from modulo.build import build_session
 from modulo.testing import FakeProvider
-from modulo.testing.drills import ScriptedModel, compose, drill_overrides, witness_answers
+from modulo.testing.drills import ScriptedModel, cli_command, compose, drill_overrides, witness_answers
 
 
 @dataclass
@@ -50,3 +54,25 @@ def drill(tmp_path: Path) -> Iterator[DrillFactory]:
     yield make
     for fake in started:
         fake.stop()
+
+
+def start_run(overrides: list[str], ready: Callable[[], bool], timeout: float = 180) -> subprocess.Popen[bytes]:
+    """Start ``modulo run OVERRIDES`` (with a dummy key) and wait until ``ready()``; fails if it ends first."""
+    env = {**os.environ, "OPENAI_API_KEY": "test-key-not-secret"}
+    proc = subprocess.Popen(
+        cli_command(overrides),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        # Ctrl-C as at a terminal, even when the tests run in a background job (where SIGINT is ignored)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    deadline = time.monotonic() + timeout
+    while not ready():
+        if proc.poll() is not None:
+            raise AssertionError(proc.communicate()[0].decode()[-2000:])
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(f"not ready within {timeout} s")
+        time.sleep(0.05)
+    return proc

@@ -13,9 +13,8 @@ from pathlib import Path
 import pytest
 
 from modulo.runs import read_records
-from modulo.testing.drills import cli_command
 
-from .conftest import DrillFactory
+from .conftest import DrillFactory, start_run
 
 
 @pytest.mark.parametrize(
@@ -29,14 +28,9 @@ def test_the_first_signal_stops_the_run_keeps_records_and_says_how_to_resume(
     d.script(overrides)
     run_dir = tmp_path / "run"
     env = {**os.environ, "OPENAI_API_KEY": "test-key-not-secret"}
-    proc = subprocess.Popen(cli_command(overrides), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    records = run_dir / "records.jsonl"
+    proc = start_run(overrides, lambda: records.exists() and records.stat().st_size > 0)
     try:
-        deadline = time.monotonic() + 180
-        records = run_dir / "records.jsonl"
-        while not (records.exists() and records.stat().st_size > 0):
-            assert proc.poll() is None, proc.communicate()[0].decode()[-2000:]
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
         sent = time.monotonic()
         proc.send_signal(sig)
         out, _ = proc.communicate(timeout=30)

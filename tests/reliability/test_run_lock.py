@@ -11,14 +11,13 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
 from modulo.runs import LOCK_FILE, RunLock
 from modulo.testing.drills import cli_command, records
 
-from .conftest import DrillFactory
+from .conftest import DrillFactory, start_run
 
 
 def _snapshot(run_dir: Path) -> dict[str, bytes]:
@@ -39,13 +38,9 @@ def test_two_runs_into_one_directory_one_runs_the_other_is_refused_naming_the_ho
     d.script(overrides)
     run_dir = tmp_path / "run"
     env = {**os.environ, "OPENAI_API_KEY": "test-key-not-secret"}
-    first = subprocess.Popen(cli_command(overrides), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    # the first is under way: its run.json written, its first request waiting at the server
+    first = start_run(overrides, lambda: (run_dir / "run.json").exists() and d.fake.stats().requests > 0)
     try:
-        deadline = time.monotonic() + 120
-        while not (run_dir / "run.json").exists() or d.fake.stats().requests == 0:  # the first is under way
-            assert first.poll() is None, first.communicate()[0].decode()[-2000:]
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
         before = _snapshot(run_dir)
         assert ".hydra/overrides.yaml" in before
         second = subprocess.run(cli_command(overrides), env=env, capture_output=True, text=True, timeout=300)
