@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
@@ -56,10 +57,19 @@ def view_main(argv: list[str]) -> int:
     return 0
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def _serve(path: Path, options: ViewOptions, port: int) -> int:
     from .serve import make_server
 
-    server, live = make_server(path, options, port)
+    signal.signal(signal.SIGTERM, _interrupt)  # a terminated server cleans up like a Ctrl-C
+    print(f"building the view of {path} ...", flush=True)
+    try:
+        server, live = make_server(path, options, port)
+    except KeyboardInterrupt:
+        return 130
     host, bound = server.server_address[:2]
     print(f"serving {path} on http://{host!s}:{bound}/ (Ctrl-C stops)", flush=True)
     try:

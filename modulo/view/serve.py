@@ -57,7 +57,11 @@ class LiveView:
         start = time.monotonic()
         self.options.live, self.options.version = True, version
         out = Path(tempfile.mkdtemp(prefix="modulo-view-"))
-        view = build_view(self.root, out / PAGE_NAME, self.options)
+        try:
+            view = build_view(self.root, out / PAGE_NAME, self.options)
+        except BaseException:
+            shutil.rmtree(out, ignore_errors=True)
+            raise
         self._dirs.append(out)
         while len(self._dirs) > 2:  # keep the previous build for requests still reading it
             shutil.rmtree(self._dirs.pop(0), ignore_errors=True)

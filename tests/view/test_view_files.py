@@ -245,3 +245,29 @@ def test_without_a_browser_the_browser_tests_skip_with_the_reason(monkeypatch: p
     monkeypatch.setattr(browser, "CHROMIUM", ("/nonexistent/chromium",))
     with pytest.raises(browser.BrowserUnavailable, match="apt-get install -y chromium chromium-driver"):
         browser.start_browser()
+
+
+def test_modulo_view_serve_runs_until_terminated(tp_run: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "modulo.cli.main", "view", str(tp_run), "--serve", "--port", "0"],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=os.environ.copy(),
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith("building the view of")
+        line = proc.stdout.readline()
+        match = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
+        assert match, line
+        html = _get(f"http://127.0.0.1:{match.group(1)}/").decode()
+        assert blocks(html)["modulo-meta"]["live"] is True
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=30)
+    assert code == 0
