@@ -82,9 +82,29 @@ def resume(run_dir: Path, overrides: tuple[str, ...]) -> None:
     saved = run_dir / ".hydra" / "overrides.yaml"
     if not saved.exists():
         _fail(ModuloError(f"{run_dir} has no .hydra/overrides.yaml: run again with modulo run run.dir={run_dir} ..."))
-    from omegaconf import OmegaConf
+    import yaml
 
-    old = [str(o) for o in OmegaConf.load(saved) if not str(o).startswith(("run.dir=", "hydra."))]
+    try:
+        loaded = yaml.safe_load(saved.read_bytes().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        loaded = exc
+    if not isinstance(loaded, list):  # an empty or damaged file must not resume with the defaults
+        what = (
+            "is empty"
+            if loaded is None
+            else f"is damaged ({loaded})"
+            if isinstance(loaded, Exception)
+            else (f"holds a {type(loaded).__name__}, not a list of overrides")
+        )
+        _fail(
+            ModuloError(
+                f"{saved} {what}, so the run's overrides are unknown; resuming with the defaults would mix "
+                f"another configuration in. Run again with modulo run run.dir={run_dir} and the original "
+                f"overrides (see {run_dir / 'config.yaml'})"
+            )
+        )
+        return
+    old = [str(o) for o in loaded if not str(o).startswith(("run.dir=", "hydra."))]
     try:
         run_hydra([*old, *overrides, f"run.dir={run_dir}", f"hydra.run.dir={run_dir}"])
     except ModuloError as exc:

@@ -100,3 +100,18 @@ def test_report_and_show_rebuild_from_records_when_summary_or_evaluation_is_dama
     assert set(run.records) == {"a", "b"} and run.summary is None and run.evaluation is None
     assert any("summary.json is damaged" in n for n in run.notes)
     assert any("evaluation.json is damaged" in n for n in run.notes)
+
+
+@pytest.mark.parametrize("content", [b"", b"{a: 1}\n", b"\xff\xfe"])
+def test_resume_refuses_an_empty_or_damaged_overrides_file(tmp_path: Path, content: bytes) -> None:
+    import subprocess
+    import sys
+
+    run_dir = tmp_path / "run"
+    (run_dir / ".hydra").mkdir(parents=True)
+    (run_dir / ".hydra" / "overrides.yaml").write_bytes(content)
+    proc = subprocess.run(
+        [sys.executable, "-m", "modulo.cli.main", "resume", str(run_dir)], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 2 and "overrides are unknown" in proc.stderr and "Traceback" not in proc.stderr
+    assert sorted(p.name for p in run_dir.iterdir()) == [".hydra"]  # nothing ran, nothing written
