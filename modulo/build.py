@@ -99,6 +99,7 @@ def validate_numbers(cfg: ModuloConfig) -> None:
         ("metacontroller.max_dollars", mc.max_dollars, 0, True),
         ("metacontroller.max_seconds", mc.max_seconds, 0, True),
         ("metacontroller.stop_after_repeats", mc.stop_after_repeats, 1, True),
+        ("metacontroller.max_rss_mb", mc.max_rss_mb, 0, False),
         ("run.max_dollars", run.max_dollars, 0, True),
         ("run.concurrency", run.concurrency, 1, True),
         ("llm.concurrency", llm.concurrency, 1, True),
@@ -230,6 +231,7 @@ def build_session(cfg: ModuloConfig, *, load_problems: bool = True) -> Session:
             critic_timeout_s=mc.critic_timeout_s,
             max_reply_chars=mc.max_reply_chars,
             max_plan_items=mc.max_plan_items,
+            max_rss_mb=mc.max_rss_mb,
             critic_timeouts={str(k): float(v) for k, v in (mc.critic_timeouts or {}).items()},
         )
     except ValueError as exc:

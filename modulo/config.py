@@ -78,6 +78,8 @@ class MetacontrollerConf:
     max_reply_chars: Optional[int] = None  # noqa: UP045
     #: plans with more JSON values than this are a format error; null: the benchmark's own bound
     max_plan_items: Optional[int] = None  # noqa: UP045
+    #: end a problem with a recorded error when the process holds more resident memory than this (MB)
+    max_rss_mb: Optional[float] = None  # noqa: UP045
     #: per-critic deadlines in seconds: {critic_name: seconds}
     critic_timeouts: Dict[str, float] = field(default_factory=dict)  # noqa: UP006
 

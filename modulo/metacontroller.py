@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -57,6 +58,8 @@ class LoopSettings:
     check_unsolvable: bool = True
     #: stop early after this many consecutive repeats of an earlier plan (None: never)
     stop_after_repeats: int | None = None
+    #: end a problem with a recorded error when the process's resident memory exceeds this (MB; None: off)
+    max_rss_mb: float | None = None
     #: seconds a critic call may take before it is a recorded critic error
     critic_timeout_s: float = DEFAULT_CRITIC_TIMEOUT_S
     #: per-critic deadlines, by critic name
@@ -182,6 +185,14 @@ class Loop:
             if run_budget is not None and run_budget.exhausted:
                 stop_reason = "run_budget"
                 break
+            rss = resident_mb()
+            if s.max_rss_mb is not None and rss is not None and rss > s.max_rss_mb:
+                error = (
+                    f"MemoryGuard: the process holds {rss:,.0f} MB, over metacontroller.max_rss_mb="
+                    f"{s.max_rss_mb:,.0f}; this problem was stopped, the run goes on"
+                )
+                stop_reason = "memory"
+                break
             rec = IterationRecord(index=index, prompt=messages, prompt_sha256=_sha(messages))
             history.append(rec)
             try:
@@ -201,6 +212,12 @@ class Loop:
                 usage = usage + rec.usage
                 result = self._result(common, history, usage, started, "critic_error", f"{exc}")
                 raise RunAborted(result) from exc
+            except MemoryError:  # this problem ends with a recorded error; the process and the run go on
+                rec.plan, rec.raw_reply, rec.verdicts = None, None, []
+                rec.usage = _sum_usage(rec.calls)
+                usage = usage + rec.usage
+                error, stop_reason = "MemoryError: the problem ran out of memory and was stopped", "memory"
+                break
             rec.usage = _sum_usage(rec.calls)
             usage = usage + rec.usage
             if run_budget is not None:
@@ -376,6 +393,16 @@ def best_iteration(history: list[IterationRecord], upto: int | None = None) -> I
         if best is None or it.passed_count >= best.passed_count:
             best = it
     return best
+
+
+def resident_mb() -> float | None:
+    """The process's current resident memory in MB (Linux /proc), or None where it cannot be read."""
+    try:
+        with open("/proc/self/statm", "rb") as fh:
+            pages = int(fh.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
 #: characters of an oversized reply kept in the record (the rest is counted, not stored)

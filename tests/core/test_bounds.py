@@ -71,3 +71,21 @@ def test_no_overlap_feedback_is_capped_at_construction() -> None:
     verdict = synth_no_overlap()(problem, plan)
     assert time.perf_counter() - started < 30  # linear work, not quadratic
     assert not verdict.passed and verdict.feedback.count("overlaps") == SHOWN
+
+
+def test_the_memory_guard_ends_the_problem_with_a_recorded_error() -> None:
+    loop, client = make_loop({"toy-0": ["[2, 3]"]}, max_iterations=3, max_rss_mb=1)
+    result = solve(loop)
+    assert result.outcome is Outcome.ERROR and result.stop_reason == "memory"
+    assert result.error and "max_rss_mb=1" in result.error and client.backend_calls == 0
+
+
+def test_a_memory_error_inside_a_problem_is_a_recorded_error_not_the_end_of_the_process() -> None:
+    loop, _ = make_loop({"toy-0": ["[2, 3]"]}, max_iterations=3)
+
+    async def explode(*args: object, **kwargs: object) -> None:
+        raise MemoryError
+
+    loop._iterate = explode  # type: ignore[method-assign]
+    result = solve(loop)
+    assert result.outcome is Outcome.ERROR and result.stop_reason == "memory" and "MemoryError" in (result.error or "")
