@@ -280,8 +280,8 @@ def _read_json(path: Path) -> dict[str, Any] | None:
         return None
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise RunError(f"{path}: not readable JSON ({exc})") from exc
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RunError(f"{path}: not readable JSON ({exc})") from None
     if not isinstance(value, dict):
         raise RunError(f"{path}: expected a JSON object, found {type(value).__name__}")
     return value

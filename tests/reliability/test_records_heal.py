@@ -115,3 +115,12 @@ def test_resume_refuses_an_empty_or_damaged_overrides_file(tmp_path: Path, conte
     )
     assert proc.returncode == 2 and "overrides are unknown" in proc.stderr and "Traceback" not in proc.stderr
     assert sorted(p.name for p in run_dir.iterdir()) == [".hydra"]  # nothing ran, nothing written
+
+
+def test_report_names_a_non_utf8_run_json(tmp_path: Path) -> None:
+    from modulo.reports.load import load_run
+
+    rd = started(tmp_path, "a")
+    (rd.path / "run.json").write_bytes(b'{"format": 1, "x": "\xff"}')
+    with pytest.raises(RunError, match=r"run\.json: not readable JSON"):
+        load_run(rd.path)
