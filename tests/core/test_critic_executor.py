@@ -212,3 +212,54 @@ def test_critic_error_type() -> None:
     with pytest.raises(RunAborted) as info:
         solve(loop)
     assert isinstance(info.value.__cause__, CriticError)
+
+
+def test_a_modulo_run_with_a_hanging_and_a_mutating_critic_completes(tmp_path: Any) -> None:
+    """Issue 14: a critic that hangs ends as a recorded critic error within its timeout and the run
+    completes; a critic that mutates the plan is an error and the recorded plan is the generator's."""
+    from modulo import components
+    from modulo.critic import critic
+    from modulo.runs import read_records
+
+    from .test_cli import invoke, toy_args
+
+    release = threading.Event()
+
+    @critic("toy_hang", benchmarks=("toy",))
+    def toy_hang(problem: Problem, plan: Any) -> Verdict:
+        release.wait(60)
+        return Verdict.ok()
+
+    @critic("toy_mutate", benchmarks=("toy",))
+    def toy_mutate(problem: Problem, plan: Any) -> Verdict:
+        plan.clear()
+        return Verdict.ok()
+
+    components.critics.register("toy_hang", toy_hang, replace=True)
+    components.critics.register("toy_mutate", toy_mutate, replace=True)
+    try:
+        args = toy_args(
+            tmp_path,
+            {"*": ["[2, 3]"]},
+            "critics=[format,toy_sum,toy_hang,toy_mutate]",
+            "metacontroller.max_iterations=1",
+            "+metacontroller.critic_timeouts.toy_hang=0.5",
+            "run.report=false",
+        )
+        started = time.perf_counter()
+        code, out = invoke("run", *args)
+        elapsed = time.perf_counter() - started
+    finally:
+        release.set()
+        components.critics.unregister("toy_hang")
+        components.critics.unregister("toy_mutate")
+    assert code == 0, out
+    assert elapsed < 30
+    records = list(read_records(tmp_path / "run"))
+    assert len(records) == 2
+    for rec in records:
+        it = rec.iterations[0]
+        by = {v.critic: v for v in it.verdicts}
+        assert "did not finish within 0.5 s" in (by["toy_hang"].error or "")
+        assert "mutated the plan" in (by["toy_mutate"].error or "")
+        assert it.plan == [2, 3] and rec.best_plan == [2, 3]
