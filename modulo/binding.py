@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import components
-from .critic import Critic, critic_meta
+from .critic import DEFAULT_FEEDBACK, Critic, check_feedback_level, critic_meta
 from .errors import ConfigError, ModuloError, PluginLoadError, UnknownComponentError
 from .registry import bind_arguments, suggest
 
@@ -53,11 +53,14 @@ def bind_critics(
 ) -> list[Critic]:
     """The critics ``names`` bound for ``benchmark``, in the order given.
 
-    ``options`` are run-wide critic options (``critic_options``: ``mode``, ``hints``, ...): each critic
-    receives those it declares in ``options`` and no other. ``args`` maps a critic name to its own
-    arguments, which win over the run-wide options. An unknown name fails with a did-you-mean, a critic
-    scoped to other benchmarks or an argument for a critic not in ``names`` is a ConfigError, a bad
-    argument an ArgumentError, and a constructor that crashes a PluginLoadError.
+    ``options`` are run-wide critic options (``critic_options``: ``mode``, ``feedback``, ...): each critic
+    receives those it declares in ``options`` and no other. ``feedback`` is the feedback level
+    (binary, explain, hint; ``critic_args.NAME.feedback`` sets one critic apart): every critic is bound
+    at its level, and a critic that declares ``hints`` gets ``hints=True`` exactly at level ``hint``.
+    ``args`` maps a critic name to its own arguments, which win over the run-wide options. An unknown
+    name fails with a did-you-mean, a critic scoped to other benchmarks or an argument for a critic not
+    in ``names`` is a ConfigError, a bad argument an ArgumentError, and a constructor that crashes a
+    PluginLoadError.
     """
     known = components.critics.names()
     unknown = [n for n in names if n not in known]
@@ -68,6 +71,9 @@ def bind_critics(
         if n not in names:
             raise ConfigError(f"critic_args names {n!r}, which is not among the active critics {list(names)}")
     shared = dict(options or {})
+    level = check_feedback_level(shared.pop("feedback", DEFAULT_FEEDBACK))
+    if shared.pop("hints", None):  # the run-wide hints of earlier versions: the level hint
+        level = "hint"
     out: list[Critic] = []
     for name in names:
         factory = components.critics.get(name)
@@ -77,9 +83,18 @@ def bind_critics(
                 f"critic {name!r} applies to {', '.join(meta['benchmarks'])}, not to benchmark {benchmark.name!r}"
             )
         given = dict(per_critic.get(name, {}))
+        if "hints" in given and "hints" in meta["options"]:
+            raise ConfigError(
+                f"critic_args.{name}.hints: hints are a feedback level now; use critic_options.feedback=hint "
+                f"(every critic) or critic_args.{name}.feedback=hint (this critic alone)"
+            )
+        own = check_feedback_level(given.pop("feedback", level), f"critic_args.{name}.feedback")
         for key in meta["options"]:
-            if key in shared and key not in given:
+            if key == "hints":  # set by the feedback level, never by a run-wide option of that name
+                given["hints"] = own == "hint"
+            elif key in shared and key not in given:
                 given[key] = shared[key]
         kwargs = bind_arguments("critic", name, factory, given, inject={"benchmark": benchmark})
-        out.append(construct("critic", name, factory, kwargs))
+        bound: Critic = construct("critic", name, factory, kwargs)
+        out.append(bound.at_level(own))
     return out

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from .backprompt import BackpromptStrategy
 from .benchmark import Benchmark
 from .binding import bind_benchmark, bind_critics, construct
 from .config import CRITIC_PRESETS, ModuloConfig
-from .critic import Critic, critic_meta
+from .critic import Critic, FeedbackLevel, check_feedback_level, critic_meta
 from .errors import ConfigError
 from .generator import Generator
 from .llm.base import LLMSettings, capabilities_of
@@ -27,6 +28,8 @@ from .redact import register_config, safe_config
 from .reformulate import build_reformulator
 from .registry import bind_arguments, suggest
 from .types import Problem
+
+log = logging.getLogger("modulo")
 
 
 @dataclass(repr=False)
@@ -41,6 +44,8 @@ class Session:
     critics: list[Critic]
     llm: Any = None
     info: dict[str, Any] = field(default_factory=dict)
+    #: the feedback level of the run (critic_options.feedback)
+    feedback: FeedbackLevel = "explain"
 
     def __repr__(self) -> str:
         return f"<Session {self.benchmark.name}/{self.split} {len(self.problems)} problems>"
@@ -124,9 +129,29 @@ def build_benchmark(cfg: ModuloConfig) -> Benchmark:
     return bind_benchmark(cfg.benchmark.name, cfg.benchmark.args, cfg.data_dir)
 
 
-def build_critics(cfg: ModuloConfig, benchmark: Benchmark) -> list[Critic]:
+def build_critics(cfg: ModuloConfig, benchmark: Benchmark, level: FeedbackLevel | None = None) -> list[Critic]:
+    """The active critics, bound, each at its feedback level (``level``: default :func:`feedback_level`)."""
     names = expand_critics(cfg.critics, benchmark)
-    return bind_critics(names, benchmark, dataclasses.asdict(cfg.critic_options), cfg.critic_args)
+    options = {"mode": cfg.critic_options.mode, "feedback": level or feedback_level(cfg)}
+    return bind_critics(names, benchmark, options, cfg.critic_args)
+
+
+def feedback_level(cfg: ModuloConfig) -> FeedbackLevel:
+    """``critic_options.feedback``, with the deprecated ``critic_options.hints`` read into it."""
+    opts = cfg.critic_options
+    level = check_feedback_level(opts.feedback)
+    if opts.hints is None:
+        return level
+    wanted: FeedbackLevel = "hint" if opts.hints else level
+    if (opts.hints and level == "binary") or (not opts.hints and level == "hint"):
+        raise ConfigError(
+            f"critic_options.hints={str(opts.hints).lower()} contradicts critic_options.feedback={level}; "
+            "hints is deprecated: set only critic_options.feedback (binary, explain or hint)"
+        )
+    log.warning(
+        "critic_options.hints is deprecated: it is the feedback level now; use critic_options.feedback=%s", wanted
+    )
+    return wanted
 
 
 def resolve_prompt(cfg: ModuloConfig) -> str:
@@ -201,7 +226,8 @@ def build_session(cfg: ModuloConfig, *, load_problems: bool = True) -> Session:
             f"splits: {', '.join(splits)}"
             + (f" (did you mean {suggest(split, splits)[0]!r}?)" if suggest(split, splits) else "")
         )
-    critics = build_critics(cfg, benchmark)
+    level = feedback_level(cfg)
+    critics = build_critics(cfg, benchmark, level)
     sources: list[str] = sorted({str(c.source) for c in critics if c.group != "format"}) or ["none"]
     if split in benchmark.test_splits and "oracle" in sources and not cfg.run.allow_test_oracle:
         raise ConfigError(
@@ -233,6 +259,9 @@ def build_session(cfg: ModuloConfig, *, load_problems: bool = True) -> Session:
             max_plan_items=mc.max_plan_items,
             max_rss_mb=mc.max_rss_mb,
             critic_timeouts={str(k): float(v) for k, v in (mc.critic_timeouts or {}).items()},
+            on_fixed_point=mc.on_fixed_point,  # type: ignore[arg-type]
+            fixed_point_temperatures=tuple(mc.fixed_point_temperatures),
+            fixed_point_variations=mc.fixed_point_variations,
         )
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
@@ -255,7 +284,14 @@ def build_session(cfg: ModuloConfig, *, load_problems: bool = True) -> Session:
     if problems:
         benchmark.check_plannable(problems)
     session = Session(
-        config=cfg, benchmark=benchmark, split=split, problems=problems, loop=loop, critics=loop.critics, llm=llm
+        config=cfg,
+        benchmark=benchmark,
+        split=split,
+        problems=problems,
+        loop=loop,
+        critics=loop.critics,
+        llm=llm,
+        feedback=level,
     )
     session.info = run_info(session, sources)
     return session
@@ -309,6 +345,10 @@ def _run_info(session: Session, sources: list[str]) -> dict[str, Any]:
         #: the ``critics`` request as given (presets and names), so that reports name a run by what was asked
         "critics_requested": _critics_request(cfg.critics),
         "critic_options": dataclasses.asdict(cfg.critic_options),
+        # the feedback level that ran (critic_options.feedback, the deprecated hints read into it), and
+        # each critic's own level (critic_args.NAME.feedback may set one apart)
+        "feedback": session.feedback,
+        "critic_feedback": {c.name: c.feedback for c in session.critics},
         "critic_args": {k: dict(v) for k, v in cfg.critic_args.items()},
         "critic_source": "+".join(sources),
         "backprompt": {"name": cfg.backprompt.name, "args": dict(cfg.backprompt.args)},
@@ -317,6 +357,11 @@ def _run_info(session: Session, sources: list[str]) -> dict[str, Any]:
             "max_tokens": cfg.metacontroller.max_tokens,
             "max_dollars": cfg.metacontroller.max_dollars,
             "max_seconds": cfg.metacontroller.max_seconds,
+        },
+        "fixed_point": {
+            "on_fixed_point": cfg.metacontroller.on_fixed_point,
+            "temperatures": list(cfg.metacontroller.fixed_point_temperatures),
+            "variations": cfg.metacontroller.fixed_point_variations,
         },
         "sample": cfg.run.sample,
         "allow_test_oracle": cfg.run.allow_test_oracle,

@@ -58,8 +58,11 @@ class BackpromptConf:
 class CriticOptions:
     #: strict | official (passed to critics that take a ``mode`` option)
     mode: str = "strict"
-    #: constructive hints from the benchmark's data, for critics that offer them
-    hints: bool = False
+    #: what failing critics tell the planner: binary (only which constraint failed) | explain (what
+    #: failed and where; the paper's default) | hint (plus concrete suggestions, for critics that offer them)
+    feedback: str = "explain"
+    #: deprecated: hints=true is feedback=hint (still read, with a warning)
+    hints: Optional[bool] = None  # noqa: UP045
 
 
 @dataclass
@@ -82,6 +85,12 @@ class MetacontrollerConf:
     max_rss_mb: Optional[float] = None  # noqa: UP045
     #: per-critic deadlines in seconds: {critic_name: seconds}
     critic_timeouts: Dict[str, float] = field(default_factory=dict)  # noqa: UP006
+    #: a request at temperature 0 that repeats an earlier one of the same problem: stop | temperature | vary
+    on_fixed_point: str = "stop"
+    #: on_fixed_point=temperature: the temperatures of the 1st, 2nd, ... repeat of a request
+    fixed_point_temperatures: List[float] = field(default_factory=lambda: [0.7, 1.0])  # noqa: UP006
+    #: on_fixed_point=vary: how many varied prompts a repeated request may get before the loop stops
+    fixed_point_variations: int = 2
 
 
 @dataclass

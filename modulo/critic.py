@@ -7,7 +7,7 @@ Write a critic as a decorated function::
     @critic("budget", group="hard", benchmarks=("travelplanner",), options=("mode", "hints"))
     def budget(problem, plan, *, benchmark, mode: str = "strict", hints: bool = False) -> Verdict:
         ...
-        return Verdict.fail("Day 2 ...") if over else Verdict.ok()
+        return Verdict.fail("Day 2 ...", hint="A cheaper room: ..." if hints else None) if over else Verdict.ok()
 
 or as a :class:`Critic` subclass. Either way the registered object is a *factory*: the loop calls it
 with the user's arguments (checked against its signature) and, when the signature asks for them,
@@ -15,7 +15,7 @@ the framework's own values (``benchmark``: the bound benchmark instance). Regist
 ``modulo.critics`` entry-point group, with the same key as the critic's ``name`` (the registry refuses
 an entry whose key and declared name differ).
 
-Run-wide critic options (``critic_options.mode``, ``critic_options.hints``, ...) reach only the
+Run-wide critic options (``critic_options.mode``, the ``hints`` that the feedback level sets, ...) reach only the
 critics that declare them: ``@critic(..., options=("mode", "hints"))`` or ``options = (...)`` on a
 subclass. Each declared option must be a keyword parameter of the critic; an option it does not
 declare is never passed, whatever its parameters are called. :func:`modulo.binding.bind_critics` is
@@ -28,6 +28,19 @@ the event loop, and has a deadline.
 
 Groups: ``format`` critics gate the others (when one fails, the rest are not run); ``commonsense``
 and ``hard`` follow the LLM-Modulo paper; any other group name is allowed.
+
+Feedback levels (``critic_options.feedback``, recorded in run.json), applied to every critic's verdicts
+by :meth:`Critic.__call__`:
+
+- ``binary``: only that the plan fails the critic's constraint (its static ``description``);
+- ``explain`` (the default, the paper's setting): what failed and where, in the critic's ``feedback``.
+  It never names a value the plan did not already contain that would solve the problem (a free slot,
+  a restaurant, a cheaper room): such values belong in the ``hint``, which is dropped at this level;
+- ``hint``: the explanation plus the critic's constructive ``hint``.
+
+A critic that can write hints declares the option ``hints`` and takes a keyword ``hints: bool``,
+which the binding sets from the level (True only at ``hint``), so a costly suggestion is computed only
+when it will be used.
 """
 
 from __future__ import annotations
@@ -35,15 +48,44 @@ from __future__ import annotations
 import functools
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, get_args
 
-from .errors import CriticError
+from .errors import ConfigError, CriticError
 from .types import PlanJSON, Problem, Verdict
 
 #: where a critic's knowledge comes from; printed next to results (see the reports)
 CriticSource = Literal["oracle", "reimplemented", "llm-extracted", "derived"]
 
+#: how much a failing verdict tells the planner (see the module docstring)
+FeedbackLevel = Literal["binary", "explain", "hint"]
+FEEDBACK_LEVELS: tuple[str, ...] = get_args(FeedbackLevel)
+DEFAULT_FEEDBACK: FeedbackLevel = "explain"
+
 FORMAT_GROUP = "format"
+
+
+def check_feedback_level(level: object, where: str = "critic_options.feedback") -> FeedbackLevel:
+    """``level`` if it is a feedback level, else a ConfigError naming the levels."""
+    if level not in FEEDBACK_LEVELS:
+        raise ConfigError(f"{where} must be one of {', '.join(FEEDBACK_LEVELS)}, not {level!r}")
+    return level  # type: ignore[return-value]
+
+
+def binary_feedback(description: str, name: str) -> str:
+    """The whole feedback of a failing verdict at level ``binary``: which constraint, nothing more."""
+    what = description.strip().rstrip(".") or name
+    return f"The plan violates a constraint: {what}."
+
+
+def apply_feedback_level(verdict: Verdict, level: FeedbackLevel, description: str, name: str) -> Verdict:
+    """``verdict`` as the planner may see it at ``level``: the hint only at ``hint``; at ``binary`` the
+    feedback of a failing verdict is replaced by :func:`binary_feedback`. Details stay (for records)."""
+    update: dict[str, Any] = {}
+    if level != "hint" and verdict.hint is not None:
+        update["hint"] = None
+    if level == "binary" and not verdict.passed and verdict.error is None:
+        update["feedback"] = binary_feedback(description, name)
+    return verdict.model_copy(update=update) if update else verdict
 
 
 class Critic(ABC):
@@ -63,6 +105,18 @@ class Critic(ABC):
     heavy: ClassVar[bool] = False
     #: the run-wide critic options (``critic_options.*``) this critic takes, each a keyword parameter
     options: ClassVar[tuple[str, ...]] = ()
+    #: the feedback level of this bound critic; set by the binding (:meth:`at_level`)
+    feedback: FeedbackLevel = DEFAULT_FEEDBACK
+
+    def at_level(self, level: str) -> Critic:
+        """Set this critic's feedback level (binary, explain or hint) and return it."""
+        self.feedback = check_feedback_level(level)
+        return self
+
+    @property
+    def offers_hints(self) -> bool:
+        """Whether the critic can write hints: it declares the ``hints`` option."""
+        return "hints" in self.options
 
     @abstractmethod
     def check(self, problem: Problem, plan: PlanJSON) -> Verdict:
@@ -78,6 +132,7 @@ class Critic(ABC):
             raise CriticError(self.name, exc) from exc
         if not isinstance(verdict, Verdict):
             raise CriticError(self.name, TypeError(f"returned {type(verdict).__name__}, not a Verdict"))
+        verdict = apply_feedback_level(verdict, self.feedback, self.description, self.name)
         return verdict.model_copy(update={"critic": self.name, "group": self.group})
 
     def __repr__(self) -> str:
@@ -96,6 +151,13 @@ class FunctionCritic(Critic):
 
     def check(self, problem: Problem, plan: PlanJSON) -> Verdict:
         return self._fn(problem, plan, **self._kwargs)
+
+    def at_level(self, level: str) -> Critic:
+        """Set the level; a function that takes ``hints`` gets ``hints=True`` exactly at ``hint``."""
+        super().at_level(level)
+        if "hints" in self.options:
+            self._kwargs = {**self._kwargs, "hints": self.feedback == "hint"}
+        return self
 
 
 class CriticFactory:
@@ -154,8 +216,14 @@ class CriticFactory:
         params = list(sig.parameters.values())[2:]
         return sig.replace(parameters=params)
 
-    def __call__(self, **kwargs: Any) -> Critic:
-        return self._cls(self.fn, kwargs)
+    def __call__(self, *, feedback: str = DEFAULT_FEEDBACK, **kwargs: Any) -> Critic:
+        """A bound critic with arguments ``kwargs`` at feedback level ``feedback``. A critic that offers
+        hints gets ``hints=True`` at level ``hint``; ``hints=True`` given directly means level ``hint``."""
+        if "hints" in self.options:
+            if kwargs.get("hints"):
+                feedback = "hint"
+            kwargs["hints"] = check_feedback_level(feedback, f"critic {self.name!r}: feedback") == "hint"
+        return self._cls(self.fn, kwargs).at_level(feedback)
 
     def __repr__(self) -> str:
         return f"<critic factory {self.name} ({self.group})>"

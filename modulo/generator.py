@@ -25,6 +25,12 @@ class GenerationContext:
     llm: LLMClient | None
     #: JSON Schema of a plan, when the generator is asked for JSON directly (reformulator=none)
     response_schema: dict[str, Any] | None = None
+    #: sampling temperature for this iteration (None: the llm settings' temperature); the loop raises it
+    #: at a fixed point when metacontroller.on_fixed_point=temperature
+    temperature: float | None = None
+    #: draw number: how many earlier iterations of this problem sent the same messages; a generator
+    #: passes it on (``LLMRequest.draw``) so that a repeat at temperature > 0 is a new sample
+    draw: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
 

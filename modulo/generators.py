@@ -39,15 +39,18 @@ class LLMGenerator(Generator):
             raise ConfigError("the llm generator needs an llm backend")
         settings = ctx.llm.settings
         wants_json = self.prompt_role == "json" and ctx.response_schema is not None
+        # draw d of a seeded sampler sends seed + d: the same seed would give the same sample again
+        seed = settings.seed + ctx.draw if settings.seed is not None else None
         request = LLMRequest(
             messages=tuple(messages),
             model=settings.model,
-            temperature=settings.temperature,
+            temperature=settings.temperature if ctx.temperature is None else ctx.temperature,
             max_tokens=settings.max_tokens,
-            seed=settings.seed,
+            seed=seed,
             response_schema=ctx.response_schema if wants_json else None,
             structured_output=settings.structured_output if wants_json else "off",
             sample_index=self.sample_index,
+            draw=ctx.draw,
             tags={"problem_id": problem.id, "iteration": str(ctx.iteration), "stage": "generate"},
         )
         call = await ctx.llm.call(request, "generate")

@@ -4,8 +4,16 @@
 the runner). It stops as soon as every active critic accepts (``certified``), or when a budget is
 spent: iterations (default 10, as in the LLM-Modulo paper), tokens, dollars or wall-clock seconds per
 problem, or a run-level dollar budget. It then returns the best plan so far (most accepting verdicts;
-ties go to the later plan) as ``exhausted``, or ``failed`` when no plan was ever read. When the
+ties go to the earliest such plan) as ``exhausted``, or ``failed`` when no plan was ever read. When the
 benchmark can prove a problem unsolvable, that is checked before any generator call.
+
+Draws and fixed points: the n-th iteration of a problem that sends the same messages as earlier ones
+is draw n of that request (``IterationRecord.draw``, passed to the generator and into the cache key).
+At temperature > 0 it is a new sample. At temperature 0 the model would answer as before, so the
+request is a *fixed point* and ``on_fixed_point`` decides: ``stop`` (``stop_reason="fixed_point"``,
+no further request), ``temperature`` (send it again at the next temperature of
+``fixed_point_temperatures``, stop when they are used up) or ``vary`` (append a note asking for a
+different plan, at most ``fixed_point_variations`` times, then stop).
 
 Format critics gate the others: when one fails, the rest are not run and only format feedback goes
 back. A critic that crashes is recorded as an errored verdict (``on_critic_error="record"``) or ends
@@ -68,6 +76,12 @@ class LoopSettings:
     max_reply_chars: int | None = None
     #: plans with more JSON values than this are a format error (None: the benchmark's ``max_plan_items``)
     max_plan_items: int | None = None
+    #: what to do when a request at temperature 0 repeats an earlier one: stop | temperature | vary
+    on_fixed_point: Literal["stop", "temperature", "vary"] = "stop"
+    #: on_fixed_point=temperature: the temperature of the 1st, 2nd, ... repeat of a request
+    fixed_point_temperatures: tuple[float, ...] = (0.7, 1.0)
+    #: on_fixed_point=vary: how many varied prompts a repeated request may get
+    fixed_point_variations: int = 2
 
     def __post_init__(self) -> None:
         if self.max_iterations < 1:
@@ -77,6 +91,25 @@ class LoopSettings:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"metacontroller.{name} must be at least 1 (or null for the benchmark's bound)")
+        if self.on_fixed_point not in FIXED_POINT_POLICIES:
+            raise ValueError(
+                f"metacontroller.on_fixed_point must be one of {', '.join(FIXED_POINT_POLICIES)}, "
+                f"not {self.on_fixed_point!r}"
+            )
+        self.fixed_point_temperatures = tuple(float(t) for t in self.fixed_point_temperatures)
+        if any(t <= 0 for t in self.fixed_point_temperatures):
+            raise ValueError("metacontroller.fixed_point_temperatures must all be above 0")
+        if self.fixed_point_variations < 0:
+            raise ValueError("metacontroller.fixed_point_variations must be >= 0")
+
+
+FIXED_POINT_POLICIES = ("stop", "temperature", "vary")
+
+#: appended to a repeated prompt under on_fixed_point=vary (n: the variation number)
+VARIATION_NOTE = (
+    "Note (variation {n}): this request repeats an earlier one word for word, and the same answer "
+    "would come back. Propose a plan that differs from the plans above."
+)
 
 
 @dataclass
@@ -180,6 +213,9 @@ class Loop:
         stop_reason = "iterations"
         error: str | None = None
         repeats = 0
+        #: sha of the messages built by the loop (before any variation) -> iterations that sent them
+        sent: dict[str, list[int]] = {}
+        base_temperature = self._temperature()
 
         for index in range(s.max_iterations):
             if run_budget is not None and run_budget.exhausted:
@@ -193,7 +229,32 @@ class Loop:
                 )
                 stop_reason = "memory"
                 break
-            rec = IterationRecord(index=index, prompt=messages, prompt_sha256=_sha(messages))
+            key = _sha(messages)
+            earlier = sent.setdefault(key, [])
+            draw, temperature, variation = len(earlier), base_temperature, 0
+            if earlier and (base_temperature is None or base_temperature == 0):
+                # a fixed point: at temperature 0 this request would get the answer it got before
+                history[-1].fixed_point_of = earlier[-1]
+                if s.on_fixed_point == "temperature" and draw <= len(s.fixed_point_temperatures):
+                    temperature = s.fixed_point_temperatures[draw - 1]
+                elif s.on_fixed_point == "vary" and draw <= s.fixed_point_variations:
+                    variation = draw
+                else:
+                    stop_reason = "fixed_point"
+                    break
+            earlier.append(index)
+            sent_messages = messages
+            if variation:
+                note = VARIATION_NOTE.format(n=variation)
+                sent_messages = [*messages, Message(role="user", content=note)]
+            rec = IterationRecord(
+                index=index,
+                prompt=sent_messages,
+                prompt_sha256=_sha(sent_messages),
+                draw=draw,
+                temperature=temperature,
+                variation=variation,
+            )
             history.append(rec)
             try:
                 await self._iterate(problem, rec)
@@ -201,6 +262,7 @@ class Loop:
                 if exc.call is not None:
                     rec.calls.append(exc.call)
                 rec.usage = _sum_usage(rec.calls)
+                rec.served = _served(rec.calls)
                 usage = usage + rec.usage
                 if run_budget is not None:
                     run_budget.add(rec.usage)
@@ -209,6 +271,7 @@ class Loop:
                 break
             except CriticError as exc:
                 rec.usage = _sum_usage(rec.calls)
+                rec.served = _served(rec.calls)
                 usage = usage + rec.usage
                 result = self._result(common, history, usage, started, "critic_error", f"{exc}")
                 raise RunAborted(result) from exc
@@ -219,6 +282,7 @@ class Loop:
                 error, stop_reason = "MemoryError: the problem ran out of memory and was stopped", "memory"
                 break
             rec.usage = _sum_usage(rec.calls)
+            rec.served = _served(rec.calls)
             usage = usage + rec.usage
             if run_budget is not None:
                 run_budget.add(rec.usage)
@@ -266,10 +330,21 @@ class Loop:
 
         return self._result(common, history, usage, started, stop_reason, error)
 
+    def _temperature(self) -> float | None:
+        """The generator's sampling temperature (None: no model, a deterministic generator)."""
+        settings = getattr(self.llm, "settings", None) if self.generator.needs_llm else None
+        return float(settings.temperature) if settings is not None else None
+
     async def _iterate(self, problem: Problem, rec: IterationRecord) -> None:
         """Generate, reformulate and critique once, filling ``rec`` in place."""
         t0 = time.perf_counter()
-        ctx = GenerationContext(iteration=rec.index, llm=self.llm, response_schema=self._schema)
+        ctx = GenerationContext(
+            iteration=rec.index,
+            llm=self.llm,
+            response_schema=self._schema,
+            temperature=rec.temperature,
+            draw=rec.draw,
+        )
         gen = await self.generator.generate(problem, list(rec.prompt), ctx)
         rec.calls.extend(gen.calls)
         rec.raw_reply = gen.text
@@ -361,6 +436,7 @@ class Loop:
         error: str | None,
     ) -> ProblemResult:
         best = best_iteration(history)
+        rejected_by = [v.critic for v in best.failing] if best is not None else []
         if error is not None:
             outcome = Outcome.ERROR
         elif history and history[-1].all_accept:
@@ -377,6 +453,8 @@ class Loop:
             stop_reason=stop_reason,
             best_plan=best.plan if best is not None else None,
             best_iteration=best.index if best is not None else None,
+            best_certified=best is not None and best.all_accept,
+            best_rejected_by=rejected_by,
             iterations=history,
             usage=usage,
             error=error,
@@ -384,14 +462,14 @@ class Loop:
         )
 
 
-def best_iteration(history: list[IterationRecord], upto: int | None = None) -> IterationRecord | None:
-    """Best-so-far among the first ``upto`` iterations: most accepting verdicts, ties to the later one."""
-    best: IterationRecord | None = None
-    for it in history[:upto]:
-        if it.plan is None:
-            continue
-        if best is None or it.passed_count >= best.passed_count:
-            best = it
+def best_position(history: list[IterationRecord], upto: int | None = None) -> int | None:
+    """Position in ``history`` of the best plan among the first ``upto`` iterations: the most accepting
+    verdicts, ties to the earliest such plan (a later repeat of it is no better)."""
+    best: int | None = None
+    best_count = -1
+    for pos, it in enumerate(history[:upto]):
+        if it.plan is not None and it.passed_count > best_count:
+            best, best_count = pos, it.passed_count
     return best
 
 
@@ -436,6 +514,20 @@ def count_values(data: Any, limit: int) -> int:
         elif isinstance(item, (list, tuple)):
             stack.extend(item)
     return count
+def best_iteration(history: list[IterationRecord], upto: int | None = None) -> IterationRecord | None:
+    """The best-so-far iteration among the first ``upto`` (see :func:`best_position`)."""
+    pos = best_position(history, upto)
+    return history[pos] if pos is not None else None
+
+
+def _served(calls: list[LLMCall]) -> Literal["fresh", "cache", "mixed", "none"]:
+    """How an iteration's model calls were served (failed calls count as fresh: they reached the model)."""
+    cached = sum(1 for c in calls if c.cached)
+    if not calls:
+        return "none"
+    if cached == len(calls):
+        return "cache"
+    return "fresh" if cached == 0 else "mixed"
 
 
 def _sha(messages: list[Message]) -> str:

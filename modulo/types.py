@@ -192,6 +192,19 @@ class IterationRecord(BaseModel):
     gated: list[str] = Field(default_factory=list)
     #: index of an earlier iteration that proposed exactly the same plan
     repeat_of: int | None = None
+    #: draw number of the generator request: how many earlier iterations of this problem sent the same
+    #: messages (a repeat at temperature > 0 is a new sample with its own cache entry)
+    draw: int = 0
+    #: the sampling temperature of the generator request (None: no model was asked)
+    temperature: float | None = None
+    #: > 0 when the prompt was varied because it repeated an earlier one (metacontroller.on_fixed_point=vary)
+    variation: int = 0
+    #: the request built after this iteration repeats the one sent at this earlier iteration (at
+    #: temperature 0 it would get the same answer: a fixed point); None when the next request is new
+    fixed_point_of: int | None = None
+    #: how this iteration's model calls were served: "fresh" (all sent to the model), "cache" (all
+    #: answered from the response cache or a recording), "mixed", or "none" (no model call)
+    served: Literal["fresh", "cache", "mixed", "none"] = "none"
     #: the backprompt text built from this iteration's verdicts (sent at the next iteration)
     backprompt: str | None = None
     calls: list[LLMCall] = Field(default_factory=list)
@@ -220,10 +233,16 @@ class ProblemResult(BaseModel):
     problem_id: str
     benchmark: str
     outcome: Outcome
-    #: why the loop stopped: all_passed, iterations, tokens, dollars, seconds, unsolvable, error, run_budget
+    #: why the loop stopped: all_passed, iterations, tokens, dollars, seconds, fixed_point, repeats,
+    #: generator_ignores_feedback, unsolvable, llm_error, critic_error, run_budget
     stop_reason: str
     best_plan: PlanJSON = None
+    #: the earliest iteration with the most accepting verdicts
     best_iteration: int | None = None
+    #: whether every active critic accepted the best plan
+    best_certified: bool = False
+    #: critics whose verdict on the best plan rejected it (failed or crashed; gated critics are not listed)
+    best_rejected_by: list[str] = Field(default_factory=list)
     iterations: list[IterationRecord] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
     explanation: str | None = None

@@ -78,7 +78,7 @@ def calendar_preferences(problem: Problem, plan: PlanJSON) -> Verdict:
     options=("hints",),
 )
 def calendar_earliest(problem: Problem, plan: PlanJSON, *, hints: bool = False) -> Verdict:
-    """``hints=True`` names the earliest slot that fits."""
+    """At feedback level ``hint`` (``hints=True``) it names the earliest slot that fits."""
     c = problem.constraints
     if not c["earliest"]:
         return Verdict.not_applicable("the query does not ask for the earliest availability")

@@ -425,7 +425,7 @@ def simulate(plan: Any, constraints: dict[str, Any], *, official: bool = False) 
                     "travel",
                     i,
                     f"{said}: leaving {location} at {minutes_to_ampm(clock)} and travelling {minutes} minutes, "
-                    f"you arrive at {minutes_to_ampm(arrive)}, not {step['arrival']}",
+                    f"you do not arrive at {step['arrival']}",
                     expected=minutes_to_ampm(arrive),
                 )
             clock, location = arrive, dest

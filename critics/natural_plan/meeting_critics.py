@@ -5,8 +5,8 @@ optimality critic compares the number of people the plan meets with the exact ma
 
 Options (the run's ``critic_options``): ``mode="strict"`` (default) checks every written number;
 ``mode="official"`` reads the plan as the official script does (written minutes and times are not
-checked, each meeting lasts exactly the required minimum). ``hints=True`` lets the optimality
-critic name an order of friends that reaches the maximum.
+checked, each meeting lasts exactly the required minimum). At the feedback level ``hint`` the
+optimality critic can name an order of friends that reaches the maximum.
 """
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ def meeting_once(problem: Problem, plan: PlanJSON, *, mode: str = "strict") -> V
     options=("mode", "hints"),
 )
 def meeting_optimal(problem: Problem, plan: PlanJSON, *, mode: str = "strict", hints: bool = False) -> Verdict:
-    """``hints=True`` adds one order of friends that reaches the maximum (from the exact search)."""
+    """At feedback level ``hint`` it adds one order of friends that reaches the maximum (exact search)."""
     best = max_meetings(problem.constraints)
     met = simulate(plan, problem.constraints, official=_official(mode)).met
     if len(met) >= best.count:

@@ -119,7 +119,7 @@ def trip_flight_days(problem: Problem, plan: PlanJSON) -> Verdict:
     options=("hints",),
 )
 def trip_stay_lengths(problem: Problem, plan: PlanJSON, *, hints: bool = False) -> Verdict:
-    """``hints=True`` adds the day arithmetic of a stay."""
+    """At feedback level ``hint`` it adds the day arithmetic of a stay."""
     required: dict[str, int] = problem.constraints["stays"]
     texts: dict[str, str] = problem.constraints["stay_texts"]
     issues = []

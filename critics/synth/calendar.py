@@ -603,19 +603,36 @@ class CalendarFamily(Family):
             late = (day in order and order.index(day) > order.index(c["day"])) or (day == c["day"] and e > c["time"])
             return f"Your slot {where} ends later than {c['day']} {fmt_time(c['time'])}." if late else None
         if kind == "earliest":
-            dur = self._get(spec, "meeting_duration")["minutes"]
-            others = [x for x in spec["constraints"] if x["kind"] != "earliest"]
-            wh = self._get(spec, "work_hours")
-            rank = spec["days"].index(day) if day in spec["days"] else -1
-            for di, dname in enumerate(spec["days"]):
-                for g in range(wh["start"], wh["end"] - dur + 1, STEP):
-                    if (di, g) >= (rank, s):
-                        break
-                    slot = {"day": dname, "start": fmt_time(g), "end": fmt_time(g + dur)}
-                    if all(self.violation(x, spec, slot) is None for x in others):
-                        return f"An earlier slot works for everyone: {dname}, {fmt_time(g)} - {fmt_time(g + dur)}."
-            return None
+            if self._earlier_slot(spec, day, s) is None:
+                return None
+            return f"Your slot {where} is not the earliest: an earlier slot fits everyone's schedule and constraints."
         raise ValueError(f"unknown constraint kind {kind!r}")
+
+    def hint(self, c: Constraint, spec: Spec, plan: PlanJSON) -> str | None:
+        if c["kind"] != "earliest":
+            return None
+        day, s, _e = _slot(plan)
+        slot = self._earlier_slot(spec, day, s)
+        return (
+            None
+            if slot is None
+            else f"An earlier slot works for everyone: {slot['day']}, {slot['start']} - {slot['end']}."
+        )
+
+    def _earlier_slot(self, spec: Spec, day: str, start: int) -> dict[str, str] | None:
+        """The earliest slot before (day, start) that keeps every other constraint, or None."""
+        dur = self._get(spec, "meeting_duration")["minutes"]
+        others = [x for x in spec["constraints"] if x["kind"] != "earliest"]
+        wh = self._get(spec, "work_hours")
+        rank = spec["days"].index(day) if day in spec["days"] else -1
+        for di, dname in enumerate(spec["days"]):
+            for g in range(wh["start"], wh["end"] - dur + 1, STEP):
+                if (di, g) >= (rank, start):
+                    break
+                slot = {"day": dname, "start": fmt_time(g), "end": fmt_time(g + dur)}
+                if all(self.violation(x, spec, slot) is None for x in others):
+                    return slot
+        return None
 
     def parse_plan(self, text: str, spec: Spec) -> PlanJSON:
         start = text.find("{")

@@ -15,8 +15,9 @@ from .common import capitalize
 from .families import FAMILIES, get_family
 
 
-def check(problem: Problem, plan: PlanJSON, name: str) -> Verdict:
-    """Run the synthesized critic ``name`` (shared body of every critic in this module)."""
+def check(problem: Problem, plan: PlanJSON, name: str, hints: bool = False) -> Verdict:
+    """Run the synthesized critic ``name`` (shared body of every critic in this module); ``hints``: add
+    the family's constructive suggestions for the broken constraints (feedback level ``hint``)."""
     spec = problem.constraints
     family = get_family(str(spec.get("family", "")))
     kinds = family.critic_kinds.get(name)
@@ -31,8 +32,10 @@ def check(problem: Problem, plan: PlanJSON, name: str) -> Verdict:
     if not broken:
         return Verdict.ok()
     lines = [f'You were asked: "{capitalize(c.get("text") or family.describe(c))}". {why}' for c, why in broken]
+    suggestions = [h for c, _why in broken if (h := family.hint(c, spec, plan))] if hints else []
     return Verdict.fail(
         "\n".join(lines),
+        hint=" ".join(suggestions) or None,
         violated=[c["id"] for c, _why in broken],
         kinds=sorted({c["kind"] for c, _why in broken}),
         evidence=[why for _c, why in broken],
@@ -62,12 +65,19 @@ _DESCRIPTIONS: dict[str, str] = {
 
 
 def _make(name: str, benchmark: str) -> CriticFactory:
-    def fn(problem: Problem, plan: PlanJSON) -> Verdict:
-        return check(problem, plan, name)
+    def fn(problem: Problem, plan: PlanJSON, *, hints: bool = False) -> Verdict:
+        return check(problem, plan, name, hints)
 
     fn.__name__ = name
     fn.__doc__ = _DESCRIPTIONS[name]
-    return critic(name, group="hard", description=_DESCRIPTIONS[name], benchmarks=(benchmark,), source="derived")(fn)
+    return critic(
+        name,
+        group="hard",
+        description=_DESCRIPTIONS[name],
+        benchmarks=(benchmark,),
+        source="derived",
+        options=("hints",),
+    )(fn)
 
 
 CRITICS: dict[str, CriticFactory] = {

@@ -145,7 +145,13 @@ class Family(ABC):
 
     @abstractmethod
     def violation(self, c: Constraint, spec: Spec, plan: PlanJSON) -> str | None:
-        """Why ``plan`` breaks ``c`` (quoting the plan), or None when it keeps it. Pure Python."""
+        """Why ``plan`` breaks ``c`` (quoting the plan and the query), or None when it keeps it. Pure
+        Python. It never names a value the plan lacks that would fix it: that is :meth:`hint`'s job."""
+
+    def hint(self, c: Constraint, spec: Spec, plan: PlanJSON) -> str | None:
+        """A constructive suggestion for a broken ``c`` (a concrete value that fixes it), or None.
+        Sent only at feedback level ``hint``."""
+        return None
 
     @abstractmethod
     def parse_plan(self, text: str, spec: Spec) -> PlanJSON:

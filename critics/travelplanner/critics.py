@@ -1,9 +1,10 @@
 """The 13 TravelPlanner critics: 8 commonsense and 5 hard constraints.
 
-Every critic takes the options ``mode`` (``"strict"``, the default: the sound reading; or
-``"official"``: bug for bug the published evaluator) and ``hints`` (add a constructive suggestion from
-the database), and is given the bound :class:`~critics.travelplanner.benchmark.TravelPlanner` as
-``benchmark`` (it owns the database store). The checks are the very functions the evaluator uses.
+Every critic takes the option ``mode`` (``"strict"``, the default: the sound reading; or
+``"official"``: bug for bug the published evaluator), offers hints (at ``critic_options.feedback=hint``
+it adds a constructive suggestion from the database), and is given the bound
+:class:`~critics.travelplanner.benchmark.TravelPlanner` as ``benchmark`` (it owns the database store).
+The checks are the very functions the evaluator uses.
 
 A hard critic whose constraint the query does not state answers ``Verdict.not_applicable()``.
 Feedback names the day, the field, the offending value and the reason; ``details`` carries the same

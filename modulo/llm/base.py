@@ -58,19 +58,23 @@ class LLMRequest(BaseModel):
     response_schema: dict[str, Any] | None = None
     #: "schema": constrain to response_schema; "json": any JSON object; "off": free text
     structured_output: Literal["schema", "json", "off"] = "off"
-    #: draw number: a repeated identical request with another index is a deliberate fresh sample
+    #: sample number of the run (``run.sample``): another index is a deliberate fresh sample
     sample_index: int = 0
     #: tools the model may call (native tool calling); part of the cache key
     tools: tuple[ToolDecl, ...] = ()
     #: earlier tool-calling turns after ``messages`` (see :class:`ToolTurn`)
     turns: tuple[ToolTurn, ...] = ()
+    #: draw number inside one problem: the n-th time the same messages are sent (at temperature > 0,
+    #: a new sample with its own cache entry, replayed exactly on a re-run)
+    draw: int = 0
     #: where the request comes from (problem_id, iteration, stage); NOT part of the cache key
     tags: dict[str, str] = Field(default_factory=dict)
 
     def key(self, backend: str) -> str:
-        """Content address of (backend, request), tags excluded. The tools offered and the tool turns
-        are part of it; requests without them keep the keys they had before tools existed."""
-        exclude = {"tags"} | {name for name in ("tools", "turns") if not getattr(self, name)}
+        """Content address of (backend, request), tags excluded. The tools offered, the tool turns and
+        the draw number are part of it; requests without them (draw 0) keep the keys they had before
+        those existed."""
+        exclude = {"tags"} | {name for name in ("tools", "turns", "draw") if not getattr(self, name)}
         payload = {"backend": backend, **self.model_dump(mode="json", exclude=exclude)}
         return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
 

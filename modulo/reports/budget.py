@@ -1,7 +1,7 @@
 """Final pass rate against iteration budget (the LLM-Modulo paper's Figure 3).
 
 "The plan at budget k" follows the metacontroller's best-so-far rule: among iterations ``0..k-1`` that
-produced a plan, the one with the most accepting verdicts, ties going to the later iteration. Budgets
+produced a plan, the one with the most accepting verdicts, ties going to the earliest iteration. Budgets
 run from 1 (the first plan alone) to N. Each budget's plans are scored by the benchmark's own evaluator.
 To keep that cheap, the distinct (problem, plan) pairs over all budgets are evaluated in one call when
 the primary metric is a per-problem ``passed`` rate (checked against the evaluator's own number); otherwise one call per
@@ -19,26 +19,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ModuloError, RunError
+from ..metacontroller import best_position
 from ..types import PlanJSON, ProblemResult, canonical_json, plan_fingerprint
 from .load import RunData
 from .metrics import metric_parts
 
 CACHE_DIR = "report_cache"
 CACHE_FILE = "budget_curve.json"
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: ties go to the earliest plan
 
 
 def best_iteration_at(record: ProblemResult, k: int) -> int | None:
-    """Index into ``record.iterations`` of the plan at budget ``k`` (None: no plan yet)."""
-    best: int | None = None
-    best_count = -1
-    for pos, it in enumerate(record.iterations[: max(k, 0)]):
-        if it.plan is None:
-            continue
-        count = it.passed_count
-        if count >= best_count:
-            best, best_count = pos, count
-    return best
+    """Index into ``record.iterations`` of the plan at budget ``k`` (None: no plan yet); the loop's rule."""
+    return best_position(record.iterations, max(k, 0))
 
 
 def plan_at_budget(record: ProblemResult, k: int) -> PlanJSON:

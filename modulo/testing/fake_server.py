@@ -25,7 +25,9 @@ Replies come from (first match wins):
   ``problem_id: ID`` (or ``problem_id=ID``) mention in the messages;
 - a callable ``fn(FakeRequest) -> str | dict``;
 - otherwise a generator seeded by ``seed`` and the request's messages: a JSON instance of the
-  requested schema, a JSON object in JSON mode, else a few words.
+  requested schema, a JSON object in JSON mode, else a few words. At temperature 0 the reply is a
+  function of the request; at a temperature above 0 it samples: the request's ``seed`` (or, without
+  one, the request's arrival number) joins the generator's seed, so another seed is another draw.
 
 A script entry is a string, ``{"text": ...}``, or ``{"fault": KIND, "text": ...}`` to inject a fault
 at that point of the script (it consumes its entry). ``{"tool_calls": [{"name": N, "arguments": {...}},
@@ -393,8 +395,14 @@ class FakeProvider:
             return items[index]
 
     def generate(self, req: FakeRequest) -> str:
-        """The seeded reply: deterministic in (seed, messages, schema)."""
-        digest = hashlib.sha256(json.dumps([self.seed, req.messages, req.schema], sort_keys=True).encode()).hexdigest()
+        """The seeded reply: deterministic in (seed, messages, schema) at temperature 0; at a temperature
+        above 0 also in the request's seed (without one, its arrival number: every request a new draw)."""
+        parts: list[Any] = [self.seed, req.messages, req.schema]
+        temperature = req.body.get("temperature")
+        if isinstance(temperature, int | float) and temperature > 0:
+            seed = req.body.get("seed")
+            parts.append(["sample", seed if isinstance(seed, int) else f"request-{req.index}"])
+        digest = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
         rng = random.Random(digest)
         if req.schema is not None:
             return json.dumps(sample_from_schema(req.schema, rng))

@@ -175,12 +175,12 @@ def test_strategies_select_feedback() -> None:
     assert result.outcome is Outcome.CERTIFIED
 
 
-def test_best_iteration_ties_go_to_the_later_plan() -> None:
+def test_best_iteration_ties_go_to_the_earliest_plan() -> None:
     def it(i: int, passed: int) -> IterationRecord:
         vs = [Verdict(critic=f"c{j}", passed=j < passed) for j in range(3)]
         return IterationRecord(index=i, plan=[i], verdicts=vs)
 
     history = [it(0, 1), it(1, 2), it(2, 2), it(3, 0)]
-    assert best_iteration(history).index == 2  # type: ignore[union-attr]
+    assert best_iteration(history).index == 1  # type: ignore[union-attr]
     assert best_iteration(history, 2).index == 1  # type: ignore[union-attr]
     assert best_iteration(history, 0) is None

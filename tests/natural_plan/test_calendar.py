@@ -124,7 +124,7 @@ def test_earliest_hint_names_the_earliest_slot(problem: Problem) -> None:
     plan = cal.parse_calendar("Tuesday, 13:30 - 14:00")
     v = next(k for k in CRITICS if k.name == "calendar_earliest")(problem, plan)
     assert not v.passed and v.hint is None  # constructive hints are opt-in
-    v = calendar_earliest(hints=True)(problem, plan)
+    v = calendar_earliest(feedback="hint")(problem, plan)
     assert not v.passed and v.hint == "The earliest time that fits everything is Tuesday, 15:30 - 16:00."
     no_earliest = dict(c, earliest=False, earliest_text=None)
     p2 = problem.model_copy(update={"constraints": no_earliest})

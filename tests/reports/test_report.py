@@ -130,10 +130,10 @@ def test_plan_at_budget_best_so_far(tmp_path: Path, make_run: Any, run_a_plans: 
     assert plan_at_budget(p3, 0) is None
     assert plan_at_budget(p3, 1) == {"x": 12}
     assert plan_at_budget(p3, 2) == {"x": 12}  # x=11 passes fewer critics
-    # ties go to the later iteration: iterations 0, 2, 3 all pass 3 critics
+    # ties go to the earliest iteration: iterations 0, 2, 3 all pass 3 critics
     from modulo.reports.budget import best_iteration_at
 
-    assert best_iteration_at(p3, 4) == 3
+    assert best_iteration_at(p3, 4) == 0
     assert plan_at_budget(run.records["p2"], 4) is None
 
 

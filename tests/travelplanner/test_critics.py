@@ -17,9 +17,9 @@ from modulo.registry import bind_arguments
 from modulo.types import Problem, Verdict
 
 
-def bound(name: str, tp: TravelPlanner, **args: Any) -> Critic:
+def bound(name: str, tp: TravelPlanner, *, feedback: str = "explain", **args: Any) -> Critic:
     factory = registry.get(name)
-    critic: Critic = factory(**bind_arguments("critic", name, factory, args, {"benchmark": tp}))
+    critic: Critic = factory(feedback=feedback, **bind_arguments("critic", name, factory, args, {"benchmark": tp}))
     return critic
 
 
@@ -81,7 +81,7 @@ def test_minimum_nights_feedback_and_hint(tp: TravelPlanner, train1: tuple[Probl
     other = next(r for r in tp.store.accommodations_in("Rockford") if r.minimum_nights <= 1 and r.name != name)
     changed = copy.deepcopy(plan)
     changed[1]["accommodation"] = f"{other.name}, Rockford"  # the first listing keeps one night only
-    verdict = bound("minimum_nights_stay", tp, hints=True)(problem, changed)
+    verdict = bound("minimum_nights_stay", tp, feedback="hint")(problem, changed)
     assert not verdict.passed
     assert "1 night" in verdict.feedback and f"at least {need:g} nights" in verdict.feedback
     assert name in verdict.feedback and "day 1" in verdict.feedback
@@ -104,7 +104,7 @@ def test_sandbox_feedback_names_the_made_up_restaurant(
     changed = copy.deepcopy(plan)
     changed[1]["lunch"] = "Imaginary Diner, Rockford"
     for mode in ("strict", "official"):
-        verdict = bound("within_sandbox", tp, mode=mode, hints=True)(problem, changed)
+        verdict = bound("within_sandbox", tp, mode=mode, feedback="hint")(problem, changed)
         assert not verdict.passed
         assert "Imaginary Diner" in verdict.feedback and "Day 2" in verdict.feedback
         assert verdict.details["field"] == "lunch" and verdict.details["day"] == 2
@@ -114,7 +114,7 @@ def test_sandbox_feedback_names_the_made_up_restaurant(
 def test_flight_on_the_wrong_date_strict_only(tp: TravelPlanner, golden: list[dict[str, Any]]) -> None:
     row = next(r for r in golden if r["mutations"] == ["sandbox.flight_same_route_other_date"])
     problem = golden_problem(row)
-    strict = bound("within_sandbox", tp, hints=True)(problem, row["plan"])
+    strict = bound("within_sandbox", tp, feedback="hint")(problem, row["plan"])
     assert not strict.passed and "not on the day's date" in strict.feedback
     assert strict.hint and "Options from" in strict.hint
     assert bound("within_sandbox", tp, mode="official")(problem, row["plan"]).passed
@@ -127,7 +127,7 @@ def test_room_rule_feedback(tp: TravelPlanner, golden: list[dict[str, Any]]) -> 
     problem = golden_problem(row)
     rule = row["_query"]["local_constraint"]["house rule"]
     for mode in ("strict", "official"):
-        verdict = bound("room_rule", tp, mode=mode, hints=True)(problem, row["plan"])
+        verdict = bound("room_rule", tp, mode=mode, feedback="hint")(problem, row["plan"])
         assert verdict.applicable and not verdict.passed
         assert "house rules" in verdict.feedback and verdict.details["house_rules"]
         assert verdict.hint and "Cheapest suitable accommodation" in verdict.hint
@@ -137,7 +137,7 @@ def test_room_rule_feedback(tp: TravelPlanner, golden: list[dict[str, Any]]) -> 
 def test_budget_feedback_over_budget(tp: TravelPlanner, golden: list[dict[str, Any]]) -> None:
     row = next(r for r in golden if r["mutations"] == ["budget.one_below_total_cost"])
     problem = golden_problem(row)
-    verdict = bound("budget", tp, mode="official", hints=True)(problem, row["plan"])
+    verdict = bound("budget", tp, mode="official", feedback="hint")(problem, row["plan"])
     assert not verdict.passed
     assert "over the budget" in verdict.feedback and "$1" in verdict.feedback
     assert verdict.details["total_cost"] == row["total_cost"]
@@ -148,10 +148,12 @@ def test_transportation_rule_and_conflict(tp: TravelPlanner, golden: list[dict[s
     row = next(r for r in golden if r["mutations"] == ["transport_rule.no_self_driving_driving_word"])
     problem = golden_problem(row)
     assert bound("transportation", tp, mode="official")(problem, row["plan"]).passed
-    strict = bound("transportation", tp, hints=True)(problem, row["plan"])
+    strict = bound("transportation", tp, feedback="hint")(problem, row["plan"])
     assert not strict.passed and "self-driving" in strict.feedback and strict.details["field"] == "transportation"
     row = next(r for r in golden if r["mutations"] == ["transport.self_driving_with_flight"])
-    verdict = bound("non_conflicting_transportation", tp, mode="official", hints=True)(golden_problem(row), row["plan"])
+    verdict = bound("non_conflicting_transportation", tp, mode="official", feedback="hint")(
+        golden_problem(row), row["plan"]
+    )
     assert not verdict.passed and "conflicting" in verdict.feedback and verdict.hint
 
 
