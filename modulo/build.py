@@ -237,6 +237,11 @@ def build_session(cfg: ModuloConfig, *, load_problems: bool = True) -> Session:
         )
     generator = build_generator(cfg, benchmark)
     strategy = build_strategy(cfg)
+    if level == "hint" and getattr(strategy, "hints", True) is False:
+        raise ConfigError(
+            "critic_options.feedback=hint asks the critics for hints, but the backprompt strategy drops them "
+            "(backprompt.args.hints=false): set backprompt.args.hints=true, or critic_options.feedback=explain"
+        )
     # search generators produce plans: no model is needed and no reformulation call is ever made
     mode = resolve_reformulator(cfg, generator.prompt_role) if generator.needs_llm else "none"
     llm = build_llm(cfg) if generator.needs_llm or mode == "llm" else None

@@ -54,6 +54,10 @@ class Generator(ABC):
     needs_llm: ClassVar[bool] = True
     #: False for generators that ignore backprompts (search baselines): the loop then stops after one plan
     uses_feedback: ClassVar[bool] = True
+    #: True when the generator's model requests are a function of the messages the loop gives it (and of
+    #: the draw and temperature in the context), so a repeated message list at temperature 0 is a fixed
+    #: point; False for generators that carry their own state across iterations (a tool agent's notebook)
+    stateless: ClassVar[bool] = True
     #: the prompt role used for the first prompt ("direct", "cot", "json")
     prompt_role: str = "direct"
     #: names of the benchmarks this generator can plan for (a search baseline reads one benchmark's

@@ -13,7 +13,8 @@ At temperature > 0 it is a new sample. At temperature 0 the model would answer a
 request is a *fixed point* and ``on_fixed_point`` decides: ``stop`` (``stop_reason="fixed_point"``,
 no further request), ``temperature`` (send it again at the next temperature of
 ``fixed_point_temperatures``, stop when they are used up) or ``vary`` (append a note asking for a
-different plan, at most ``fixed_point_variations`` times, then stop).
+different plan, at most ``fixed_point_variations`` times, then stop). A generator that keeps its own
+state across iterations (``Generator.stateless = False``, the tool agent) is never stopped this way.
 
 Format critics gate the others: when one fails, the rest are not run and only format feedback goes
 back. A critic that crashes is recorded as an errored verdict (``on_critic_error="record"``) or ends
@@ -232,7 +233,7 @@ class Loop:
             key = _sha(messages)
             earlier = sent.setdefault(key, [])
             draw, temperature, variation = len(earlier), base_temperature, 0
-            if earlier and (base_temperature is None or base_temperature == 0):
+            if earlier and self.generator.stateless and (base_temperature is None or base_temperature == 0):
                 # a fixed point: at temperature 0 this request would get the answer it got before
                 history[-1].fixed_point_of = earlier[-1]
                 if s.on_fixed_point == "temperature" and draw <= len(s.fixed_point_temperatures):

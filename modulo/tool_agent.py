@@ -81,6 +81,8 @@ class ToolAgentGenerator(Generator):
     """Gather with tools, then plan from the notebook (see the module doc)."""
 
     needs_llm: ClassVar[bool] = True
+    #: the notebook and tool turns persist across iterations: a repeated backprompt is not a fixed point
+    stateless: ClassVar[bool] = False
     prompt_role = "direct"
 
     def __init__(
@@ -214,10 +216,11 @@ class ToolAgentGenerator(Generator):
         return LLMRequest(
             messages=tuple(messages),
             model=settings.model,
-            temperature=settings.temperature,
+            temperature=settings.temperature if ctx.temperature is None else ctx.temperature,
             max_tokens=settings.max_tokens,
-            seed=settings.seed,
+            seed=settings.seed + ctx.draw if settings.seed is not None else None,
             sample_index=self.sample_index,
+            draw=ctx.draw,
             tools=tools,
             turns=turns,
             tags={"problem_id": problem.id, "iteration": str(ctx.iteration), "stage": "generate", "agent": stage},

@@ -150,3 +150,11 @@ def test_draw_zero_keeps_the_cache_key_of_earlier_versions() -> None:
     assert request.key("x") == hashlib.sha256(canonical_json(before_draws).encode()).hexdigest()
     assert request.key("x") != request.model_copy(update={"draw": 1}).key("x")
     assert request.key("x") == request.model_copy(update={"tags": {"a": "b"}}).key("x")
+
+
+def test_a_generator_with_its_own_state_is_never_stopped_at_a_fixed_point() -> None:
+    loop, client = make_loop({"toy-0": ["[1, 1]"] * 10}, max_iterations=5)
+    loop.generator.stateless = False  # type: ignore[misc]  # e.g. a tool agent's notebook persists
+    result = solve(loop)
+    assert result.stop_reason == "iterations" and client.backend_calls == 5
+    assert [it.draw for it in result.iterations] == [0, 0, 0, 1, 2]  # still numbered as draws

@@ -71,3 +71,10 @@ def test_per_critic_hints_argument_points_to_the_feedback_level() -> None:
     cfg.critic_args = {"synth_earliest": {"hints": True}}
     with pytest.raises(ConfigError, match=r"critic_args\.synth_earliest\.feedback=hint"):
         build_session(cfg)
+
+
+def test_feedback_hint_with_a_strategy_that_drops_hints_is_refused() -> None:
+    cfg = config(feedback="hint")
+    cfg.backprompt.args = {"include_plan": True, "hints": False}
+    with pytest.raises(ConfigError, match=r"backprompt\.args\.hints=false"):
+        build_session(cfg)
