@@ -227,8 +227,8 @@ def test_the_cache_key_includes_the_tools_offered() -> None:
     with_tools = base.model_copy(update={"tools": (ToolDecl(name="FlightSearch", parameters={"type": "object"}),)})
     other = base.model_copy(update={"tools": (ToolDecl(name="CitySearch", parameters={"type": "object"}),)})
     assert len({base.key("openai"), with_tools.key("openai"), other.key("openai")}) == 3
-    # a request without tools keeps the key it had before tools existed
-    legacy = {"backend": "openai", **base.model_dump(mode="json", exclude={"tags", "tools", "turns"})}
+    # a request without tools (and at draw 0) keeps the key it had before tools and draws existed
+    legacy = {"backend": "openai", **base.model_dump(mode="json", exclude={"tags", "tools", "turns", "draw"})}
     import hashlib
 
     from modulo.types import canonical_json
