@@ -515,6 +515,8 @@ def count_values(data: Any, limit: int) -> int:
         elif isinstance(item, (list, tuple)):
             stack.extend(item)
     return count
+
+
 def best_iteration(history: list[IterationRecord], upto: int | None = None) -> IterationRecord | None:
     """The best-so-far iteration among the first ``upto`` (see :func:`best_position`)."""
     pos = best_position(history, upto)
