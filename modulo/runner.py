@@ -7,6 +7,12 @@ call. Problems whose last record is ``error`` or ``skipped`` are run again (``ru
 
 A run-level dollar budget stops the run cleanly: problems not started by then are recorded with the
 ``skipped`` outcome, so every problem has an outcome.
+
+Memory stays flat in the number of problems times iterations: a finished problem's full record goes to
+disk and leaves memory; the runner keeps only a :class:`Finished` digest of it (outcome, the plans the
+evaluation needs, counts), from which the summary, the benchmark's evaluation and the console's budget
+table are computed, the evaluation of the final plans once for all of them. ``RunResult.results``
+reads the full records back from disk when asked.
 """
 
 from __future__ import annotations
@@ -20,8 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .build import Session
-from .metacontroller import RunAborted, RunBudget
-from .runs import RunDir, error_digest
+from .metacontroller import RunAborted, RunBudget, best_iteration
+from .runs import RunDir, error_digest, latest_records
 from .types import Outcome, PlanJSON, Problem, ProblemResult, Usage
 
 ProgressFn = Callable[["RunState"], None]
@@ -48,17 +54,59 @@ class RunState:
         return self.outcomes[Outcome.FAILED.value] + self.outcomes[Outcome.ERROR.value]
 
 
+@dataclass(slots=True)
+class Finished:
+    """What the runner keeps of a finished problem once its record is on disk (not its iterations)."""
+
+    problem_id: str
+    outcome: Outcome
+    stop_reason: str
+    error: str | None
+    iterations: int
+    #: the delivered plan (the best over the whole budget) and the best plan of the first iteration alone
+    best_plan: PlanJSON
+    first_plan: PlanJSON
+    #: whether every active critic accepted the first iteration's plan / some iteration's plan
+    first_accepted: bool
+    any_accepted: bool
+
+    @classmethod
+    def of(cls, result: ProblemResult) -> Finished:
+        first = best_iteration(result.iterations, 1)
+        return cls(
+            problem_id=result.problem_id,
+            outcome=result.outcome,
+            stop_reason=result.stop_reason,
+            error=result.error,
+            iterations=len(result.iterations),
+            best_plan=result.best_plan,
+            first_plan=first.plan if first is not None else None,
+            first_accepted=bool(result.iterations) and result.iterations[0].all_accept,
+            any_accepted=any(it.all_accept for it in result.iterations),
+        )
+
+
 @dataclass(repr=False)
 class RunResult:
     run_dir: RunDir
-    results: list[ProblemResult]
+    #: the problems of the run, in order (``results`` follows this order)
+    problem_ids: list[str]
     state: RunState
     summary: dict[str, Any]
     evaluation: dict[str, Any] | None
     aborted: str | None = None
+    #: (k, metrics) of the plans delivered within the first k iterations, for k = 1 and the budget
+    #: (``certified`` plus the benchmark evaluator's metrics), on the problems that did not error
+    budget_metrics: list[tuple[int, dict[str, float]]] = field(default_factory=list)
+
+    @property
+    def results(self) -> list[ProblemResult]:
+        """The full record of every finished problem, in problem order, read from ``records.jsonl``."""
+        records = latest_records(self.run_dir.path)
+        return [records[pid] for pid in self.problem_ids if pid in records]
 
     def __repr__(self) -> str:  # cheap: asyncio may repr a finished task's result
-        return f"<RunResult {self.run_dir.path} {len(self.results)} problems {dict(self.state.outcomes)}>"
+        return f"<RunResult {self.run_dir.path} {self.state.done} problems {dict(self.state.outcomes)}>"
 
 
 async def run_session(
@@ -73,7 +121,13 @@ async def run_session(
     cfg = session.config
     previous = run_dir.prepare(session.info, config_yaml)
     retry = {Outcome.ERROR, Outcome.SKIPPED} if cfg.run.retry_errors else set()
-    done: dict[str, ProblemResult] = {pid: r for pid, r in previous.items() if r.outcome not in retry}
+    done: dict[str, Finished] = {pid: Finished.of(r) for pid, r in previous.items() if r.outcome not in retry}
+    ids = {p.id for p in session.problems}
+    spent = sum((r.usage.cost_usd for r in previous.values()), 0.0)
+    usage = Usage()  # of the problems finished in this run directory (the summary's usage)
+    for pid in done.keys() & ids:
+        usage = usage + previous[pid].usage
+    del previous  # the full records stay on disk
     todo = [p for p in session.problems if p.id not in done]
     if todo:
         try:  # a model that cannot answer stops the run now, not after every problem has errored
@@ -83,13 +137,13 @@ async def run_session(
             raise
     state = RunState(total=len(session.problems))
     for r in done.values():
-        if r.problem_id in {p.id for p in session.problems}:
+        if r.problem_id in ids:
             state.done += 1
             state.resumed += 1
             state.outcomes[r.outcome.value] += 1
     budget = RunBudget(max_dollars=cfg.run.max_dollars)
-    budget.spent = sum((r.usage.cost_usd for r in previous.values()), 0.0)
-    results: dict[str, ProblemResult] = dict(done)
+    budget.spent = spent
+    results: dict[str, Finished] = dict(done)
     queue: asyncio.Queue[Problem] = asyncio.Queue()
     for p in todo:
         queue.put_nowait(p)
@@ -97,9 +151,11 @@ async def run_session(
     n_workers = max(1, min(concurrency or cfg.run.concurrency, len(todo) or 1))
 
     async def finish(result: ProblemResult) -> None:
+        nonlocal usage
         # flushed and fsync'ed off the event loop, so other problems keep running meanwhile
         await asyncio.to_thread(run_dir.append, result)
-        results[result.problem_id] = result
+        results[result.problem_id] = Finished.of(result)  # the full record leaves memory
+        usage = usage + result.usage
         state.done += 1
         state.outcomes[result.outcome.value] += 1
         state.usage = state.usage + result.usage
@@ -135,11 +191,19 @@ async def run_session(
         await session.aclose()
 
     ordered = [results[p.id] for p in session.problems if p.id in results]
-    summary, evaluation = summarise(session, ordered, state)
+    summary, evaluation, rows = summarise(session, ordered, state, usage)
     run_dir.write_json("summary.json", summary)
     if evaluation is not None:
         run_dir.write_json("evaluation.json", evaluation)
-    return RunResult(run_dir, ordered, state, summary, evaluation, aborted[0] if aborted else None)
+    return RunResult(
+        run_dir,
+        [p.id for p in session.problems],
+        state,
+        summary,
+        evaluation,
+        aborted[0] if aborted else None,
+        rows,
+    )
 
 
 def _skipped(problem: Problem, session: Session, reason: str) -> ProblemResult:
@@ -152,15 +216,23 @@ def _skipped(problem: Problem, session: Session, reason: str) -> ProblemResult:
     )
 
 
-def final_plans(problems: list[Problem], results: dict[str, ProblemResult]) -> list[PlanJSON | None]:
+def final_plans(problems: list[Problem], results: dict[str, Finished]) -> list[PlanJSON | None]:
     """The plan each problem delivers: its best plan (None when failed, unsolvable or not run)."""
     return [results[p.id].best_plan if p.id in results else None for p in problems]
 
 
+def _evaluate(session: Session, problems: list[Problem], plans: list[PlanJSON | None]) -> Any:
+    try:
+        return session.benchmark.evaluate(problems, plans) if problems else None
+    except NotImplementedError:
+        return None
+
+
 def summarise(
-    session: Session, results: list[ProblemResult], state: RunState
-) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """``summary.json`` and ``evaluation.json`` content for a finished (or stopped) run.
+    session: Session, results: list[Finished], state: RunState, usage: Usage
+) -> tuple[dict[str, Any], dict[str, Any] | None, list[tuple[int, dict[str, float]]]]:
+    """``summary.json`` and ``evaluation.json`` content for a finished (or stopped) run, and the budget
+    rows (see ``RunResult.budget_metrics``). The benchmark evaluates the final plans once, for all three.
 
     Problems that ended ``error`` (or have no record) are left out of the evaluation: a problem that
     could not be run is neither a plan failure nor an abstention. ``summary["errors"]`` counts them and
@@ -168,17 +240,12 @@ def summarise(
     """
     by_id = {r.problem_id: r for r in results}
     counts = Counter(r.outcome.value for r in results)
-    usage = Usage()
-    for r in results:
-        usage = usage + r.usage
     scored = [p for p in session.problems if p.id in by_id and by_id[p.id].outcome != Outcome.ERROR]
-    excluded = [p.id for p in session.problems if p.id not in {q.id for q in scored}]
+    scored_ids = {p.id for p in scored}
+    excluded = [p.id for p in session.problems if p.id not in scored_ids]
     evaluation: dict[str, Any] | None = None
     metrics: dict[str, float] = {}
-    try:
-        ev = session.benchmark.evaluate(scored, final_plans(scored, by_id)) if scored else None
-    except NotImplementedError:
-        ev = None
+    ev = _evaluate(session, scored, final_plans(scored, by_id))
     if ev is not None:
         metrics = dict(ev.metrics)
         evaluation = {"metrics": ev.metrics, "per_problem": ev.per_problem, "tables": ev.tables}
@@ -198,7 +265,34 @@ def summarise(
         "certified_rate": counts.get(Outcome.CERTIFIED.value, 0) / n if n else 0.0,
         "metrics": metrics,
         "usage": usage.model_dump(),
-        "iterations": sum(len(r.iterations) for r in results),
+        "iterations": sum(r.iterations for r in results),
         "seconds": time.perf_counter() - state.started,
     }
-    return summary, evaluation
+    return summary, evaluation, _budget_rows(session, [by_id[p.id] for p in scored], scored, metrics)
+
+
+def _budget_rows(
+    session: Session, finished: list[Finished], problems: list[Problem], final_metrics: dict[str, float]
+) -> list[tuple[int, dict[str, float]]]:
+    """Metrics of the first iteration alone (Direct) and of the whole budget (LLM-Modulo).
+
+    ``certified`` is the share of problems whose plan every active critic accepted within the first
+    k iterations; the other columns are the benchmark evaluator's metrics of the plan at budget k
+    (at the whole budget that is the delivered plan, whose evaluation the summary already holds).
+    """
+    if not problems:
+        return []
+    budget = session.config.metacontroller.max_iterations
+    used = max((r.iterations for r in finished), default=1)
+    rows: list[tuple[int, dict[str, float]]] = []
+    for k in [1, budget] if budget > 1 and used > 1 else [budget]:
+        whole = k == budget or used <= 1
+        accepted = sum(1 for r in finished if (r.any_accepted if whole else r.first_accepted))
+        row = {"certified": accepted / len(problems)}
+        if whole:
+            row.update(final_metrics)
+        else:
+            ev = _evaluate(session, problems, [r.first_plan for r in finished])
+            row.update(ev.metrics if ev is not None else {})
+        rows.append((k, row))
+    return rows

@@ -31,7 +31,7 @@ import sys
 import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from .errors import RunError
 from .redact import redact
@@ -310,7 +310,20 @@ def split_error(text: str, stop_reason: str = "") -> tuple[str, str]:
     return ("CriticError" if stop_reason == "critic_error" else "error"), text.strip()
 
 
-def error_digest(results: Iterable[ProblemResult]) -> dict[str, Any]:
+class _Ended(Protocol):
+    """What :func:`error_digest` reads of a problem's end: a ProblemResult or the runner's digest of one."""
+
+    @property
+    def problem_id(self) -> str: ...
+    @property
+    def outcome(self) -> Outcome: ...
+    @property
+    def stop_reason(self) -> str: ...
+    @property
+    def error(self) -> str | None: ...
+
+
+def error_digest(results: Iterable[_Ended]) -> dict[str, Any]:
     """How many problems ended ``error``, and the first one's class and message (summary.json's ``errors``).
 
     ``{"count": 0}`` when none did; otherwise also ``problem_id``, ``class``, ``message`` of the first

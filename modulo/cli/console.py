@@ -16,12 +16,10 @@ from rich.table import Table
 
 from ..build import Session, build_session
 from ..config import ModuloConfig
-from ..metacontroller import best_iteration
 from ..redact import RedactingStream
 from ..runner import RunResult, RunState, run_session
 from ..runs import RunDir
 from ..terminal import safe_text
-from ..types import Outcome
 
 
 def _width() -> int | None:
@@ -136,7 +134,7 @@ def run_and_report(
         write_report(run_dir)
     if result.aborted is not None:
         return EXIT_STOPPED
-    return EXIT_ERRORS if any(r.outcome.value == "error" for r in result.results) else 0
+    return EXIT_ERRORS if result.summary["errors"]["count"] else 0
 
 
 class Interrupted(SystemExit):
@@ -175,40 +173,11 @@ def write_report(run_dir: Path) -> None:
 
 
 def budget_rows(session: Session, result: RunResult) -> list[tuple[str, dict[str, float]]]:
-    """Metrics of the first iteration alone (Direct) and of the whole budget (LLM-Modulo).
-
-    ``certified`` is the share of problems whose plan every active critic accepted within the first
-    k iterations; the other columns are the benchmark evaluator's metrics of the plan at budget k.
-    """
-    rows: list[tuple[str, dict[str, float]]] = []
-    by_id = {r.problem_id: r for r in result.results if r.outcome != Outcome.ERROR}
-    problems = [p for p in session.problems if p.id in by_id]  # an errored problem is not a plan failure
-    if not problems:
-        return rows
-    budget = session.config.metacontroller.max_iterations
-    used = max((len(r.iterations) for r in result.results), default=1)
-    ks = [1, budget] if budget > 1 and used > 1 else [1]
-    for k in ks:
-        plans = []
-        for p in problems:
-            r = by_id.get(p.id)
-            best = best_iteration(r.iterations, k) if r is not None else None
-            plans.append(best.plan if best is not None else None)
-        certified = sum(
-            1 for p in problems if (r := by_id.get(p.id)) is not None and any(it.all_accept for it in r.iterations[:k])
-        )
-        try:
-            ev = session.benchmark.evaluate(problems, plans)
-        except NotImplementedError:
-            ev = None
-        metrics = {"certified": certified / len(problems) if problems else 0.0}
-        metrics.update(ev.metrics if ev is not None else {})
-        if len(ks) == 1:
-            label = session.config.labels.get("method") or session.config.generator.name
-        else:
-            label = "first plan (no backprompt)" if k == 1 else f"LLM-Modulo, budget {k}"
-        rows.append((label, metrics))
-    return rows
+    """The run's budget rows (``RunResult.budget_metrics``), labelled: Direct and LLM-Modulo at budget k."""
+    rows = result.budget_metrics
+    if len(rows) == 1:
+        return [(session.config.labels.get("method") or session.config.generator.name, rows[0][1])]
+    return [("first plan (no backprompt)" if k == 1 else f"LLM-Modulo, budget {k}", m) for k, m in rows]
 
 
 def error_banner(summary: dict[str, Any]) -> str | None:
@@ -232,7 +201,7 @@ def print_result(session: Session, result: RunResult) -> None:
         err_console.print(f"[bold red]errors:[/] {escape(safe_text(banner))}", soft_wrap=True, markup=True)
     console.print(
         f"\n[bold]run[/] {result.run_dir.path}  ({result.state.resumed} resumed, "
-        f"{sum(len(r.iterations) for r in result.results)} iterations, {s['seconds']:.1f}s)",
+        f"{s['iterations']} iterations, {s['seconds']:.1f}s)",
         soft_wrap=True,
     )
     outcome = Table(title=f"{session.benchmark.name}/{session.split}: outcomes of {n} problems")

@@ -95,3 +95,27 @@ def test_config_round_trips_through_the_run_directory(tmp_path: Path) -> None:
     cfg.llm.args = {"latency_s": 0.0}
     (tmp_path / "config.yaml").write_text(config_yaml(cfg))
     assert load_config(tmp_path) == cfg
+
+
+
+def test_final_plans_are_evaluated_once_for_summary_and_budget_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    evaluated: list[list[Any]] = []
+    plain = toy.Toy.evaluate
+
+    def counting(self: toy.Toy, problems: Any, plans: Any) -> Any:
+        evaluated.append(list(plans))
+        return plain(self, problems, plans)
+
+    monkeypatch.setattr(toy.Toy, "evaluate", counting)
+    # toy-0 is right at its second iteration; toy-1 never (its sum is wrong, its numbers distinct)
+    cfg = config("toy", 2, {"toy-0": ["[1, 1]", "[2, 3]"], "toy-1": ["[1, 2]"] * 3})
+    cfg.metacontroller.max_iterations = 3
+    result = asyncio.run(run_session(build_session(cfg), RunDir(tmp_path)))
+    # the delivered plans once (for the summary and the console table), the first iteration's plans once
+    assert evaluated == [[[2, 3], [1, 2]], [[1, 1], [1, 2]]]
+    assert result.budget_metrics == [(1, {"certified": 0.0, "solved": 0.0}), (3, {"certified": 0.5, "solved": 0.5})]
+    assert result.summary["metrics"] == {"solved": 0.5} and result.summary["iterations"] == 5
+    # the runner kept no full record: they are read back from disk, in problem order
+    assert [(r.problem_id, len(r.iterations)) for r in result.results] == [("toy-0", 2), ("toy-1", 3)]
