@@ -1,0 +1,151 @@
+"""Scale of ``modulo run``: N synthesized calendar problems at budget 10, a zero-latency scripted model.
+
+For each N, the problems are synthesized once (``modulo synth calendar --n N``, kept in the work
+directory, not timed), then a real ``modulo run`` subprocess solves them with the scripted backend
+answering a well-formed, always-wrong slot (so every problem uses its whole budget), then
+``modulo report`` runs over the result. Printed per N:
+
+* wall time of the run, and CPU (user + system, of the run process and its children) per iteration;
+* peak RSS of the run process (``ru_maxrss`` of the waited-for child, via ``os.wait4``);
+* the size of ``records.jsonl``, the iterations recorded and the outcome counts (from ``summary.json``);
+* wall time and peak RSS of ``modulo report`` over the run directory.
+
+    python benchmarks/scale.py                          # N = 1,000 and 10,000, budget 10
+    python benchmarks/scale.py --n 1000 10000 100000 --budget 10 --keep /tmp/scale-work
+
+Numbers depend on the machine and its load; the script checks nothing, it measures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+#: the command line, run by this interpreter (so ``PYTHONPATH=OTHER_CHECKOUT`` measures that checkout)
+MODULO = [
+    sys.executable,
+    "-c",
+    "import sys; from modulo.cli.main import main; sys.argv[0] = 'modulo'; sys.exit(main())",
+]
+
+#: a well-formed slot (the JSON plan the loop reads with ``reformulator.mode=none``), outside any work
+#: hours and of the wrong length, so that every iteration is parsed and every critic runs and rejects it
+WRONG_SLOT = json.dumps({"day": "Sunday", "start": "3:00", "end": "3:07"})
+
+
+def measured(argv: list[str], env: dict[str, str]) -> dict[str, Any]:
+    """Run ``argv`` to its end; wall seconds, CPU seconds and peak RSS (MB) of it, its exit status."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    assert proc.stderr is not None
+    err = proc.stderr.read()  # read before waiting, so a chatty child never blocks on a full pipe
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.perf_counter() - t0
+    out = {
+        "wall_s": wall,
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "peak_rss_mb": usage.ru_maxrss / 1024,  # kilobytes on Linux
+        "rc": proc.returncode,
+    }
+    if proc.returncode not in (0,):
+        tail = err.decode("utf-8", "replace")[-2000:]
+        print(f"  {' '.join(argv[:3])} ... exited {proc.returncode}:\n{tail}", file=sys.stderr)
+    return out
+
+
+def one(n: int, budget: int, work: Path, env: dict[str, str], report: bool = True) -> dict[str, Any]:
+    problems = work / f"calendar-{n}.jsonl"
+    if not problems.exists():
+        t0 = time.perf_counter()
+        subprocess.run(
+            [*MODULO, "synth", "calendar", "--n", str(n), "--seed", "0", "--out", str(problems)],
+            env=env,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        print(f"  synthesized {n} problems in {time.perf_counter() - t0:.1f} s (not counted)", file=sys.stderr)
+    script = work / f"script-{budget}.json"
+    script.write_text(json.dumps({"*": [WRONG_SLOT] * budget}))
+    run_dir = work / f"run-{n}-{budget}"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    run = measured(
+        [
+            *MODULO,
+            "run",
+            "benchmark=synth/calendar",
+            f"benchmark.path={problems}",
+            "llm=scripted",
+            f"llm.script={script}",
+            "cache.mode=off",
+            "reformulator.mode=none",
+            f"metacontroller.max_iterations={budget}",
+            f"run.dir={run_dir}",
+            "run.progress=false",
+            "run.report=false",
+        ],
+        env,
+    )
+    summary = json.loads((run_dir / "summary.json").read_text()) if (run_dir / "summary.json").exists() else {}
+    out = work / f"report-{n}-{budget}"
+    report = measured([*MODULO, "report", str(run_dir), "--out", str(out)], env) if report else None
+    iterations = int(summary.get("iterations") or 0)
+    records = run_dir / "records.jsonl"
+    return {
+        "n": n,
+        "budget": budget,
+        "run": run,
+        "iterations": iterations,
+        "counts": summary.get("counts"),
+        "cpu_ms_per_iteration": 1000 * run["cpu_s"] / iterations if iterations else float("nan"),
+        "records_mb": records.stat().st_size / 1e6 if records.exists() else 0.0,
+        "report": report,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n", type=int, nargs="+", default=[1000, 10000], help="problem counts (100000 is an option)")
+    ap.add_argument("--budget", type=int, default=10)
+    ap.add_argument("--keep", type=Path, help="work directory to keep (problem sets are reused from it)")
+    ap.add_argument("--no-report", action="store_true", help="measure the run only, not `modulo report` over it")
+    ap.add_argument("--json", action="store_true", help="print the raw figures as JSON lines too")
+    args = ap.parse_args()
+    work = args.keep or Path(tempfile.mkdtemp(prefix="modulo-scale-"))
+    work.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "MODULO_CACHE_DIR": str(work / "cache")}
+    print("| problems | budget | wall | CPU/iter | peak RSS | records | iterations | outcomes | report | report RSS |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    try:
+        for n in args.n:
+            r = one(n, args.budget, work, env, report=not args.no_report)
+            run, rep = r["run"], r["report"]
+            failed = "" if run["rc"] == 0 else f" (exit {run['rc']})"
+            if rep is None:
+                rep_wall, rep_rss = "not run", ""
+            else:
+                rep_wall = f"{rep['wall_s']:.1f} s" + ("" if rep["rc"] == 0 else f" (exit {rep['rc']})")
+                rep_rss = f"{rep['peak_rss_mb']:.0f} MB"
+            print(
+                f"| {n:,} | {r['budget']} | {run['wall_s']:.1f} s{failed} | {r['cpu_ms_per_iteration']:.2f} ms "
+                f"| {run['peak_rss_mb']:.0f} MB | {r['records_mb']:.1f} MB | {r['iterations']:,} | {r['counts']} "
+                f"| {rep_wall} | {rep_rss} |",
+                flush=True,
+            )
+            if args.json:
+                print(json.dumps(r))
+    finally:
+        if args.keep is None:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
