@@ -200,6 +200,9 @@ def test_cli_serves_until_interrupted(tmp_path: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # a shell's background job (or nohup, or a CI runner) starts pytest with SIGINT ignored, and
+        # an ignored signal stays ignored across exec: give the server the default Ctrl-C behaviour
+        preexec_fn=_default_sigint,
     )
     try:
         deadline = time.monotonic() + 30
@@ -214,5 +217,14 @@ def test_cli_serves_until_interrupted(tmp_path: Path) -> None:
             assert json.loads(resp.read())["requests"] == 1
     finally:
         proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=20)
+        try:
+            out, _ = proc.communicate(timeout=20)
+        except subprocess.TimeoutExpired:  # never leave the server running, whatever went wrong
+            proc.kill()
+            proc.communicate()
+            raise
     assert proc.returncode == 0 and "listening on http://127.0.0.1:" in out
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
