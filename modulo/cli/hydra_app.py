@@ -406,6 +406,62 @@ def check_overrides(argv: list[str], conf_dir: Path) -> list[str]:
     return out
 
 
+def duplicate_critic_jobs(argv: list[str], conf_dir: Path) -> list[list[str]]:
+    """Values of a swept ``critics=a,b,...`` that select the same critics on the chosen benchmark
+    (``hard`` and ``all`` on a benchmark with no commonsense critics): each group runs the same job.
+
+    The config is composed once, with the first value of every swept list, to learn the benchmark.
+    """
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from ..binding import bind_benchmark
+    from ..build import expand_critics
+
+    swept = [a for a in argv if a.startswith("critics=") and "," in a and "[" not in a and "(" not in a]
+    if not swept:
+        return []
+    values = [v.strip() for v in swept[-1].partition("=")[2].split(",")]
+    first = []
+    for arg in argv:
+        if arg.startswith("-"):
+            continue
+        key, eq, value = arg.partition("=")
+        if eq and "," in value and not value.startswith(("[", "'", '"')) and "(" not in value:
+            arg = f"{key}={value.split(',')[0]}"
+        first.append(arg)
+    register_schema()
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
+            cfg = compose(config_name="config", overrides=first)
+    finally:
+        GlobalHydra.instance().clear()
+    mcfg = to_modulo_config(cfg)
+    bench = bind_benchmark(mcfg.benchmark.name, mcfg.benchmark.args, mcfg.data_dir)
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for value in values:
+        groups.setdefault(tuple(sorted(expand_critics(value, bench))), []).append(value)
+    return [names for names in groups.values() if len(names) > 1]
+
+
+def warn_duplicate_jobs(argv: list[str], conf_dir: Path) -> None:
+    """Name the jobs of a sweep that would repeat one another, before any of them starts."""
+    try:
+        duplicates = duplicate_critic_jobs(argv, conf_dir)
+    except Exception as exc:  # the sweep itself reports a config problem; this is only a notice
+        logging.getLogger(__name__).debug("duplicate-job check skipped: %s", exc)
+        return
+    from .console import err_console
+
+    for names in duplicates:
+        err_console.print(
+            f"[yellow]sweep:[/] critics={', critics='.join(names)} select the same critics on this "
+            "benchmark: those jobs are duplicates (their results will be identical up to sampling)",
+            soft_wrap=True,
+        )
+
+
 def run_hydra(argv: list[str], *, check: bool = False) -> None:
     """Run the Hydra app on ``argv`` (overrides and Hydra flags such as ``-m``)."""
     from ..llm.keys import reject_secret_overrides
@@ -430,6 +486,7 @@ def run_hydra(argv: list[str], *, check: bool = False) -> None:
     sys.argv = ["modulo " + ("check" if check else "run"), *argv]
     status: Path | None = None
     if {"-m", "--multirun"} & set(argv) and not check:
+        warn_duplicate_jobs(argv, resource_dir("conf"))
         handle, name = tempfile.mkstemp(prefix="modulo-sweep-", suffix=".jsonl")
         os.close(handle)
         status = Path(name)

@@ -115,3 +115,20 @@ def test_a_sweep_names_its_failed_jobs_and_exits_nonzero(capsys: pytest.CaptureF
     assert code == 1
     assert "sweep: 2 of 2 jobs failed" in err
     assert "metacontroller.max_iterations=1" in err and "metacontroller.max_iterations=2" in err
+
+
+def test_a_sweep_over_presets_that_collapse_names_the_duplicate_jobs_before_it_starts(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from modulo.cli.hydra_app import duplicate_critic_jobs, warn_duplicate_jobs
+    from modulo.resources import resource_dir
+
+    conf = resource_dir("conf")
+    # synth/calendar has format and hard critics only: [Hard] is [All], [Common] is [Json]
+    argv = ["-m", "critics=all,common,hard,json", "benchmark=synth/calendar"]
+    assert duplicate_critic_jobs(argv, conf) == [["all", "hard"], ["common", "json"]]
+    warn_duplicate_jobs(argv, conf)
+    err = capsys.readouterr().err
+    assert "critics=all, critics=hard select the same critics" in err and "duplicates" in err
+    # on TravelPlanner the four presets differ
+    assert duplicate_critic_jobs(["-m", "critics=all,common,hard,json", "benchmark=travelplanner"], conf) == []
