@@ -82,6 +82,11 @@ RULES: list[tuple[str, str, str]] = [
     (r"hydra/launcher=ray .*address=|hydra/launcher=slurm", "skip", "needs a Ray cluster or SLURM"),
     (r"(^|\s)(\w+=\S+ )?experiments/\w+\.sh", "script", "calls a paid API; checked with bash -n"),
     (r"^mlflow ui|jupyter lab", "skip", "starts an interactive server that runs until stopped"),
+    (
+        r"^python benchmarks/",
+        "skip",
+        "a speed or scale measurement: benchmarks/ checks its own targets, tests never time",
+    ),
     (r"^modulo (run|check) ", "modulo-run", ""),
     (r"^modulo (resume|report|show|dissect|export|evaluate|data|tools|track) ", "run", ""),
     (r"^python experiments/offline\.py", "run", ""),
