@@ -132,8 +132,12 @@ def build_benchmark(cfg: ModuloConfig) -> Benchmark:
 def build_critics(cfg: ModuloConfig, benchmark: Benchmark, level: FeedbackLevel | None = None) -> list[Critic]:
     """The active critics, bound, each at its feedback level (``level``: default :func:`feedback_level`)."""
     names = expand_critics(cfg.critics, benchmark)
-    options = {"mode": cfg.critic_options.mode, "feedback": level or feedback_level(cfg)}
-    return bind_critics(names, benchmark, options, cfg.critic_args)
+    return bind_critics(names, benchmark, critic_bind_options(cfg, level), cfg.critic_args)
+
+
+def critic_bind_options(cfg: ModuloConfig, level: FeedbackLevel | None = None) -> dict[str, Any]:
+    """The run-wide critic options critics are bound with (the loop's and the sandbox workers')."""
+    return {"mode": cfg.critic_options.mode, "feedback": level or feedback_level(cfg)}
 
 
 def feedback_level(cfg: ModuloConfig) -> FeedbackLevel:
@@ -270,6 +274,7 @@ def build_session(cfg: ModuloConfig, *, load_problems: bool = True) -> Session:
         )
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
+    sandboxed, executor = build_sandbox(cfg, benchmark, critics, level)
     loop = Loop(
         benchmark=benchmark,
         generator=generator,
@@ -278,6 +283,7 @@ def build_session(cfg: ModuloConfig, *, load_problems: bool = True) -> Session:
         strategy=strategy,
         llm=llm,
         settings=loop_settings,
+        executor=executor,
     )
     problems = (
         benchmark.select(
@@ -299,7 +305,39 @@ def build_session(cfg: ModuloConfig, *, load_problems: bool = True) -> Session:
         feedback=level,
     )
     session.info = run_info(session, sources)
+    if executor is not None:
+        limits = executor.limits
+        session.info["sandbox"] = {
+            "critics": sandboxed,
+            "memory_mb": limits.memory_mb,
+            "cpu_s": limits.cpu_s,
+            "workers": limits.workers,
+        }
     return session
+
+
+def build_sandbox(
+    cfg: ModuloConfig, benchmark: Benchmark, critics: list[Critic], level: FeedbackLevel
+) -> tuple[list[str], Any]:
+    """The critics ``metacontroller.sandbox`` names and the executor that runs them in worker processes
+    (None when no critic is sandboxed: every critic then runs in-process)."""
+    from .sandbox import SandboxExecutor, SandboxLimits, SandboxSpec, in_process_modules, sandboxed_names
+    from .settings import data_dir as resolve_data_dir
+
+    mc = cfg.metacontroller
+    names = sandboxed_names(mc.sandbox, critics)
+    limits = SandboxLimits(memory_mb=mc.sandbox_memory_mb, cpu_s=mc.sandbox_cpu_s, workers=mc.sandbox_workers)
+    if not names:
+        return [], None
+    spec = SandboxSpec(
+        benchmark=cfg.benchmark.name,
+        benchmark_args=dict(cfg.benchmark.args),
+        data_dir=str(resolve_data_dir(cfg.data_dir)),
+        options=critic_bind_options(cfg, level),
+        critic_args={k: dict(v) for k, v in cfg.critic_args.items()},
+        imports=in_process_modules(names),
+    )
+    return names, SandboxExecutor(names, spec, limits)
 
 
 def _critics_request(spec: Any) -> list[str]:

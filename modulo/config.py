@@ -91,6 +91,12 @@ class MetacontrollerConf:
     fixed_point_temperatures: List[float] = field(default_factory=lambda: [0.7, 1.0])  # noqa: UP006
     #: on_fixed_point=vary: how many varied prompts a repeated request may get before the loop stops
     fixed_point_variations: int = 2
+    #: critics run in sandboxed worker processes: a list of names, plugins (every non-built-in), or none
+    sandbox: Any = None
+    #: the sandbox's per-worker address-space limit (MiB), CPU seconds per call (null: deadline + 1), workers
+    sandbox_memory_mb: int = 2048
+    sandbox_cpu_s: Optional[float] = None  # noqa: UP045
+    sandbox_workers: int = 2
 
 
 @dataclass

@@ -20,8 +20,9 @@ What it guarantees, for every critic call:
 Executor kinds. :class:`CriticExecutor` is the interface: ``await executor.run(critic, problem,
 frozen, timeout_s)`` returns a labelled :class:`~modulo.types.Verdict` or raises CriticError. The
 built-in kind is :class:`ThreadExecutor`. Further kinds plug in behind the same interface without
-touching the loop: issue 18's sandbox for untrusted critics (worker processes with rlimits and no
-network, which can also *kill* a critic past its deadline, where a thread can only be abandoned), and
+touching the loop: :class:`modulo.sandbox.SandboxExecutor` for untrusted critics (worker processes with
+rlimits and no network, which can also *kill* a critic past its deadline, where a thread can only be
+abandoned; ``metacontroller.sandbox``), and
 issue 15's scale work, which routes critics that declare ``heavy = True`` (CPU-bound, see
 :class:`~modulo.critic.Critic`) to a process pool so they do not contend for the GIL. Which kind
 runs a critic is chosen by :meth:`CriticExecutor.for_critic`; the thread kind runs them all.

@@ -59,6 +59,8 @@ def print_check(session: Session) -> None:
     t.add_row("llm", f"{cfg.llm.name} {cfg.llm.model}".strip() if session.llm is not None else "(none needed)")
     t.add_row("critics", ", ".join(c.name for c in session.critics) or "(none)")
     t.add_row("critic options", f"mode={cfg.critic_options.mode} feedback={session.feedback}")
+    sandboxed = session.info.get("sandbox", {}).get("critics", [])
+    t.add_row("sandboxed critics", ", ".join(sandboxed) or "(none: every critic runs in-process)")
     t.add_row("backprompt", f"{cfg.backprompt.name} {cfg.backprompt.args or ''}".strip())
     t.add_row("budget", f"{cfg.metacontroller.max_iterations} iterations")
     t.add_row("templates", ", ".join(session.loop.templates().values()))

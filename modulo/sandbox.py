@@ -1,0 +1,463 @@
+"""The sandbox executor: untrusted critics run in worker processes.
+
+Which critics: ``metacontroller.sandbox`` lists them by name, or is ``plugins`` (every active critic
+that did not ship with modulo). The user who runs the experiment decides what is trusted, not the
+plugin; built-in critics stay in-process (:class:`~modulo.executor.ThreadExecutor`) unless named.
+``run.json`` records the sandboxed critics and the limits under ``sandbox``.
+
+Each sandboxed critic has its own small pool of worker processes (``metacontroller.sandbox_workers``,
+started on first use with ``python -m modulo.sandbox``: a fresh interpreter, never a fork of the
+event-loop process). A worker, before it imports the critic's module:
+
+- gets a **scrubbed environment**: only ``PATH``, the locale variables and a few thread-count knobs
+  pass; ``HOME`` and ``TMPDIR`` point at its scratch directory. API keys never reach it.
+- runs in a **fresh scratch directory** (its cwd, removed when the worker ends). *Not enforced*: a
+  critic can still write by absolute path wherever the user running modulo may write; the scratch
+  directory only makes relative paths and temp files land there. Use OS-level isolation (a
+  container, a read-only mount) when that matters.
+- has **memory and CPU limits** (``RLIMIT_AS`` = ``sandbox_memory_mb``; ``RLIMIT_CPU`` set before
+  each call to the worker's CPU time so far plus ``sandbox_cpu_s``, default the call's deadline + 1).
+- has **no network**, as a *guard, not a kernel boundary*: socket creation, ``create_connection``
+  and name lookups in the ``socket``/``_socket`` modules are replaced by functions that raise. Code
+  that reaches the OS another way (ctypes) is not stopped.
+- cannot **start processes** through ``os.fork``/``os.system``/``os.posix_spawn``/``subprocess``
+  (guard too); it runs in its own session, and the whole process group is killed with it.
+- talks to the parent over a private pipe in JSON (never pickle): stdout and stderr are discarded.
+
+Every call has a wall-clock deadline; a worker past it is killed (SIGKILL to its process group)
+and replaced on the next call. A critic that hangs, crashes, raises ``SystemExit``, calls
+``os._exit``, returns something that is not a Verdict, or changes its copy of the plan is a
+:class:`~modulo.errors.CriticError` (never a pass), handled per ``on_critic_error``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .critic import Critic
+from .errors import ConfigError, CriticError
+from .executor import CriticExecutor, CriticTimeoutError, FrozenPlan, PlanMutatedError, ThreadExecutor
+from .types import Problem, Verdict
+
+#: environment variables a worker inherits (everything else, API keys included, is dropped)
+ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
+#: the largest reply a worker may send (bytes); a bigger one is a critic error
+MAX_FRAME = 16 * 1024 * 1024
+NO_NETWORK = "network access is disabled in the modulo sandbox"
+NO_PROCESSES = "starting processes is disabled in the modulo sandbox"
+
+
+class SandboxError(RuntimeError):
+    """A sandboxed critic failed: its own error as reported by the worker, or the worker's death."""
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    memory_mb: int = 2048
+    #: CPU seconds per call; None: the call's deadline + 1
+    cpu_s: float | None = None
+    #: worker processes per sandboxed critic
+    workers: int = 2
+    #: seconds a worker may take to start and bind its critic
+    startup_timeout_s: float = 60.0
+
+    def __post_init__(self) -> None:
+        if self.memory_mb < 64 or self.workers < 1 or (self.cpu_s is not None and self.cpu_s <= 0):
+            raise ConfigError(
+                "metacontroller.sandbox_memory_mb must be at least 64, sandbox_workers at least 1 and "
+                f"sandbox_cpu_s positive; got {self.memory_mb}, {self.workers}, {self.cpu_s}"
+            )
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    """What a worker needs to bind a critic the way the loop did (by registry name plus arguments)."""
+
+    benchmark: str
+    benchmark_args: Mapping[str, Any] = field(default_factory=dict)
+    data_dir: str | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+    critic_args: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: modules that register critics in-process (not through entry points); imported by the worker
+    imports: tuple[str, ...] = ()
+
+
+def sandboxed_names(request: Any, critics: Sequence[Critic]) -> list[str]:
+    """The critics to sandbox: ``request`` is a list of names, ``plugins`` or ``none``/empty."""
+    from . import components
+
+    if request in (None, "", "none", []):
+        return []
+    active = [c.name for c in critics]
+    if request == "plugins":
+        entries = components.critics.entries()
+        return [n for n in active if not entries[n].builtin]
+    names = [request] if isinstance(request, str) else [str(n) for n in request]
+    unknown = [n for n in names if n not in active]
+    if unknown:
+        raise ConfigError(
+            f"metacontroller.sandbox names {unknown}, which are not among the active critics {active} "
+            "(give critic names, plugins, or none)"
+        )
+    return [n for n in active if n in names]
+
+
+def in_process_modules(names: Iterable[str]) -> tuple[str, ...]:
+    """The modules a worker must import for critics registered in this process (tests, notebooks)."""
+    from . import components
+
+    entries = components.critics.entries()
+    out: list[str] = []
+    for name in names:
+        if entries[name].value != "<registered in process>":
+            continue
+        module = getattr(components.critics.get(name), "__module__", None)
+        if not module or module == "__main__":
+            raise ConfigError(
+                f"critic {name!r} is registered from {module or 'an unknown module'}; a sandboxed critic must "
+                "live in an importable module (or be a plugin entry point)"
+            )
+        if module not in out:
+            out.append(module)
+    return tuple(out)
+
+
+def worker_env(scratch: str) -> dict[str, str]:
+    env = {k: os.environ[k] for k in ENV_ALLOW if k in os.environ}
+    env.update(
+        HOME=scratch,
+        TMPDIR=scratch,
+        PYTHONNOUSERSITE="1",
+        PYTHONDONTWRITEBYTECODE="1",
+        OMP_NUM_THREADS="1",
+        OPENBLAS_NUM_THREADS="1",
+        MKL_NUM_THREADS="1",
+    )
+    return env
+
+
+class _WorkerGone(Exception):
+    """The worker exited or sent something that is not a reply."""
+
+
+class _Worker:
+    """One worker process bound to one critic."""
+
+    def __init__(self, critic: str, spec: SandboxSpec, limits: SandboxLimits) -> None:
+        self.scratch = tempfile.mkdtemp(prefix="modulo-sandbox-")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "modulo.sandbox"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            cwd=self.scratch,
+            env=worker_env(self.scratch),
+            start_new_session=True,
+        )
+        self._buf = b""
+        init = {
+            "critic": critic,
+            "benchmark": spec.benchmark,
+            "benchmark_args": dict(spec.benchmark_args),
+            "data_dir": spec.data_dir,
+            "options": dict(spec.options),
+            "critic_args": {k: dict(v) for k, v in spec.critic_args.items() if k == critic},
+            "imports": list(spec.imports),
+            "sys_path": [p for p in sys.path if p],
+            "memory_mb": limits.memory_mb,
+        }
+        reply = self.exchange(init, limits.startup_timeout_s)
+        if "error" in reply:
+            self.kill()
+            raise _WorkerGone(f"the sandbox worker could not bind the critic: {reply['error']}")
+
+    def exchange(self, message: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        """Send one message and wait for the reply; TimeoutError past ``timeout_s``."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        try:
+            self.proc.stdin.write(json.dumps(message).encode() + b"\n")
+            self.proc.stdin.flush()
+        except OSError as exc:
+            raise _WorkerGone(f"the sandbox worker is gone ({self._exit()})") from exc
+        fd = self.proc.stdout.fileno()
+        deadline = time.monotonic() + timeout_s
+        while b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            ready, _, _ = select.select([fd], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                raise _WorkerGone(f"the sandbox worker exited during the call ({self._exit()})")
+            self._buf += chunk
+            if len(self._buf) > MAX_FRAME:
+                raise _WorkerGone(f"the sandbox worker's reply is over {MAX_FRAME} bytes")
+        line, self._buf = self._buf.split(b"\n", 1)
+        try:
+            reply = json.loads(line)
+        except ValueError as exc:
+            raise _WorkerGone("the sandbox worker sent something that is not a reply") from exc
+        if not isinstance(reply, dict):
+            raise _WorkerGone("the sandbox worker sent something that is not a reply")
+        return reply
+
+    def _exit(self) -> str:
+        try:
+            code = self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            return "still running"
+        return f"killed by signal {-code}" if code < 0 else f"exit code {code}"
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)  # the worker and anything it started
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.kill()
+            self.proc.wait(timeout=5)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        for stream in (self.proc.stdin, self.proc.stdout):
+            if stream is not None:
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+class _Pool:
+    """Up to ``size`` workers for one critic; a killed worker is replaced on the next call."""
+
+    def __init__(self, critic: str, spec: SandboxSpec, limits: SandboxLimits) -> None:
+        self.critic, self.spec, self.limits = critic, spec, limits
+        self._idle: list[_Worker] = []
+        self._count = 0
+        self._cond = threading.Condition()
+        self._closed = False
+
+    def acquire(self) -> _Worker:
+        with self._cond:
+            while not self._idle and self._count >= self.limits.workers:
+                self._cond.wait()
+            if self._idle:
+                return self._idle.pop()
+            self._count += 1
+        try:
+            return _Worker(self.critic, self.spec, self.limits)
+        except BaseException:
+            self.discard(None)
+            raise
+
+    def release(self, worker: _Worker) -> None:
+        with self._cond:
+            if self._closed:
+                worker.kill()
+                return
+            self._idle.append(worker)
+            self._cond.notify()
+
+    def discard(self, worker: _Worker | None) -> None:
+        if worker is not None:
+            worker.kill()
+        with self._cond:
+            self._count -= 1
+            self._cond.notify()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for worker in idle:
+            worker.kill()
+
+
+class SandboxExecutor(CriticExecutor):
+    """Sandboxed critics in worker processes (see the module docstring); the others in ``inner``."""
+
+    kind = "sandbox"
+
+    def __init__(
+        self,
+        sandboxed: Iterable[str],
+        spec: SandboxSpec,
+        limits: SandboxLimits | None = None,
+        inner: CriticExecutor | None = None,
+    ) -> None:
+        self.sandboxed = frozenset(sandboxed)
+        self.spec = spec
+        self.limits = limits or SandboxLimits()
+        self.inner = inner or ThreadExecutor()
+        self._pools: dict[str, _Pool] = {}
+        self._lock = threading.Lock()
+
+    async def run(self, critic: Critic, problem: Problem, frozen: FrozenPlan, timeout_s: float) -> Verdict:
+        if critic.name not in self.sandboxed:
+            return await self.inner.run(critic, problem, frozen, timeout_s)
+        return await asyncio.to_thread(self._call, critic, problem, frozen, timeout_s)
+
+    def warm(self, name: str) -> None:
+        """Start one worker for the sandboxed critic ``name`` now, so that its first call does not wait
+        for the worker to start (a worker's start is not part of a call's deadline either way)."""
+        pool = self._pool(name)
+        pool.release(self._acquire(pool))
+
+    @staticmethod
+    def _acquire(pool: _Pool) -> _Worker:
+        try:
+            return pool.acquire()
+        except (_WorkerGone, TimeoutError, OSError) as exc:
+            message = str(exc) or "the sandbox worker did not start in time"
+            raise CriticError(pool.critic, SandboxError(message)) from exc
+
+    def _pool(self, name: str) -> _Pool:
+        with self._lock:
+            if name not in self._pools:
+                self._pools[name] = _Pool(name, self.spec, self.limits)
+            return self._pools[name]
+
+    def _call(self, critic: Critic, problem: Problem, frozen: FrozenPlan, timeout_s: float) -> Verdict:
+        pool = self._pool(critic.name)
+        worker = self._acquire(pool)
+        cpu_s = self.limits.cpu_s if self.limits.cpu_s is not None else timeout_s + 1
+        request = {"problem": problem.model_dump(mode="json"), "plan": frozen.text, "cpu_s": cpu_s}
+        try:
+            reply = worker.exchange(request, timeout_s)
+        except TimeoutError:
+            pool.discard(worker)
+            raise CriticError(
+                critic.name, CriticTimeoutError(f"did not finish within {timeout_s:g} s (sandbox worker killed)")
+            ) from None
+        except _WorkerGone as exc:
+            pool.discard(worker)
+            raise CriticError(critic.name, SandboxError(str(exc))) from None
+        pool.release(worker)
+        return self._verdict(critic, frozen, reply)
+
+    @staticmethod
+    def _verdict(critic: Critic, frozen: FrozenPlan, reply: dict[str, Any]) -> Verdict:
+        if "error" in reply:
+            raise CriticError(critic.name, SandboxError(str(reply["error"])))
+        if reply.get("plan") != frozen.text:
+            raise CriticError(
+                critic.name, PlanMutatedError("mutated the plan it was given (critics must not change plans)")
+            )
+        try:
+            verdict = Verdict.model_validate(reply.get("verdict"))
+        except ValueError as exc:
+            raise CriticError(critic.name, SandboxError(f"returned something that is not a Verdict: {exc}")) from None
+        return verdict.model_copy(update={"critic": critic.name, "group": critic.group})
+
+    def close(self) -> None:
+        with self._lock:
+            pools = list(self._pools.values())
+        for pool in pools:
+            pool.close()
+        self.inner.close()
+
+
+# -- the worker side (python -m modulo.sandbox) ---------------------------------------------------
+
+
+def _refuse(message: str) -> Any:
+    def refused(*args: Any, **kwargs: Any) -> Any:
+        raise PermissionError(message)
+
+    return refused
+
+
+def _guard_network() -> None:
+    import _socket
+    import socket
+
+    refused = _refuse(NO_NETWORK)
+
+    class NoSocket(socket.socket):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            raise PermissionError(NO_NETWORK)
+
+    socket.socket = NoSocket  # type: ignore[misc]
+    for module in (socket, _socket):
+        for name in ("create_connection", "create_server", "socketpair", "fromfd", "getaddrinfo", "gethostbyname"):
+            if hasattr(module, name):
+                setattr(module, name, refused)
+    _socket.socket = NoSocket  # type: ignore[misc]
+
+
+def _guard_processes() -> None:
+    import subprocess as sp
+
+    refused = _refuse(NO_PROCESSES)
+    for name in ("fork", "forkpty", "system", "popen", "posix_spawn", "posix_spawnp", "spawnv", "spawnve"):
+        if hasattr(os, name):
+            setattr(os, name, refused)
+    sp.Popen = refused  # type: ignore[misc]
+
+
+def _worker_main() -> None:  # pragma: no cover - runs in the worker process (tested through the executor)
+    import importlib
+    import resource
+
+    from .binding import bind_benchmark, bind_critics
+    from .types import canonical_json
+
+    out = os.fdopen(os.dup(1), "wb")  # the private reply pipe; fd 1 and 2 now go nowhere
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+
+    def send(message: dict[str, Any]) -> None:
+        out.write(json.dumps(message, default=str).encode() + b"\n")
+        out.flush()
+
+    requests = sys.stdin.buffer
+    init = json.loads(requests.readline())
+    try:
+        limit = int(init["memory_mb"]) * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        _guard_network()
+        _guard_processes()
+        sys.path[:] = [*init["sys_path"], *(p for p in sys.path if p not in init["sys_path"])]
+        for module in init["imports"]:
+            importlib.import_module(module)
+        bench = bind_benchmark(init["benchmark"], init["benchmark_args"], init["data_dir"])
+        [critic] = bind_critics([init["critic"]], bench, init["options"], init["critic_args"])
+    except BaseException as exc:
+        send({"error": f"{type(exc).__name__}: {exc}"})
+        return
+    send({"ready": True})
+    for line in requests:
+        request = json.loads(line)
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        soft = int(usage.ru_utime + usage.ru_stime + float(request["cpu_s"])) + 1
+        _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+        resource.setrlimit(resource.RLIMIT_CPU, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
+        plan = json.loads(request["plan"])
+        try:
+            problem = Problem.model_validate(request["problem"])
+            verdict = critic(problem, plan)
+            reply: dict[str, Any] = {"verdict": verdict.model_dump(mode="json"), "plan": canonical_json(plan)}
+        except BaseException as exc:  # SystemExit, MemoryError, a wrong return type: the critic's error
+            cause = exc.cause if isinstance(exc, CriticError) else exc
+            reply = {"error": f"{type(cause).__name__}: {cause}"}
+        send(reply)
+
+
+if __name__ == "__main__":
+    _worker_main()
