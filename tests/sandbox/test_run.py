@@ -52,3 +52,21 @@ def test_a_sandbox_list_naming_an_inactive_critic_is_a_config_error(drill: Drill
     overrides = d.overrides("typo", n=1, critics=CRITICS, extra=["metacontroller.sandbox=[sandbox_slep]"])
     with pytest.raises(ConfigError, match="sandbox_slep"):
         build_session(compose(overrides))
+
+
+def test_a_built_in_critic_sandboxed_gives_the_same_records_as_in_process(drill: DrillFactory) -> None:  # noqa: F811
+    from modulo.testing.drills import comparable
+
+    d = drill()
+    critics = "[format,synth_task_coverage,synth_no_overlap]"
+    common = {"n": 4, "max_iterations": 2, "concurrency": 2, "critics": critics}
+    feedback = ["critic_options.feedback=hint"]
+    plain = d.overrides("plain", **common, extra=feedback)
+    boxed = d.overrides("boxed", **common, extra=[*feedback, "metacontroller.sandbox=[synth_no_overlap]"])
+    d.script(plain)
+    run_in_process(plain)
+    run_in_process(boxed)
+    info = json.loads((d.tmp / "boxed" / "run.json").read_text())
+    assert info["sandbox"]["critics"] == ["synth_no_overlap"]
+    assert "sandbox" not in json.loads((d.tmp / "plain" / "run.json").read_text())
+    assert comparable(d.tmp / "boxed") == comparable(d.tmp / "plain")
