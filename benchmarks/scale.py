@@ -29,16 +29,20 @@ import time
 from pathlib import Path
 from typing import Any
 
-#: the command line, run by this interpreter (so ``PYTHONPATH=OTHER_CHECKOUT`` measures that checkout)
+#: the command line, run by this interpreter from the current directory (run the script from another
+#: checkout, with PYTHONPATH=. , to measure that checkout)
 MODULO = [
     sys.executable,
     "-c",
     "import sys; from modulo.cli.main import main; sys.argv[0] = 'modulo'; sys.exit(main())",
 ]
 
-#: a well-formed slot (the JSON plan the loop reads with ``reformulator.mode=none``), outside any work
-#: hours and of the wrong length, so that every iteration is parsed and every critic runs and rejects it
-WRONG_SLOT = json.dumps({"day": "Sunday", "start": "3:00", "end": "3:07"})
+
+def wrong_slots(budget: int) -> list[str]:
+    """Well-formed slots (the JSON plan the loop reads with ``reformulator.mode=none``), outside any work
+    hours and of the wrong length, a different one each iteration (a repeated plan would end the problem
+    at its fixed point), so that every iteration is parsed and every critic runs and rejects it."""
+    return [json.dumps({"day": "Sunday", "start": f"3:{i:02d}", "end": f"3:{i + 7:02d}"}) for i in range(budget)]
 
 
 def measured(argv: list[str], env: dict[str, str]) -> dict[str, Any]:
@@ -74,7 +78,7 @@ def one(n: int, budget: int, work: Path, env: dict[str, str], report: bool = Tru
         )
         print(f"  synthesized {n} problems in {time.perf_counter() - t0:.1f} s (not counted)", file=sys.stderr)
     script = work / f"script-{budget}.json"
-    script.write_text(json.dumps({"*": [WRONG_SLOT] * budget}))
+    script.write_text(json.dumps({"*": wrong_slots(budget)}))
     run_dir = work / f"run-{n}-{budget}"
     shutil.rmtree(run_dir, ignore_errors=True)
     run = measured(

@@ -159,7 +159,7 @@ class Benchmark(ABC):
         ok, result = _validate_cached(self.plan_model, key)
         if not ok:
             raise PlanFormatError(result)
-        return copy.deepcopy(result)
+        return json.loads(result)  # a fresh copy, so the caller may change it (faster than a deep copy)
 
     def check_format(self, problem: Problem, plan: PlanJSON) -> list[str]:
         """Structural problems beyond the schema (day count, missing keys, ...). Empty when fine."""
@@ -307,8 +307,9 @@ def _plan_tools(model: type[BaseModel]) -> tuple[TypeAdapter[Any], dict[str, Any
 
 
 @functools.lru_cache(maxsize=4096)
-def _validate_cached(model: type[BaseModel], key: str) -> tuple[bool, Any]:
-    """(True, normalised plan) or (False, reason), memoised on the plan's canonical JSON text."""
+def _validate_cached(model: type[BaseModel], key: str) -> tuple[bool, str]:
+    """(True, the normalised plan as JSON text, key order kept) or (False, reason), memoised on the plan's
+    canonical JSON text."""
     adapter, _, validator = _plan_tools(model)
     value = json.loads(key)
     error = jsonschema.exceptions.best_match(validator.iter_errors(value))
@@ -319,7 +320,7 @@ def _validate_cached(model: type[BaseModel], key: str) -> tuple[bool, Any]:
         model_obj = adapter.validate_python(value)
     except ValidationError as exc:
         return False, _short_validation_error(exc)
-    return True, adapter.dump_python(model_obj, mode="json")
+    return True, json.dumps(adapter.dump_python(model_obj, mode="json"), ensure_ascii=False)
 
 
 def _short_validation_error(exc: ValidationError) -> str:

@@ -1,0 +1,42 @@
+"""Benchmark.validate_plan: a memoised validation hands out a fresh plan each time, in its own key order."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from modulo.benchmark import Benchmark
+from modulo.types import Problem
+
+
+class Stop(BaseModel):
+    city: str
+    days: int
+    notes: list[str] = []
+
+
+class Trip(BaseModel):
+    title: str
+    stops: list[Stop]
+
+
+class TripBench(Benchmark):
+    name = "trip_validate"
+    plan_model = Trip
+
+    def splits(self) -> list[str]:
+        return ["dev"]
+
+    def load(self, split: str) -> list[Problem]:
+        return []
+
+
+def test_each_validated_plan_is_a_fresh_copy_in_the_model_order() -> None:
+    bench = TripBench(None)
+    raw = {"stops": [{"days": 2, "city": "Oslo"}], "title": "north"}
+    first = bench.validate_plan(raw)
+    assert first == {"title": "north", "stops": [{"city": "Oslo", "days": 2, "notes": []}]}
+    assert list(first) == ["title", "stops"] and list(first["stops"][0]) == ["city", "days", "notes"]
+    first["stops"][0]["notes"].append("changed by a caller")  # the memoised result must not see this
+    again = bench.validate_plan(raw)
+    assert again == {"title": "north", "stops": [{"city": "Oslo", "days": 2, "notes": []}]}
+    assert again is not first and again["stops"] is not first["stops"]
