@@ -197,7 +197,10 @@ class ThreadExecutor(CriticExecutor):
 
         self._pool.submit(job)
         try:
-            return await asyncio.wait_for(asyncio.shield(future), timeout_s)
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation (Ctrl-C)
+            # that arrives just as the verdict does, and the run would then carry on
+            async with asyncio.timeout(timeout_s):
+                return await asyncio.shield(future)
         except TimeoutError:
             raise CriticError(
                 critic.name,

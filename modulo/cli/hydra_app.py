@@ -477,9 +477,9 @@ def run_hydra(argv: list[str], *, check: bool = False) -> None:
     app = hydra.main(config_path=conf_dir, config_name="config", version_base="1.3")(_task(check, save_hydra))
     if check and not multirun:
         # a check runs nothing: no output directory, no log file, no saved config
-        argv = [*argv, "hydra.output_subdir=null", "hydra.run.dir=.", "hydra/job_logging=none"]
+        argv = _with_overrides(argv, ["hydra.output_subdir=null", "hydra.run.dir=.", "hydra/job_logging=none"])
     elif save_hydra:
-        argv = [*argv, "hydra.output_subdir=null"]
+        argv = _with_overrides(argv, ["hydra.output_subdir=null"])
     # a single run into a known directory is locked before Hydra creates its log file there
     lock = RunLock(Path(known)) if not check and not multirun and (known := _run_dir_of(argv)) else None
     old = sys.argv
@@ -505,6 +505,17 @@ def run_hydra(argv: list[str], *, check: bool = False) -> None:
             status.unlink(missing_ok=True)
     if code:
         sys.exit(code)
+
+
+def _with_overrides(argv: list[str], extra: list[str]) -> list[str]:
+    """``argv`` with ``extra`` overrides placed among the user's own.
+
+    Hydra's argument parser takes the overrides as one run of positional arguments: an override put
+    after a flag's value (``--cfg hydra -p hydra.launcher``) would be refused, so the extras go right
+    after the user's last override (or first, when there is none).
+    """
+    last = max((i for i, a in enumerate(argv) if "=" in a and not a.startswith("-")), default=-1)
+    return [*argv[: last + 1], *extra, *argv[last + 1 :]]
 
 
 def _run_dir_of(argv: list[str]) -> str | None:

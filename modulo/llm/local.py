@@ -765,7 +765,7 @@ class LocalBackend:
             try:
                 response: LLMResponse = await self._delegate.complete(request)
             except LLMError:
-                if self.process is not None and not self.process.running():
+                if self.process is not None and await _exited_soon(self.process):
                     raise TransientLLMError(
                         f"the llama.cpp server died during the request ({describe_exit(self.process.exit_code())}); "
                         f"it will be restarted ({self.restarts} of at most {self.max_restarts} restarts used)",
@@ -777,6 +777,20 @@ class LocalBackend:
     def _train_note(self) -> str:
         train = getattr(self._counter, "train_context", None)
         return f"; the model was trained for {train}" if train else ""
+
+
+async def _exited_soon(process: ServerProcess, wait_s: float = 2.0) -> bool:
+    """Whether the server has exited, or does within ``wait_s``.
+
+    A server that dies mid-request drops the connection a moment before the kernel reports its exit: a
+    failed request is only put down to a crash once the process is seen gone.
+    """
+    deadline = time.monotonic() + wait_s
+    while process.running():
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(0.05)
+    return True
 
 
 class _PortTaken(Exception):
