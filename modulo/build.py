@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from . import components
 from .backprompt import BackpromptStrategy
 from .benchmark import Benchmark
@@ -192,7 +194,12 @@ def build_generator(cfg: ModuloConfig, benchmark: Benchmark) -> Generator:
 
 
 def llm_settings(cfg: ModuloConfig) -> LLMSettings:
-    return LLMSettings(**dataclasses.asdict(cfg.llm))
+    try:
+        return LLMSettings(**dataclasses.asdict(cfg.llm))
+    except ValidationError as exc:
+        # a wrong value: say which key and what it takes (not the value, which may be a secret)
+        problems = "; ".join(f"llm.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors())
+        raise ConfigError(problems) from None
 
 
 def build_llm(cfg: ModuloConfig) -> Any:
