@@ -32,6 +32,8 @@ import pytest
 from modulo.cli.main import cli
 from modulo.llm.local import PORTABLE_CMAKE_ARGS
 
+pytestmark = pytest.mark.slow  # every README command runs as a real process: minutes
+
 REPO = Path(__file__).resolve().parents[2]
 DOCS = ("README.md", "experiments/README.md")
 

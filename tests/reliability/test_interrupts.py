@@ -17,6 +17,7 @@ from modulo.runs import read_records
 from .conftest import DrillFactory, start_run
 
 
+@pytest.mark.slow  # whole modulo runs, signalled and resumed
 @pytest.mark.parametrize(
     ("sig", "code", "said"), [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "SIGTERM")]
 )

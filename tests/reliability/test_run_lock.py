@@ -14,10 +14,14 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from modulo.runs import LOCK_FILE, RunLock
 from modulo.testing.drills import cli_command, records
 
 from .conftest import DrillFactory, start_run
+
+pytestmark = pytest.mark.slow  # whole modulo run processes racing for one directory
 
 
 def _snapshot(run_dir: Path) -> dict[str, bytes]:

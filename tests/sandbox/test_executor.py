@@ -19,6 +19,8 @@ from modulo.types import Problem, Verdict
 
 from . import hostile_plugin
 
+pytestmark = pytest.mark.slow  # each hostile critic starts a worker process
+
 BENCH = "synth/tasks"
 PROBLEM = Problem(id="p1", benchmark=BENCH, query="plan something")
 NAMES = [

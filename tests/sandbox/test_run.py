@@ -15,6 +15,8 @@ from modulo.types import Outcome
 from ..reliability.conftest import DrillFactory, drill  # noqa: F401 - the drill fixture
 from . import hostile_plugin  # noqa: F401 - registers the test plugin's critics
 
+pytestmark = pytest.mark.slow  # whole runs with sandbox worker processes
+
 CRITICS = "[format,synth_task_coverage,sandbox_sleep]"
 
 
