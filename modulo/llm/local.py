@@ -764,8 +764,10 @@ class LocalBackend:
                 await self.start()  # died while this request waited: restart before sending
             try:
                 response: LLMResponse = await self._delegate.complete(request)
-            except LLMError:
-                if self.process is not None and await _exited_soon(self.process):
+            except LLMError as exc:
+                # only a dropped connection waits for the exit; a server that answered with an error is alive
+                wait_s = 2.0 if exc.fault in ("connection", "timeout") else 0.0
+                if self.process is not None and await _exited_soon(self.process, wait_s):
                     raise TransientLLMError(
                         f"the llama.cpp server died during the request ({describe_exit(self.process.exit_code())}); "
                         f"it will be restarted ({self.restarts} of at most {self.max_restarts} restarts used)",
