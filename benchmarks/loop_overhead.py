@@ -2,7 +2,7 @@
 
 Every reply fails a critic, so each problem makes exactly 10 sequential calls (1,800 in all). With 32
 calls in flight the ideal time is 1800 x 50 ms / 32 = 2.81 s; the goal is to finish within 1.05 times
-that. The whole stack is real (build_session, Loop, LLMClient with its semaphore and accounting,
+that. The whole stack is real (build_session, Metacontroller, LLMClient with its semaphore and accounting,
 scripted backend, run directory with fsync'ed records); only the benchmark is a stand-in, defined here.
 
     python benchmarks/loop_overhead.py [--problems 180] [--budget 10] [--latency 0.05] [--concurrency 32]

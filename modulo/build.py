@@ -23,9 +23,9 @@ from .binding import bind_benchmark, bind_critics, construct
 from .config import CRITIC_PRESETS, ModuloConfig
 from .critic import Critic, FeedbackLevel, check_feedback_level, critic_meta
 from .errors import ConfigError
-from .generator import Generator
+from .generators.base import Generator
 from .llm.base import LLMSettings, capabilities_of
-from .metacontroller import Loop, LoopSettings
+from .metacontroller import LoopSettings, Metacontroller
 from .redact import register_config, safe_config
 from .reformulate import build_reformulator
 from .registry import bind_arguments, suggest
@@ -42,7 +42,7 @@ class Session:
     benchmark: Benchmark
     split: str
     problems: list[Problem]
-    loop: Loop
+    loop: Metacontroller
     critics: list[Critic]
     llm: Any = None
     info: dict[str, Any] = field(default_factory=dict)
@@ -282,7 +282,7 @@ def build_session(cfg: ModuloConfig, *, load_problems: bool = True) -> Session:
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
     sandboxed, executor = build_sandbox(cfg, benchmark, critics, level)
-    loop = Loop(
+    loop = Metacontroller(
         benchmark=benchmark,
         generator=generator,
         reformulator=reformulator,

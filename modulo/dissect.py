@@ -17,7 +17,7 @@ variant would read exactly like the original query is skipped (it would be a pla
 that could not be run to its end (an LLM error, a spent ``--max-dollars``) labels the problem
 ``incomplete``; a later call retries it.
 
-Every step is a real :meth:`modulo.metacontroller.Loop.solve` with the run's own loop (critics,
+Every step is a real :meth:`modulo.metacontroller.Metacontroller.solve` with the run's own loop (critics,
 backprompt strategy, budget). The temperature is the run's unless ``temperature`` is given: at
 temperature 0 a fresh draw may repeat the first one word for word, which the table counts.
 
@@ -54,7 +54,7 @@ from .build import Session, build_generator, build_session
 from .config import ModuloConfig, load_config
 from .critic import FORMAT_GROUP
 from .errors import ConfigError, ModuloError, RunError
-from .metacontroller import Loop, RunAborted, RunBudget
+from .metacontroller import Metacontroller, RunAborted, RunBudget
 from .runs import RUN_INFO, latest_records
 from .types import IterationRecord, Outcome, Problem, ProblemResult, Usage, canonical_json
 
@@ -176,7 +176,7 @@ def failing_critics(it: IterationRecord | None) -> list[str]:
     return [v.critic or "?" for v in it.verdicts if not v.accepts]
 
 
-def component_of(result: ProblemResult, problem: Problem, loop: Loop) -> str:
+def component_of(result: ProblemResult, problem: Problem, loop: Metacontroller) -> str:
     """``format``, ``reformulation`` or ``plan``: which part failed in the last iteration (see module doc)."""
     last = result.iterations[-1] if result.iterations else None
     if last is None:
@@ -188,7 +188,7 @@ def component_of(result: ProblemResult, problem: Problem, loop: Loop) -> str:
     return "plan"
 
 
-def _reformulation_lost_it(it: IterationRecord, problem: Problem, loop: Loop) -> bool:
+def _reformulation_lost_it(it: IterationRecord, problem: Problem, loop: Metacontroller) -> bool:
     bench = loop.benchmark
     if loop.reformulator.mode != "llm" or not it.raw_reply or not bench.has_parser:
         return False
@@ -262,7 +262,7 @@ def plan_variants(benchmark: Any, problem: Problem, seed: int = 1) -> dict[str, 
 
 # -- the cascade ----------------------------------------------------------------------------------------
 class Dissector:
-    """Runs the cascade for failed problems with a session's loop (one :class:`Loop` per sample index)."""
+    """Runs the cascade for failed problems with a session's loop (one :class:`Metacontroller` per sample index)."""
 
     def __init__(
         self, session: Session, options: DissectOptions, *, records_sink: Callable[[ProblemResult], None]
@@ -275,16 +275,16 @@ class Dissector:
         gen = session.loop.generator
         self.fresh_draws = hasattr(gen, "sample_index")
         self.deterministic = not self.fresh_draws and not gen.needs_llm
-        self._loops: dict[int, Loop] = {self.base_sample: session.loop}
+        self._loops: dict[int, Metacontroller] = {self.base_sample: session.loop}
         self.variants = has_variants(session.benchmark)
 
-    def loop_for(self, sample: int) -> Loop:
+    def loop_for(self, sample: int) -> Metacontroller:
         """The run's loop whose generator draws with sample index ``sample``."""
         if sample not in self._loops:
             cfg = self.session.config
             cfg_k = dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, sample=sample))
             base = self.session.loop
-            self._loops[sample] = Loop(
+            self._loops[sample] = Metacontroller(
                 benchmark=base.benchmark,
                 generator=build_generator(cfg_k, base.benchmark),
                 reformulator=base.reformulator,

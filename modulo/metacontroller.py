@@ -1,6 +1,6 @@
 """The metacontroller: generate -> reformulate -> critique -> backprompt, to a budget.
 
-:class:`Loop` holds bound components and solves one problem at a time (many concurrently, through
+:class:`Metacontroller` holds bound components and solves one problem at a time (many concurrently, through
 the runner). It stops as soon as every active critic accepts (``certified``), or when a budget is
 spent: iterations (default 10, as in the LLM-Modulo paper), tokens, dollars or wall-clock seconds per
 problem, or a run-level dollar budget. It then returns the best plan so far (most accepting verdicts;
@@ -38,7 +38,7 @@ from .benchmark import Benchmark
 from .critic import FORMAT_GROUP, Critic
 from .errors import CriticError, LLMError
 from .executor import DEFAULT_CRITIC_TIMEOUT_S, CriticDeadlines, CriticExecutor, FrozenPlan, ThreadExecutor
-from .generator import GenerationContext, Generator
+from .generators.base import GenerationContext, Generator
 from .reformulate import Reformulator
 from .types import (
     IterationRecord,
@@ -150,7 +150,7 @@ def _sum_usage(calls: list[LLMCall]) -> Usage:
     return total
 
 
-class Loop:
+class Metacontroller:
     """Bound components of the LLM-Modulo loop. Build it in Python or through :mod:`modulo.build`."""
 
     def __init__(

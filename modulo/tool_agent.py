@@ -37,7 +37,7 @@ from typing import Any, ClassVar, Literal
 
 from .benchmark import Benchmark
 from .errors import ConfigError
-from .generator import Generation, GenerationContext, Generator
+from .generators.base import Generation, GenerationContext, Generator
 from .llm.base import LLMRequest, ToolDecl, ToolTurn
 from .prompts import Template, resolve
 from .tools import ToolArgumentError, Toolbox, ToolResult, ToolSpec, parse_action

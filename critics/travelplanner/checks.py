@@ -68,8 +68,8 @@ MEALS = ("breakfast", "lunch", "dinner")
 DAY_FIELDS = ("days", "current_city", "transportation", "breakfast", "attraction", "lunch", "dinner", "accommodation")
 
 #: what a check function returns: (True/False, or None when not applicable; message; evidence)
-Outcome = tuple[bool | None, str | None, dict[str, Any]]
-CheckFn = Callable[[Mapping[str, Any], Any, Store], Outcome]
+CheckOutcome = tuple[bool | None, str | None, dict[str, Any]]
+CheckFn = Callable[[Mapping[str, Any], Any, Store], CheckOutcome]
 
 
 @dataclass(frozen=True)

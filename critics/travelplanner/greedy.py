@@ -19,7 +19,7 @@ import re
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from modulo.errors import DataError
-from modulo.generator import Generation, GenerationContext, Generator
+from modulo.generators import Generation, GenerationContext, Generator
 from modulo.types import Message, Problem
 
 from .checks import ceil_div, query_dates

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .checks import COMMONSENSE_KEYS, HARD_KEYS, CheckFn, CheckResult, Outcome, ceil_div, run_check
+from .checks import COMMONSENSE_KEYS, HARD_KEYS, CheckFn, CheckOutcome, CheckResult, ceil_div, run_check
 from .store import Store
 from .text import PLACEHOLDER_DAY, before_parenthesis, flight_number_official, from_to, name_city
 
@@ -86,7 +86,7 @@ def road_cost(store: Store, origin: str, dest: str, mode: str) -> int | None:
 
 
 # -- commonsense ---------------------------------------------------------------------------------------
-def is_reasonable_visiting_city(query: Query, plan: Any, store: Store) -> Outcome:
+def is_reasonable_visiting_city(query: Query, plan: Any, store: Store) -> CheckOutcome:
     cities: list[Any] = []
     for i in _examined(query, plan):
         value = plan[i]["current_city"]
@@ -118,7 +118,7 @@ def is_reasonable_visiting_city(query: Query, plan: Any, store: Store) -> Outcom
     return True, None, {"cities": cities}
 
 
-def is_valid_restaurants(query: Query, plan: Any, store: Store) -> Outcome:
+def is_valid_restaurants(query: Query, plan: Any, store: Store) -> CheckOutcome:
     seen: list[Any] = []
     where: dict[Any, tuple[int, str]] = {}
     for i in _examined(query, plan):
@@ -143,7 +143,7 @@ def is_valid_restaurants(query: Query, plan: Any, store: Store) -> Outcome:
     return True, None, {}
 
 
-def is_valid_attractions(query: Query, plan: Any, store: Store) -> Outcome:
+def is_valid_attractions(query: Query, plan: Any, store: Store) -> CheckOutcome:
     seen: list[str] = []
     for i in _examined(query, plan):
         unit = plan[i]
@@ -160,7 +160,7 @@ def is_valid_attractions(query: Query, plan: Any, store: Store) -> Outcome:
     return True, None, {}
 
 
-def is_valid_accommodation(query: Query, plan: Any, store: Store) -> Outcome:
+def is_valid_accommodation(query: Query, plan: Any, store: Store) -> CheckOutcome:
     values: list[Any] = []
     for i in _examined(query, plan):
         unit = plan[i]
@@ -190,7 +190,7 @@ def is_valid_accommodation(query: Query, plan: Any, store: Store) -> Outcome:
     return True, None, {}
 
 
-def is_valid_transportation(query: Query, plan: Any, store: Store) -> Outcome:
+def is_valid_transportation(query: Query, plan: Any, store: Store) -> CheckOutcome:
     first = plan[0]["transportation"]
     if not (first and first != "-"):
         return False, "The transportation in day 1 should not be empty.", _where(1, "transportation", first)
@@ -207,7 +207,7 @@ def is_valid_transportation(query: Query, plan: Any, store: Store) -> Outcome:
     return True, None, {}
 
 
-def is_valid_information_in_current_city(query: Query, plan: Any, store: Store) -> Outcome:
+def is_valid_information_in_current_city(query: Query, plan: Any, store: Store) -> CheckOutcome:
     for i in _examined(query, plan):
         unit = plan[i]
         current = unit["current_city"]
@@ -252,7 +252,7 @@ def is_valid_information_in_current_city(query: Query, plan: Any, store: Store) 
     return True, None, {}
 
 
-def is_valid_information_in_sandbox(query: Query, plan: Any, store: Store) -> Outcome:
+def is_valid_information_in_sandbox(query: Query, plan: Any, store: Store) -> CheckOutcome:
     for i in _examined(query, plan):
         unit = plan[i]
         day = i + 1
@@ -339,7 +339,7 @@ def visiting_city_number(query: Query, plan: Any) -> tuple[bool, set[Any]]:
     return len(cities) == query["visiting_city_number"], cities
 
 
-def is_not_absent(query: Query, plan: Any, store: Store) -> Outcome:
+def is_not_absent(query: Query, plan: Any, store: Store) -> CheckOutcome:
     needed = 6 * query["days"]
     if not is_valid_days(query, plan):
         filled = [i + 1 for i in _examined(query, plan) if plan[i] != {}]
@@ -442,7 +442,7 @@ def total_cost(query: Query, plan: Any, store: Store) -> float:
     return float(sum(item["cost"] for item in _meal_cost_items(query, plan, store)))
 
 
-def valid_cuisine(query: Query, plan: Any, store: Store) -> Outcome:
+def valid_cuisine(query: Query, plan: Any, store: Store) -> CheckOutcome:
     wanted = query["local_constraint"]["cuisine"]
     if not wanted:
         return None, None, {}
@@ -477,7 +477,7 @@ _RULE_TEXT = {
 }
 
 
-def valid_room_rule(query: Query, plan: Any, store: Store) -> Outcome:
+def valid_room_rule(query: Query, plan: Any, store: Store) -> CheckOutcome:
     rule = query["local_constraint"]["house rule"]
     if rule is None:
         return None, None, {}
@@ -495,7 +495,7 @@ def valid_room_rule(query: Query, plan: Any, store: Store) -> Outcome:
     return True, None, {}
 
 
-def valid_transportation(query: Query, plan: Any, store: Store) -> Outcome:
+def valid_transportation(query: Query, plan: Any, store: Store) -> CheckOutcome:
     rule = query["local_constraint"]["transportation"]
     if rule is None:
         return None, None, {}
@@ -516,7 +516,7 @@ _ROOM_TYPE_OK = {
 }
 
 
-def valid_room_type(query: Query, plan: Any, store: Store) -> Outcome:
+def valid_room_type(query: Query, plan: Any, store: Store) -> CheckOutcome:
     wanted = query["local_constraint"]["room type"]
     if wanted is None:
         return None, None, {}
@@ -534,7 +534,7 @@ def valid_room_type(query: Query, plan: Any, store: Store) -> Outcome:
     return True, None, {}
 
 
-def valid_cost(query: Query, plan: Any, store: Store) -> Outcome:
+def valid_cost(query: Query, plan: Any, store: Store) -> CheckOutcome:
     items = _meal_cost_items(query, plan, store)
     total = float(sum(item["cost"] for item in items))
     details = {"total_cost": total, "budget": query["budget"], "items": items}

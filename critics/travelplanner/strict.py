@@ -36,8 +36,8 @@ from .checks import (
     HARD_KEYS,
     MEALS,
     CheckFn,
+    CheckOutcome,
     CheckResult,
-    Outcome,
     ceil_div,
     describe_official,
     money,
@@ -71,7 +71,7 @@ class Malformed(Exception):
         self.details = details
 
 
-def _fail(message: str, **details: Any) -> Outcome:
+def _fail(message: str, **details: Any) -> CheckOutcome:
     return False, message, details
 
 
@@ -168,7 +168,7 @@ def _states(store: Store) -> set[str]:
 
 
 # -- commonsense -------------------------------------------------------------------------------------------
-def reasonable_city_route(query: Query, plan: Any, store: Store) -> Outcome:
+def reasonable_city_route(query: Query, plan: Any, store: Store) -> CheckOutcome:
     days = _examined(query, plan)
     org, dest = query["org"], query["dest"]
     if len(days) < query["days"]:
@@ -256,7 +256,7 @@ def reasonable_city_route(query: Query, plan: Any, store: Store) -> Outcome:
     return True, None, {"cities": [org, *visited, org]}
 
 
-def diverse_restaurants(query: Query, plan: Any, store: Store) -> Outcome:
+def diverse_restaurants(query: Query, plan: Any, store: Store) -> CheckOutcome:
     seen: dict[tuple[str, ...], tuple[int, str, str]] = {}
     for day, unit in _examined(query, plan):
         for meal in MEALS:
@@ -279,7 +279,7 @@ def diverse_restaurants(query: Query, plan: Any, store: Store) -> Outcome:
     return True, None, {}
 
 
-def diverse_attractions(query: Query, plan: Any, store: Store) -> Outcome:
+def diverse_attractions(query: Query, plan: Any, store: Store) -> CheckOutcome:
     seen: dict[tuple[str, ...], tuple[int, str]] = {}
     for day, unit in _examined(query, plan):
         value = _text(unit, "attraction", day)
@@ -302,7 +302,7 @@ def diverse_attractions(query: Query, plan: Any, store: Store) -> Outcome:
     return True, None, {}
 
 
-def minimum_nights_stay(query: Query, plan: Any, store: Store) -> Outcome:
+def minimum_nights_stay(query: Query, plan: Any, store: Store) -> CheckOutcome:
     runs: list[tuple[Entity, str, int, int]] = []  # entity, first text, first day, nights
     for day, unit in _examined(query, plan):
         if "accommodation" not in unit:
@@ -338,7 +338,7 @@ def minimum_nights_stay(query: Query, plan: Any, store: Store) -> Outcome:
     return True, None, {}
 
 
-def non_conflicting_transportation(query: Query, plan: Any, store: Store) -> Outcome:
+def non_conflicting_transportation(query: Query, plan: Any, store: Store) -> CheckOutcome:
     days = _examined(query, plan)
     if not days or is_blank(_text(days[0][1], "transportation", 1)):
         return _fail("Day 1 has no transportation: the trip must start by travelling.", day=1, field="transportation")
@@ -364,7 +364,7 @@ def non_conflicting_transportation(query: Query, plan: Any, store: Store) -> Out
     return True, None, {"modes": sorted(used)}
 
 
-def within_current_city(query: Query, plan: Any, store: Store) -> Outcome:
+def within_current_city(query: Query, plan: Any, store: Store) -> CheckOutcome:
     for day, unit in _examined(query, plan):
         cd = _city_day(unit, day)
         allowed = cd.cities
@@ -433,7 +433,7 @@ def _leg_route(cd: CityDay | None, text: str) -> tuple[str, str] | None:
     return None
 
 
-def within_sandbox(query: Query, plan: Any, store: Store) -> Outcome:
+def within_sandbox(query: Query, plan: Any, store: Store) -> CheckOutcome:
     dates = query_dates(query)
     for day, unit in _examined(query, plan):
         transport = _text(unit, "transportation", day)
@@ -470,7 +470,9 @@ def within_sandbox(query: Query, plan: Any, store: Store) -> Outcome:
     return True, None, {}
 
 
-def _not_found(kind: str, near: tuple[Any, ...], day: int, field: str, value: str, name: str, city: str) -> Outcome:
+def _not_found(
+    kind: str, near: tuple[Any, ...], day: int, field: str, value: str, name: str, city: str
+) -> CheckOutcome:
     close = f" Did you mean {near[0].name!r}?" if near else ""
     return _fail(
         f"Day {day} {field} {value!r}: there is no {kind} named exactly {name!r} in {city}.{close}",
@@ -485,7 +487,7 @@ def _not_found(kind: str, near: tuple[Any, ...], day: int, field: str, value: st
 
 def _transport_in_sandbox(
     store: Store, unit: Mapping[str, Any], day: int, text: str, date: str | None
-) -> Outcome | None:
+) -> CheckOutcome | None:
     modes = strict_modes(text)
     cd = strict_current_city(unit.get("current_city"))
     route = _leg_route(cd, text)
@@ -573,7 +575,7 @@ def _transport_in_sandbox(
     return None
 
 
-def complete_information(query: Query, plan: Any, store: Store) -> Outcome:
+def complete_information(query: Query, plan: Any, store: Store) -> CheckOutcome:
     if not isinstance(plan, list):
         raise Malformed(f"The plan must be a list of day objects, not {type(plan).__name__}.", field="plan")
     n = query["days"]
@@ -648,7 +650,7 @@ def complete_information(query: Query, plan: Any, store: Store) -> Outcome:
 
 
 # -- hard ----------------------------------------------------------------------------------------------------
-def cuisine(query: Query, plan: Any, store: Store) -> Outcome:
+def cuisine(query: Query, plan: Any, store: Store) -> CheckOutcome:
     wanted = query["local_constraint"]["cuisine"]
     if not wanted:
         return None, None, {}
@@ -706,7 +708,7 @@ def _stays(query: Query, plan: Any) -> list[tuple[int, str]]:
     return out
 
 
-def room_rule(query: Query, plan: Any, store: Store) -> Outcome:
+def room_rule(query: Query, plan: Any, store: Store) -> CheckOutcome:
     rule = query["local_constraint"]["house rule"]
     if rule is None:
         return None, None, {}
@@ -738,7 +740,7 @@ def room_rule(query: Query, plan: Any, store: Store) -> Outcome:
     return True, None, {}
 
 
-def room_type(query: Query, plan: Any, store: Store) -> Outcome:
+def room_type(query: Query, plan: Any, store: Store) -> CheckOutcome:
     wanted = query["local_constraint"]["room type"]
     if wanted is None:
         return None, None, {}
@@ -768,7 +770,7 @@ def room_type(query: Query, plan: Any, store: Store) -> Outcome:
     return True, None, {}
 
 
-def transportation(query: Query, plan: Any, store: Store) -> Outcome:
+def transportation(query: Query, plan: Any, store: Store) -> CheckOutcome:
     rule = query["local_constraint"]["transportation"]
     if rule is None:
         return None, None, {}
@@ -880,7 +882,7 @@ def total_cost(query: Query, plan: Any, store: Store) -> float:
     return float(sum(item["cost"] for item in cost_items(query, plan, store)[0]))
 
 
-def budget(query: Query, plan: Any, store: Store) -> Outcome:
+def budget(query: Query, plan: Any, store: Store) -> CheckOutcome:
     priced, unpriced = cost_items(query, plan, store)
     total = float(sum(item["cost"] for item in priced))
     details = {"total_cost": total, "budget": query["budget"], "items": priced, "unpriced": unpriced}
@@ -905,7 +907,7 @@ def budget(query: Query, plan: Any, store: Store) -> Outcome:
 
 # -- the strict checks, each held to the official one as well ----------------------------------------------
 def _guarded(key: str, sound: CheckFn) -> CheckFn:
-    def check(query: Query, plan: Any, store: Store) -> Outcome:
+    def check(query: Query, plan: Any, store: Store) -> CheckOutcome:
         try:
             value, message, details = sound(query, plan, store)
         except Malformed as exc:

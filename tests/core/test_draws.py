@@ -13,7 +13,7 @@ import pytest
 from modulo.backprompt import Backprompt, BackpromptContext, BackpromptStrategy
 from modulo.llm.base import LLMRequest, LLMSettings
 from modulo.llm.client import build_client
-from modulo.metacontroller import Loop, LoopSettings
+from modulo.metacontroller import LoopSettings, Metacontroller
 from modulo.reformulate import JSONReformulator
 from modulo.testing import FakeProvider
 from modulo.types import Message, Outcome, canonical_json
@@ -99,7 +99,7 @@ def _run(fake: FakeProvider, cache: Path, temperature: float) -> Any:
 
     gen = _toy_generator(bench)
     gen.prompt_role = "json"  # the fake answers with a seeded instance of the plan schema
-    loop = Loop(
+    loop = Metacontroller(
         benchmark=bench,
         generator=gen,
         reformulator=JSONReformulator(bench),

@@ -10,7 +10,7 @@ import pytest
 from modulo.backprompt import AllStrategy, FirstStrategy, GroupedStrategy, HistoryStrategy
 from modulo.errors import CriticError
 from modulo.generators import LLMGenerator
-from modulo.metacontroller import Loop, LoopSettings, RunAborted, best_iteration
+from modulo.metacontroller import LoopSettings, Metacontroller, RunAborted, best_iteration
 from modulo.prompts import Template
 from modulo.reformulate import JSONReformulator, ParserReformulator
 from modulo.types import IterationRecord, Outcome, Verdict
@@ -28,7 +28,7 @@ def make_loop(
     strategy: Any = None,
     parser: bool = False,
     **settings: Any,
-) -> tuple[Loop, FakeClient]:
+) -> tuple[Metacontroller, FakeClient]:
     from critics.core import format_critic
 
     bench = toy.Toy()
@@ -40,7 +40,7 @@ def make_loop(
         "toy_crash": toy.toy_crash,
     }
     bound = [factories["format"](benchmark=bench)] + [factories[c]() for c in critics]
-    loop = Loop(
+    loop = Metacontroller(
         benchmark=bench,
         generator=_toy_generator(bench),
         reformulator=ParserReformulator(bench) if parser else JSONReformulator(bench),
@@ -60,7 +60,7 @@ def _toy_generator(bench: toy.Toy) -> LLMGenerator:
     return LLMGenerator(benchmark=bench)
 
 
-def solve(loop: Loop, pid: str = "toy-0") -> Any:
+def solve(loop: Metacontroller, pid: str = "toy-0") -> Any:
     problem = next(p for p in loop.benchmark.load("dev") if p.id == pid)
     return asyncio.run(loop.solve(problem))
 

@@ -12,7 +12,7 @@ from critics.synth.families import get_family
 from modulo.backprompt import AllStrategy
 from modulo.generators import LLMGenerator
 from modulo.llm.base import LLMSettings
-from modulo.metacontroller import Loop, LoopSettings
+from modulo.metacontroller import LoopSettings, Metacontroller
 from modulo.reformulate import ParserReformulator
 from modulo.types import LLMCall, Outcome, Usage
 
@@ -96,7 +96,7 @@ class _NoCalls:
         pass
 
 
-def _loop(b: SynthBenchmark, client: _NoCalls) -> Loop:
+def _loop(b: SynthBenchmark, client: _NoCalls) -> Metacontroller:
     from modulo import components
     from modulo.registry import bind_arguments
 
@@ -104,7 +104,7 @@ def _loop(b: SynthBenchmark, client: _NoCalls) -> Loop:
     for name in b.critic_names():
         factory = components.critics.get(name)
         critics.append(factory(**bind_arguments("critic", name, factory, {}, inject={"benchmark": b})))
-    return Loop(
+    return Metacontroller(
         benchmark=b,
         generator=LLMGenerator(benchmark=b),
         reformulator=ParserReformulator(b),

@@ -9,7 +9,7 @@ from critics.travelplanner.data import load_split
 from critics.travelplanner.greedy import GreedyGenerator, route_of
 from modulo.components import generators
 from modulo.errors import DataError
-from modulo.generator import GenerationContext
+from modulo.generators import GenerationContext
 from modulo.registry import bind_arguments
 
 

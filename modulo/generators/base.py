@@ -1,4 +1,4 @@
-"""Generators: what proposes a plan at each iteration.
+"""The generator interface: what proposes a plan at each iteration.
 
 A generator is registered under ``modulo.generators`` as a factory taking keyword arguments (checked
 against its signature) and, when it asks for them by name, ``benchmark`` (the bound benchmark).
@@ -11,10 +11,10 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .types import LLMCall, Message, PlanJSON, Problem
+from ..types import LLMCall, Message, PlanJSON, Problem
 
 if TYPE_CHECKING:
-    from .llm.client import LLMClient
+    from ..llm.client import LLMClient
 
 
 @dataclass

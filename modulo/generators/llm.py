@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from .benchmark import Benchmark
-from .errors import ConfigError
-from .generator import Generation, GenerationContext, Generator
-from .llm.base import LLMRequest
-from .prompts import Template
-from .types import Message, Problem
+from ..benchmark import Benchmark
+from ..errors import ConfigError
+from ..llm.base import LLMRequest
+from ..prompts import Template
+from ..types import Message, Problem
+from .base import Generation, GenerationContext, Generator
 
 PROMPT_ROLES = ("direct", "cot", "json")
 

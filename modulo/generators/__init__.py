@@ -1,0 +1,13 @@
+"""Generators: what proposes a plan at each iteration.
+
+``base`` holds the interface (:class:`Generator`, :class:`GenerationContext`, :class:`Generation`);
+``llm`` the LLM generator registered as ``llm``. Other generators live with what they need:
+``modulo.tool_agent`` (an agent calling the benchmark's tools) and the benchmarks' search baselines.
+"""
+
+from __future__ import annotations
+
+from .base import Generation, GenerationContext, Generator
+from .llm import PROMPT_ROLES, LLMGenerator
+
+__all__ = ["PROMPT_ROLES", "Generation", "GenerationContext", "Generator", "LLMGenerator"]
