@@ -113,11 +113,6 @@ class Critic(ABC):
         self.feedback = check_feedback_level(level)
         return self
 
-    @property
-    def offers_hints(self) -> bool:
-        """Whether the critic can write hints: it declares the ``hints`` option."""
-        return "hints" in self.options
-
     @abstractmethod
     def check(self, problem: Problem, plan: PlanJSON) -> Verdict:
         """Judge ``plan``. Return a Verdict; raise only on a genuine bug or broken input data."""

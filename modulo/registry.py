@@ -120,16 +120,6 @@ class Registry(Generic[T]):
             self._loaded[name] = obj
         return obj
 
-    def load_all(self) -> dict[str, T | PluginLoadError]:
-        """Load every component; a failing plugin is returned as its error instead of raising."""
-        out: dict[str, T | PluginLoadError] = {}
-        for name in self.names():
-            try:
-                out[name] = self.get(name)
-            except PluginLoadError as exc:
-                out[name] = exc
-        return out
-
 
 def suggest(name: str, known: list[str], n: int = 3) -> list[str]:
     """Close matches for a mistyped name (also matching the part after a ``pkg/`` prefix)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -304,6 +304,3 @@ def canonical_set(constraints: Sequence[Constraint]) -> list[str]:
     import json
 
     return sorted(json.dumps(c, sort_keys=True) for c in strip_texts(constraints))
-
-
-Evidence = Callable[..., str | None]

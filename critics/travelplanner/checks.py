@@ -62,7 +62,6 @@ CRITIC_KEYS: dict[str, str] = {
     "room_type": "valid_room_type",
     "budget": "valid_cost",
 }
-KEY_CRITICS: dict[str, str] = {v: k for k, v in CRITIC_KEYS.items()}
 
 MEALS = ("breakfast", "lunch", "dinner")
 DAY_FIELDS = ("days", "current_city", "transportation", "breakfast", "attraction", "lunch", "dinner", "accommodation")

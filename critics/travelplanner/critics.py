@@ -13,7 +13,6 @@ as data (plus ``key``: the official constraint name, ``mode`` and ``source``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from modulo.benchmark import Benchmark
@@ -120,7 +119,5 @@ transportation = _FACTORIES["transportation"]
 COMMONSENSE_CRITICS: tuple[str, ...] = tuple(n for n, _, g, _ in _SPECS if g == "commonsense")
 HARD_CRITICS: tuple[str, ...] = tuple(n for n, _, g, _ in _SPECS if g == "hard")
 ALL_CRITICS: tuple[str, ...] = COMMONSENSE_CRITICS + HARD_CRITICS
-#: registered name -> factory, for callers that want them without going through the registry
-FACTORIES: dict[str, Callable[..., Any]] = dict(_FACTORIES)
 #: registered name -> the official evaluator's key for the same constraint (also the golden verdicts' key)
 OFFICIAL_KEYS: dict[str, str] = {name: key for name, key, _, _ in _SPECS}

@@ -34,9 +34,6 @@ SPLIT_FILES = {"train": "train.jsonl", "validation": "validation.jsonl", "valida
 SPLIT_SIZES = {"train": 45, "validation": 180, "test": 1000}
 LEVELS = ("easy", "medium", "hard")
 LOCAL_KEYS = ("house rule", "cuisine", "room type", "transportation")
-HOUSE_RULES = ("smoking", "parties", "children under 10", "visitors", "pets")
-ROOM_TYPES = ("not shared room", "shared room", "private room", "entire room")
-TRANSPORT_RULES = ("no flight", "no self-driving")
 
 
 def literal(value: Any, what: str) -> Any:

@@ -153,7 +153,6 @@ def normalise(text: str) -> str:
     return " ".join(text.split()).casefold()
 
 
-TRANSPORT_MODES = ("flight", "self-driving", "taxi")
 _DRIVING = re.compile(r"\bself[- ]?driv\w*|\bdriv(?:e|es|ing)\b")
 
 

@@ -732,10 +732,6 @@ class KillReport:
         return self.count("repeated_paid") + self.count("repeated_answered")
 
     @property
-    def resent_after_kill(self) -> int:
-        return self.count("resent_after_kill")
-
-    @property
     def resent_reply_written(self) -> int:
         """Resent requests whose reply the server had written before the kill (the client died before recording it)."""
         return sum(s.reply_written_before_kill for s in self.sends)
