@@ -36,7 +36,7 @@ from modulo.testing.drills import (
     RETRIED_FAULTS,
     KillSwitch,
     Launcher,
-    ScriptedModel,
+    PlanModel,
     comparable,
     compose,
     drill_overrides,
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", type=Path, help="write the figures here too")
     args = p.parse_args(argv)
     out: dict[str, Any] = {"problems": args.problems}
-    model = ScriptedModel()
+    model = PlanModel()
     switch = KillSwitch(model)
     launcher = Launcher()
     with tempfile.TemporaryDirectory() as tmp_name, FakeProvider(switch, retry_after_s=0.01, hang_s=60.0) as fake:

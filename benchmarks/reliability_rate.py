@@ -25,7 +25,7 @@ from modulo.runs import latest_records
 from modulo.testing import FakeProvider
 from modulo.testing.drills import (
     Launcher,
-    ScriptedModel,
+    PlanModel,
     compose,
     drill_overrides,
     fault_rates,
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
 
     wanted = args.rpm / 60.0 * args.seconds * (1 - args.fault_rate)
     n = max(8, int(wanted / REQUESTS_PER_PROBLEM))
-    model = ScriptedModel()
+    model = PlanModel()
     kinds = ("server_error", "rate_limit_bare", "reset")
     with (
         tempfile.TemporaryDirectory() as tmp,

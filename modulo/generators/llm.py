@@ -15,17 +15,31 @@ PROMPT_ROLES = ("direct", "cot", "json")
 
 
 class LLMGenerator(Generator):
-    """Ask an LLM for a plan. ``prompt`` picks the benchmark's template: direct, cot or json."""
+    """Ask an LLM for a plan. ``prompt`` picks the benchmark's template: direct, cot or json.
+
+    ``template`` (Jinja text, or a :class:`Template`) replaces the benchmark's template for that role,
+    so a generator can be built with no template file at all; a text is recorded as
+    ``custom/<role>@1#<sha>``.
+    """
 
     needs_llm = True
 
-    def __init__(self, *, benchmark: Benchmark, prompt: str = "direct", sample_index: int = 0) -> None:
+    def __init__(
+        self,
+        *,
+        benchmark: Benchmark,
+        prompt: str = "direct",
+        sample_index: int = 0,
+        template: str | Template | None = None,
+    ) -> None:
         if prompt not in PROMPT_ROLES:
             raise ConfigError(f"generator.prompt must be one of {', '.join(PROMPT_ROLES)}, not {prompt!r}")
         self.benchmark = benchmark
         self.prompt_role = prompt
         self.sample_index = sample_index
-        self.template: Template = benchmark.template(prompt)
+        if isinstance(template, str):
+            template = Template.from_text(f"custom/{prompt}", template)
+        self.template: Template = template if template is not None else benchmark.template(prompt)
 
     def templates(self) -> dict[str, str]:
         return {self.prompt_role: self.template.label}

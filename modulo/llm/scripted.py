@@ -17,7 +17,8 @@ A reply is a string, or an object ``{"text": ..., "finish_reason": ...}``, or na
 ``{"tool_calls": [{"name": "FlightSearch", "arguments": {...}}, ...]}``, or a scripted failure
 ``{"fault": "rate_limit" | "server_error" | "timeout" | "connection" | "permanent" | "context_length" | ...,
 "message": ..., "retry_after": ...}`` that is raised instead of answering (it consumes its place).
-Running out of replies is a :class:`~modulo.errors.PermanentLLMError` naming the problem.
+Running out of replies is a :class:`~modulo.errors.PermanentLLMError` naming the problem, unless
+``llm.args.repeat_last=true``: then the last reply (of the list, or of the problem's list) is given again.
 
 Tokens are counted roughly (:func:`~modulo.llm.tokens.approx_tokens`) so accounting is exercised;
 dollars are zero unless ``llm.price_input_per_mtok`` / ``llm.price_output_per_mtok`` are set.
@@ -128,6 +129,7 @@ class ScriptedBackend:
         *,
         replies: Sequence[Reply] | Mapping[str, Sequence[Reply]] | None = None,
         fn: ReplyFn | None = None,
+        repeat_last: bool = False,
         latency_s: float = 0.0,
     ) -> None:
         sources = [s for s in (replies is not None, fn is not None, settings.script is not None) if s]
@@ -144,6 +146,7 @@ class ScriptedBackend:
             raise ConfigError(f"scripted backend: latency_s must be >= 0, not {latency_s}")
         self.settings = settings
         self.fn = fn
+        self.repeat_last = repeat_last
         self.latency_s = latency_s
         script: list[Reply] | dict[str, list[Reply]] | None = None
         if replies is not None:
@@ -181,6 +184,8 @@ class ScriptedBackend:
                         f"(scripted problems: {', '.join(sorted(self._script)) or 'none'})"
                     )
             index = self._cursor.get(key, 0)
+            if index >= len(replies) and self.repeat_last and replies:
+                return replies[-1]
             if index >= len(replies):
                 who = f"problem {problem!r}" if key else "the script"
                 raise PermanentLLMError(

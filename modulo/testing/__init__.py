@@ -1,5 +1,15 @@
-"""Test helpers shipped with modulo: a fault-injecting fake LLM provider."""
+"""Test helpers shipped with modulo: model doubles (a function-backed and a scripted model) and a
+fault-injecting fake LLM provider on 127.0.0.1 that serves them (or its own script) over HTTP."""
 
 from .fake_server import FAULT_KINDS, FakeProvider, FakeRequest, FakeStats, fake_server_main
+from .models import FunctionModel, ScriptedModel
 
-__all__ = ["FAULT_KINDS", "FakeProvider", "FakeRequest", "FakeStats", "fake_server_main"]
+__all__ = [
+    "FAULT_KINDS",
+    "FakeProvider",
+    "FakeRequest",
+    "FakeStats",
+    "FunctionModel",
+    "ScriptedModel",
+    "fake_server_main",
+]

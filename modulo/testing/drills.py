@@ -8,7 +8,7 @@ on another benchmark.
 
 Pieces:
 
-- :class:`ScriptedModel`: the fake provider's answers, a pure function of (problem, iteration, stage)
+- :class:`PlanModel`: the fake provider's answers, a pure function of (problem, iteration, stage)
   read from the ``X-Modulo-*`` headers (``llm.args.tag_headers=true``), so retries, cache hits and
   resumed runs all see the same answers. :func:`witness_answers` fills it from a benchmark's known
   plans: some problems are certified at once, some after one backprompt, some never (a plan that
@@ -29,7 +29,7 @@ Pieces:
 
 Example (a run with one request in five faulted, against a fault-free one)::
 
-    model = ScriptedModel()
+    model = PlanModel()
     with FakeProvider(model, retry_after_s=0.01) as fake:
         clean = drill_overrides(fake.openai_base_url, tmp / "clean", tmp / "clean-cache", n=40)
         session = build_session(compose(clean))
@@ -63,8 +63,10 @@ from pathlib import Path
 from typing import Any
 
 from ..config import ModuloConfig
+from ..llm.base import LLM, LLMRequest
 from ..types import PlanJSON, Problem, ProblemResult, canonical_json
-from .fake_server import PROBLEM_HEADER, FakeProvider, FakeRequest
+from .fake_server import PROBLEM_HEADER, FakeProvider, FakeRequest, ReplyFn, ReplyItem, reply_fn
+from .models import FunctionModel
 
 ITERATION_HEADER = "x-modulo-iteration"
 STAGE_HEADER = "x-modulo-stage"
@@ -95,8 +97,9 @@ def no_plan(problem_id: str) -> str:
 
 
 # -- scripted answers ---------------------------------------------------------------------------------
-class ScriptedModel:
-    """The fake provider's reply policy: a pure function of (problem, iteration, stage).
+class PlanModel(FunctionModel):
+    """A function-backed model proposing known plans: a pure function of (problem, iteration, stage),
+    read from the request's tags (over HTTP, the ``X-Modulo-*`` headers).
 
     ``answers[problem_id][i]`` is what the model proposes at iteration ``i`` (the last entry repeats):
     a plan (any JSON value) or a string, a reply with no plan in it. With ``stages=2`` (an LLM
@@ -107,6 +110,7 @@ class ScriptedModel:
     def __init__(self, answers: Mapping[str, Sequence[PlanJSON]] | None = None, *, stages: int = 2) -> None:
         self.answers: dict[str, list[PlanJSON]] = {k: list(v) for k, v in (answers or {}).items()}
         self.stages = stages
+        super().__init__(self._answer)
 
     def reply(self, problem_id: str, iteration: int, stage: str) -> str:
         script = self.answers.get(problem_id)
@@ -120,13 +124,13 @@ class ScriptedModel:
             return f"Attempt {iteration + 1}. Here is my plan:\n{text}\nI hope it works."
         return text
 
-    def __call__(self, req: FakeRequest) -> str:
-        pid = req.headers.get(PROBLEM_HEADER) or req.problem_id or ""
+    def _answer(self, request: LLMRequest) -> str:
+        tags = request.tags
         try:
-            iteration = int(req.headers.get(ITERATION_HEADER, "0"))
+            iteration = int(tags.get("iteration", "0"))
         except ValueError:
             iteration = 0
-        return self.reply(pid, iteration, req.headers.get(STAGE_HEADER, "generate"))
+        return self.reply(tags.get("problem_id", ""), iteration, tags.get("stage", "generate"))
 
 
 #: how a drill problem behaves, by position: certified at once, after one backprompt, never, no plan
@@ -191,7 +195,7 @@ def witness_answers(
     plan_of: Callable[[Problem], PlanJSON] = lambda p: p.metadata.get("witness"),
     kinds: Sequence[str] = KINDS,
 ) -> tuple[dict[str, list[PlanJSON]], dict[str, str]]:
-    """Answers for :class:`ScriptedModel` from each problem's known plan, and each problem's kind.
+    """Answers for :class:`PlanModel` from each problem's known plan, and each problem's kind.
 
     Problem ``i`` gets kind ``kinds[i % len(kinds)]``: ``first`` proposes the plan at once,
     ``second`` has no plan at first and the plan after one backprompt, ``wrong`` keeps proposing a
@@ -424,15 +428,16 @@ def recorded_digests(run_dir: Path, cache_file: Path) -> set[str]:
 
 # -- SIGKILL and resume -------------------------------------------------------------------------------------
 class KillSwitch:
-    """Wraps a reply policy; once armed, SIGKILLs a process some time after its ``at``-th request.
+    """Wraps a reply policy (or a model double); once armed, SIGKILLs a process some time after its
+    ``at``-th request.
 
     ``delay_s=0`` kills before the reply is written (the request is in flight); a positive delay
     lets the reply go out and kills while the client handles it (parsing, cache write, critics,
     the record's fsync, the next requests). ``killed_at`` is the kill's time on ``clock``.
     """
 
-    def __init__(self, inner: Callable[[FakeRequest], str], clock: Callable[[], float] = time.monotonic) -> None:
-        self.inner = inner
+    def __init__(self, inner: ReplyFn | LLM, clock: Callable[[], float] = time.monotonic) -> None:
+        self.inner = reply_fn(inner)
         self.clock = clock
         self.fired = threading.Event()
         self.killed_at: float | None = None
@@ -461,7 +466,7 @@ class KillSwitch:
             return
         self.fired.set()
 
-    def __call__(self, req: FakeRequest) -> str:
+    def __call__(self, req: FakeRequest) -> ReplyItem:
         reply = self.inner(req)
         with self._lock:
             self._seen += 1

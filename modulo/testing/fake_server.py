@@ -24,6 +24,9 @@ Replies come from (first match wins):
   header (the backends send it with ``tag_headers=true``) or, failing that, from a
   ``problem_id: ID`` (or ``problem_id=ID``) mention in the messages;
 - a callable ``fn(FakeRequest) -> str | dict``;
+- a model double (:class:`~modulo.testing.FunctionModel`, :class:`~modulo.testing.ScriptedModel`, or any
+  LLM backend): asked with the :class:`~modulo.llm.base.LLMRequest` the request stands for (see
+  :func:`model_replies`), so the same double answers in process and over HTTP;
 - otherwise a generator seeded by ``seed`` and the request's messages: a JSON instance of the
   requested schema, a JSON object in JSON mode, else a few words. At temperature 0 the reply is a
   function of the request; at a temperature above 0 it samples: the request's ``seed`` (or, without
@@ -42,6 +45,7 @@ request would have had. :data:`FAULT_KINDS` lists the faults.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import base64
 import contextlib
 import hashlib
@@ -61,6 +65,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Literal
 
+from ..errors import LLMError
+from ..llm.base import LLM, LLMRequest
 from ..llm.sampling import WORDS as _WORDS
 from ..llm.sampling import sample_from_schema
 from ..llm.tokens import approx_tokens
@@ -111,7 +117,9 @@ REFUSAL = "I'm sorry, but I can't help with that request."
 
 Api = Literal["openai", "anthropic"]
 ReplyItem = str | Mapping[str, Any]
-ReplySource = Sequence[ReplyItem] | Mapping[str, Sequence[ReplyItem]] | Callable[["FakeRequest"], ReplyItem] | None
+ReplyFn = Callable[["FakeRequest"], ReplyItem]
+ReplyScript = Sequence[ReplyItem] | Mapping[str, Sequence[ReplyItem]] | ReplyFn | None
+ReplySource = ReplyScript | LLM
 
 
 @dataclass
@@ -213,7 +221,7 @@ class FakeProvider:
                 raise ValueError(f"fault rate for {kind!r} must be within [0, 1], not {rate}")
         if sum(rates.values()) > 1.0 + 1e-9:
             raise ValueError(f"fault rates add up to {sum(rates.values()):.3f} > 1")
-        self.replies = replies
+        self.replies: ReplyScript = reply_fn(replies) if _is_model(replies) else replies  # type: ignore[arg-type,assignment]
         self.fault_rates = rates
         self.seed = seed
         self.latency_s = latency_s
@@ -460,6 +468,59 @@ def _arguments_text(call: Mapping[str, Any]) -> str:
     """A scripted call's arguments as the JSON text OpenAI sends (a string in the script is sent as is)."""
     arguments = call.get("arguments", {})
     return arguments if isinstance(arguments, str) else json.dumps(arguments)
+
+
+def _is_model(source: object) -> bool:
+    return callable(getattr(source, "complete", None)) and not callable(source)
+
+
+def reply_fn(source: ReplyFn | LLM) -> ReplyFn:
+    """A reply policy as it is, a model double as :func:`model_replies` of it."""
+    if _is_model(source):
+        return model_replies(source)  # type: ignore[arg-type]
+    return source  # type: ignore[return-value]
+
+
+def llm_request_of(req: FakeRequest) -> LLMRequest:
+    """The :class:`LLMRequest` a fake-provider request stands for: its messages, model, sampling
+    settings and schema, and as ``tags`` the ``X-Modulo-*`` headers (``X-Modulo-Problem-Id`` ->
+    ``problem_id``; the problem id found in the messages when that header is missing)."""
+    tags = {k[len("x-modulo-") :].replace("-", "_"): v for k, v in req.headers.items() if k.startswith("x-modulo-")}
+    if req.problem_id and "problem_id" not in tags:
+        tags["problem_id"] = req.problem_id
+    body = req.body
+    seed = body.get("seed")
+    temperature = body.get("temperature")
+    return LLMRequest.model_validate(
+        {
+            "messages": [m for m in req.messages if m["role"] in ("system", "user", "assistant")],
+            "model": req.model,
+            "temperature": float(temperature) if isinstance(temperature, int | float) else 0.0,
+            "seed": seed if isinstance(seed, int) else None,
+            "response_schema": req.schema,
+            "structured_output": "schema" if req.schema else "json" if req.json_mode else "off",
+            "tags": tags,
+        }
+    )
+
+
+def model_replies(model: LLM) -> ReplyFn:
+    """A reply policy that asks ``model`` (a model double or any LLM backend). A fault the model raises
+    (a scripted ``{"fault": KIND}``) is served as that fault when the provider knows it."""
+
+    def reply(req: FakeRequest) -> ReplyItem:
+        try:
+            response = asyncio.run(model.complete(llm_request_of(req)))
+        except LLMError as exc:
+            if exc.fault in FAULT_KINDS:
+                return {"fault": exc.fault, "text": ""}
+            raise
+        if response.tool_calls:
+            calls = [{"name": c.name, "arguments": c.arguments} for c in response.tool_calls]
+            return {"text": response.text, "tool_calls": calls}
+        return response.text
+
+    return reply
 
 
 def _problem_of(headers: Mapping[str, str], messages: list[dict[str, str]]) -> str | None:

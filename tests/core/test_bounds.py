@@ -16,12 +16,12 @@ pytestmark = pytest.mark.usefixtures("toy_registered")
 
 def test_a_reply_over_the_limit_is_a_recorded_format_error_and_is_stored_clipped() -> None:
     huge = "[" + ", ".join(["1"] * 100_000) + "]"
-    loop, client = make_loop({"toy-0": [huge]}, max_iterations=1, max_reply_chars=50_000)
+    loop, model = make_loop({"toy-0": [huge]}, max_iterations=1, max_reply_chars=50_000)
     result = solve(loop)
     it = result.iterations[0]
     assert it.plan is None and it.format_error and "over this benchmark's limit of 50,000" in it.format_error
     assert result.outcome is Outcome.FAILED
-    assert client.backend_calls == 1  # not reformulated
+    assert model.calls == 1  # not reformulated
     assert it.raw_reply is not None and len(it.raw_reply) < RECORDED_REPLY_CHARS + 100
     assert f"{len(huge):,} characters in all" in it.raw_reply
     assert all(len(c.reply or "") < RECORDED_REPLY_CHARS + 100 for c in it.calls)
@@ -74,10 +74,10 @@ def test_no_overlap_feedback_is_capped_at_construction() -> None:
 
 
 def test_the_memory_guard_ends_the_problem_with_a_recorded_error() -> None:
-    loop, client = make_loop({"toy-0": ["[2, 3]"]}, max_iterations=3, max_rss_mb=1)
+    loop, model = make_loop({"toy-0": ["[2, 3]"]}, max_iterations=3, max_rss_mb=1)
     result = solve(loop)
     assert result.outcome is Outcome.ERROR and result.stop_reason == "memory"
-    assert result.error and "max_rss_mb=1" in result.error and client.backend_calls == 0
+    assert result.error and "max_rss_mb=1" in result.error and model.calls == 0
 
 
 def test_a_memory_error_inside_a_problem_is_a_recorded_error_not_the_end_of_the_process() -> None:

@@ -25,12 +25,12 @@ pytestmark = pytest.mark.usefixtures("toy_registered")
 
 
 def test_temperature_zero_repeat_stops_at_the_fixed_point_without_another_request() -> None:
-    loop, client = make_loop({"toy-0": ["[1, 1]"] * 10})
+    loop, model = make_loop({"toy-0": ["[1, 1]"] * 10})
     result = solve(loop)
     # 0: first prompt; 1: feedback on [1, 1]; 2: the same feedback plus the "same plan" notice. The
     # request after 2 is word for word the one sent at 2: at temperature 0 it would get [1, 1] again
     assert result.stop_reason == "fixed_point"
-    assert client.backend_calls == 3 == len(result.iterations)
+    assert model.calls == 3 == len(result.iterations)
     assert [it.repeat_of for it in result.iterations] == [None, 0, 0]
     assert [it.fixed_point_of for it in result.iterations] == [None, None, 2]
     assert [it.draw for it in result.iterations] == [0, 0, 0]
@@ -43,24 +43,24 @@ def test_temperature_zero_repeat_stops_at_the_fixed_point_without_another_reques
 
 
 def test_fixed_point_raises_the_temperature_per_schedule_then_stops() -> None:
-    loop, client = make_loop(
+    loop, model = make_loop(
         {"toy-0": ["[1, 1]"] * 10}, on_fixed_point="temperature", fixed_point_temperatures=(0.5, 0.9)
     )
     result = solve(loop)
-    temps = [r.temperature for r in client.requests]
+    temps = [r.temperature for r in model.requests]
     assert temps == [0.0, 0.0, 0.0, 0.5, 0.9]  # the repeated request is resent as draws 1 and 2
-    assert [r.draw for r in client.requests] == [0, 0, 0, 1, 2]
+    assert [r.draw for r in model.requests] == [0, 0, 0, 1, 2]
     assert [it.draw for it in result.iterations] == [0, 0, 0, 1, 2]
     assert result.stop_reason == "fixed_point" and len(result.iterations) == 5
 
 
 def test_fixed_point_varies_the_prompt_then_stops() -> None:
-    loop, client = make_loop({"toy-0": ["[1, 1]"] * 10}, on_fixed_point="vary", fixed_point_variations=1)
+    loop, model = make_loop({"toy-0": ["[1, 1]"] * 10}, on_fixed_point="vary", fixed_point_variations=1)
     result = solve(loop)
     assert [it.variation for it in result.iterations] == [0, 0, 0, 1]
-    assert "variation 1" in client.requests[3].messages[-1].content
-    assert client.requests[3].messages[:-1] == client.requests[2].messages
-    assert result.stop_reason == "fixed_point" and client.backend_calls == 4
+    assert "variation 1" in model.requests[3].messages[-1].content
+    assert model.requests[3].messages[:-1] == model.requests[2].messages
+    assert result.stop_reason == "fixed_point" and model.calls == 4
 
 
 def test_a_certified_plan_is_the_best_and_names_no_rejecting_critic() -> None:
@@ -153,8 +153,8 @@ def test_draw_zero_keeps_the_cache_key_of_earlier_versions() -> None:
 
 
 def test_a_generator_with_its_own_state_is_never_stopped_at_a_fixed_point() -> None:
-    loop, client = make_loop({"toy-0": ["[1, 1]"] * 10}, max_iterations=5)
+    loop, model = make_loop({"toy-0": ["[1, 1]"] * 10}, max_iterations=5)
     loop.generator.stateless = False  # type: ignore[misc]  # e.g. a tool agent's notebook persists
     result = solve(loop)
-    assert result.stop_reason == "iterations" and client.backend_calls == 5
+    assert result.stop_reason == "iterations" and model.calls == 5
     assert [it.draw for it in result.iterations] == [0, 0, 0, 1, 2]  # still numbered as draws

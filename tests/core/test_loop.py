@@ -10,13 +10,13 @@ import pytest
 from modulo.backprompt import AllStrategy, FirstStrategy, GroupedStrategy, HistoryStrategy
 from modulo.errors import CriticError
 from modulo.generators import LLMGenerator
+from modulo.llm.base import LLMResponse
 from modulo.metacontroller import LoopSettings, Metacontroller, RunAborted, best_iteration
-from modulo.prompts import Template
 from modulo.reformulate import JSONReformulator, ParserReformulator
-from modulo.types import IterationRecord, Outcome, Verdict
+from modulo.testing import FunctionModel, ScriptedModel
+from modulo.types import IterationRecord, Outcome, Usage, Verdict
 
 from . import toy
-from .conftest import FakeClient
 
 pytestmark = pytest.mark.usefixtures("toy_registered")
 
@@ -27,12 +27,15 @@ def make_loop(
     critics: tuple[str, ...] = ("toy_sum", "toy_distinct"),
     strategy: Any = None,
     parser: bool = False,
+    model: ScriptedModel | FunctionModel | None = None,
     **settings: Any,
-) -> tuple[Metacontroller, FakeClient]:
+) -> tuple[Metacontroller, ScriptedModel | FunctionModel]:
+    """A loop on the toy benchmark whose model answers each problem from ``replies`` (the last reply
+    repeats), or ``model`` when given."""
     from critics.core import format_critic
 
     bench = toy.Toy()
-    client = FakeClient(replies)
+    model = model or ScriptedModel(replies, repeat_last=True)
     factories = {
         "format": format_critic,
         "toy_sum": toy.toy_sum,
@@ -46,18 +49,15 @@ def make_loop(
         reformulator=ParserReformulator(bench) if parser else JSONReformulator(bench),
         critics=bound,
         strategy=strategy or AllStrategy(),
-        llm=client,
+        llm=model.client(),
         settings=LoopSettings(**settings),
     )
-    return loop, client
+    return loop, model
 
 
 def _toy_generator(bench: toy.Toy) -> LLMGenerator:
-    # the first prompt is the bare query: a template held in memory (no file), through the benchmark's hook
-    on_disk = bench.template
-    bare = Template.from_text("toy/direct", "{{ problem.query }}")
-    bench.template = lambda role: bare if role == "direct" else on_disk(role)  # type: ignore[method-assign]
-    return LLMGenerator(benchmark=bench)
+    # the first prompt is the bare query: a template given as text (no file)
+    return LLMGenerator(benchmark=bench, template="{{ problem.query }}")
 
 
 def solve(loop: Metacontroller, pid: str = "toy-0") -> Any:
@@ -66,11 +66,11 @@ def solve(loop: Metacontroller, pid: str = "toy-0") -> Any:
 
 
 def test_iterates_until_all_critics_pass_and_records_backprompts() -> None:
-    loop, client = make_loop({"toy-0": ["[1, 1]", "[1, 3]", "[2, 3]", "[0, 5]"]})
+    loop, model = make_loop({"toy-0": ["[1, 1]", "[1, 3]", "[2, 3]", "[0, 5]"]})
     result = solve(loop)
     assert result.outcome is Outcome.CERTIFIED
     assert len(result.iterations) == 3  # stops as soon as every critic passes
-    assert client.backend_calls == 3
+    assert model.calls == 3
     first, second, third = result.iterations
     assert not first.all_accept and not second.all_accept and third.all_accept
     # the backprompt recorded at iteration i is exactly what was sent at iteration i+1
@@ -113,20 +113,28 @@ def test_failed_when_no_plan_is_ever_parsed() -> None:
     assert result.outcome is Outcome.FAILED and result.best_plan is None
 
 
+def _priced() -> FunctionModel:
+    """Answers [1, 1] (never accepted); each call uses 10 + 5 tokens and costs a cent."""
+    usage = Usage(input_tokens=10, output_tokens=5)
+    reply = LLMResponse(text="[1, 1]", usage=usage, model="priced-1")
+    return FunctionModel(lambda request: reply, price_input_per_mtok=600.0, price_output_per_mtok=800.0)
+
+
 def test_token_and_dollar_budgets_stop_the_loop() -> None:
-    loop, client = make_loop({"*": ["[1, 1]"]}, max_dollars=0.025)
+    loop, model = make_loop({}, model=_priced(), max_dollars=0.025)
     result = solve(loop)
-    assert result.stop_reason == "dollars" and client.backend_calls == 3
-    loop, client = make_loop({"*": ["[1, 1]"]}, max_tokens=30)
-    assert solve(loop).stop_reason == "tokens" and client.backend_calls == 2
+    assert result.stop_reason == "dollars" and model.calls == 3
+    assert result.usage.cost_usd == pytest.approx(0.03)
+    loop, model = make_loop({}, model=_priced(), max_tokens=30)
+    assert solve(loop).stop_reason == "tokens" and model.calls == 2
 
 
 def test_unsolvable_is_checked_before_any_generator_call() -> None:
-    loop, client = make_loop({"*": ["[2, 3]"]})
+    loop, model = make_loop({"*": ["[2, 3]"]})
     loop.benchmark.unsolvable = {"toy-0"}  # type: ignore[attr-defined]
     result = solve(loop)
     assert result.outcome is Outcome.UNSOLVABLE and result.explanation == "target out of reach"
-    assert client.backend_calls == 0
+    assert model.calls == 0
 
 
 def test_critic_crash_recorded_or_stops() -> None:
@@ -168,9 +176,9 @@ def test_strategies_select_feedback() -> None:
         or ""
     )
     assert bp.index("Hard constraints") < bp.index("Commonsense constraints")
-    loop, client = make_loop({"toy-0": ["[1, 1]", "[4, 4]", "[2, 3]"]}, strategy=HistoryStrategy(k=2))
+    loop, model = make_loop({"toy-0": ["[1, 1]", "[4, 4]", "[2, 3]"]}, strategy=HistoryStrategy(k=2))
     result = solve(loop)
-    roles = [m.role for m in client.requests[-1].messages]
+    roles = [m.role for m in model.requests[-1].messages]
     assert roles == ["user", "assistant", "user", "assistant", "user"]
     assert result.outcome is Outcome.CERTIFIED
 

@@ -15,7 +15,7 @@ import pytest
 
 from modulo.build import build_session
 from modulo.testing import FakeProvider
-from modulo.testing.drills import ScriptedModel, cli_command, compose, drill_overrides, witness_answers
+from modulo.testing.drills import PlanModel, cli_command, compose, drill_overrides, witness_answers
 
 
 @dataclass
@@ -23,7 +23,7 @@ class Drill:
     """A fake provider, its scripted model, and the overrides of runs against it."""
 
     fake: FakeProvider
-    model: ScriptedModel
+    model: PlanModel
     tmp: Path
     kinds: dict[str, str] = field(default_factory=dict)
 
@@ -42,11 +42,11 @@ DrillFactory = Callable[..., Drill]
 
 @pytest.fixture
 def drill(tmp_path: Path) -> Iterator[DrillFactory]:
-    """``drill(**FakeProvider options)``: a started fake provider answering through a ScriptedModel."""
+    """``drill(**FakeProvider options)``: a started fake provider answering through a PlanModel."""
     started: list[FakeProvider] = []
 
-    def make(*, wrap: Callable[[ScriptedModel], Any] | None = None, **options: Any) -> Drill:
-        model = ScriptedModel()
+    def make(*, wrap: Callable[[PlanModel], Any] | None = None, **options: Any) -> Drill:
+        model = PlanModel()
         fake = FakeProvider(wrap(model) if wrap is not None else model, **options).start()
         started.append(fake)
         return Drill(fake=fake, model=model, tmp=tmp_path)

@@ -18,6 +18,7 @@ import pytest
 
 from modulo.runs import LOCK_FILE, RunLock
 from modulo.testing.drills import cli_command, records
+from modulo.testing.fake_server import reply_fn
 
 from .conftest import DrillFactory, start_run
 
@@ -35,7 +36,8 @@ def test_two_runs_into_one_directory_one_runs_the_other_is_refused_naming_the_ho
     release = threading.Event()  # the first run's replies wait until the second process has ended
 
     def held(model: Any) -> Any:
-        return lambda req: model(req) if release.wait(600) else ""
+        answer = reply_fn(model)
+        return lambda req: answer(req) if release.wait(600) else ""
 
     d = drill(wrap=held)
     overrides = d.overrides("run", n=4, concurrency=1, max_iterations=1, timeout_s=600)
