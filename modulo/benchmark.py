@@ -15,6 +15,11 @@ group. The core never imports a benchmark; it looks one up by name. A benchmark 
 * ``critic_names()``: its default critics (the ``all`` preset), and ``metrics``/``evaluate``: the
   official numbers, computed from the same checks the critics use;
 * optionally ``prove_unsolvable(problem)``: an explanation when no plan can pass;
+* multi-turn hooks (see :mod:`modulo.users`): ``apply_update(problem, update)`` returns the problem with
+  a :class:`~modulo.types.ProblemUpdate` applied (the default merges ``add`` into the constraints and tells
+  the planner ``text`` in the query); ``check_abstention(problem, reason)`` checks a planner's reason for
+  declining where the benchmark can (default: it cannot); ``classify_reply(text)`` reads a planner's reply
+  as a plan, a question for the user or an abstention (markers ``QUESTION:``, ``ABSTAIN:``/``[Unsolved]``);
 * optionally ``submission_formats`` and ``write_submission(fmt, problems, plans, out)``: the official
   submission files ``modulo export RUN --format FMT --out FILE`` writes (all problems of the run's
   split in order, the best plan per problem, ``None`` where none was delivered); the default has no
@@ -31,7 +36,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import jsonschema
 from pydantic import BaseModel, TypeAdapter, ValidationError
@@ -39,7 +44,10 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from .errors import PlanFormatError
 from .prompts import Template, benchmark_template
 from .tools import Toolbox
-from .types import PlanJSON, Problem, canonical_json
+from .types import AbstentionCheck, PlanJSON, Problem, ProblemUpdate, canonical_json
+
+#: what a planner's reply is: a plan (the usual case), a clarification question, or an abstention
+ReplyAct = Literal["plan", "question", "abstain"]
 
 
 @dataclass(frozen=True)
@@ -95,6 +103,11 @@ class Benchmark(ABC):
     #: a plan with more JSON values than this is a recorded format error, never criticised
     #: (``metacontroller.max_plan_items`` overrides it)
     max_plan_items: ClassVar[int] = 20_000
+    #: a reply whose first non-blank line starts with one of these (case-insensitive) is a question for
+    #: the user, not a plan (the ``dialogue`` template tells the planner so)
+    question_markers: ClassVar[tuple[str, ...]] = ("QUESTION:",)
+    #: a reply whose first non-blank line starts with one of these declines to plan; the rest is the reason
+    abstain_markers: ClassVar[tuple[str, ...]] = ("ABSTAIN:", "[Unsolved]")
 
     def __init__(self, data_dir: Path | None = None) -> None:
         self.data_dir = data_dir
@@ -218,6 +231,53 @@ class Benchmark(ABC):
     @property
     def can_prove_unsolvable(self) -> bool:
         return type(self).prove_unsolvable is not Benchmark.prove_unsolvable
+
+    # -- multi-turn: updates, questions, abstention --------------------------------------------
+    def apply_update(self, problem: Problem, update: ProblemUpdate) -> Problem:
+        """``problem`` with ``update`` applied: the new problem the critics rebind to.
+
+        The default merges ``update.add`` into the constraints (key by key), replaces the query or the
+        context where the update gives one, and appends ``update.text`` to the query (so a re-rendered
+        first prompt states it). A benchmark whose critics read something else (a budget in the metadata,
+        a rule in the context) overrides this; it must return a new Problem and leave ``problem`` as is.
+        """
+        query = update.query if update.query is not None else problem.query
+        if update.text:
+            query = f"{query}\n\nUpdate: {update.text}"
+        return problem.model_copy(
+            update={
+                "constraints": {**problem.constraints, **update.add},
+                "query": query,
+                "context": update.context if update.context is not None else problem.context,
+            }
+        )
+
+    def check_abstention(self, problem: Problem, reason: str) -> AbstentionCheck:
+        """Whether a planner's reason for declining ``problem`` holds (Z3's core, a missing tool).
+
+        Default: the benchmark cannot check reasons (``verified=None``). Override to return True/False.
+        """
+        return AbstentionCheck(verified=None, detail=f"benchmark {self.name!r} cannot check an abstention reason")
+
+    @property
+    def can_check_abstention(self) -> bool:
+        return type(self).check_abstention is not Benchmark.check_abstention
+
+    def classify_reply(self, text: str) -> tuple[ReplyAct, str]:
+        """Read a planner's reply: ``("question", question)``, ``("abstain", reason)`` or ``("plan", text)``.
+
+        The default looks at the first non-blank line for :attr:`question_markers` and
+        :attr:`abstain_markers`; a benchmark with another convention (TravelBench's ``[Unsolved]``
+        anywhere in the reply) overrides it.
+        """
+        stripped = text.lstrip()
+        head = stripped[:200].lower()
+        for act, markers in (("abstain", self.abstain_markers), ("question", self.question_markers)):
+            for marker in markers:
+                if head.startswith(marker.lower()):
+                    rest = stripped[len(marker) :].strip()
+                    return act, rest  # type: ignore[return-value]
+        return "plan", text
 
     # -- tools ---------------------------------------------------------------------------------
     def tools(self) -> Toolbox | None:

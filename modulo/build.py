@@ -20,7 +20,7 @@ from . import components
 from .backprompt import BackpromptStrategy
 from .benchmark import Benchmark
 from .binding import bind_benchmark, bind_critics, construct
-from .config import CRITIC_PRESETS, ModuloConfig
+from .config import CRITIC_PRESETS, LLMConf, ModuloConfig
 from .critic import Critic, FeedbackLevel, check_feedback_level, critic_meta
 from .errors import ConfigError
 from .generators.base import Generator
@@ -30,6 +30,7 @@ from .redact import register_config, safe_config
 from .reformulate import build_reformulator
 from .registry import bind_arguments, suggest
 from .types import Problem
+from .users import User, updates_from
 
 log = logging.getLogger("modulo")
 
@@ -55,14 +56,18 @@ class Session:
     async def start(self) -> None:
         """Let the model backend check itself before the run spends budget (``llm=local`` starts its
         server and makes one probe completion); a backend that cannot serve stops the run here."""
-        start = getattr(self.llm, "start", None)
-        if start is not None:
-            await start()
+        for client in (self.llm, self.loop.user_llm if self.loop.user_llm is not self.llm else None):
+            start = getattr(client, "start", None)
+            if start is not None:
+                await start()
 
     async def aclose(self) -> None:
         self.loop.executor.close()
         if self.llm is not None:
             await self.llm.aclose()
+        user_llm = self.loop.user_llm
+        if user_llm is not None and user_llm is not self.llm:
+            await user_llm.aclose()
 
 
 #: ``critics=none``: run with no checks at all (labelled ``none`` in run.json and reports)
@@ -278,9 +283,14 @@ def build_session(cfg: ModuloConfig, *, load_problems: bool = True) -> Session:
             on_fixed_point=mc.on_fixed_point,  # type: ignore[arg-type]
             fixed_point_temperatures=tuple(mc.fixed_point_temperatures),
             fixed_point_variations=mc.fixed_point_variations,
+            updates=tuple(updates_from(cfg.user.updates, "user.updates")),
+            max_questions=cfg.user.max_questions,
+            question_costs_iteration=cfg.user.question_costs_iteration,
+            abstain=cfg.user.abstain,
         )
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
+    user, user_llm = build_user(cfg, benchmark, llm)
     sandboxed, executor = build_sandbox(cfg, benchmark, critics, level)
     loop = Metacontroller(
         benchmark=benchmark,
@@ -291,6 +301,8 @@ def build_session(cfg: ModuloConfig, *, load_problems: bool = True) -> Session:
         llm=llm,
         settings=loop_settings,
         executor=executor,
+        user=user,
+        user_llm=user_llm,
     )
     problems = (
         benchmark.select(
@@ -321,6 +333,38 @@ def build_session(cfg: ModuloConfig, *, load_problems: bool = True) -> Session:
             "workers": limits.workers,
         }
     return session
+
+
+def build_user(cfg: ModuloConfig, benchmark: Benchmark, llm: Any) -> tuple[User | None, Any]:
+    """The user in the loop (``user.name``) and the model client it calls: the run's own (``llm``), or a
+    second client built from the run's llm settings with ``user.llm`` overriding them (same cache)."""
+    conf = cfg.user
+    if conf.name is None or conf.name == "none":
+        if conf.file is not None or conf.args or conf.llm:
+            raise ConfigError("user.file, user.args and user.llm need a user: set user=scripted or user=llm")
+        return None, None
+    factory = components.users.get(conf.name)
+    args = dict(conf.args)
+    if conf.file is not None:
+        args["file"] = conf.file
+    kwargs = bind_arguments("user", conf.name, factory, args, inject={"benchmark": benchmark})
+    user: User = construct("user", conf.name, factory, kwargs)
+    if not getattr(user, "needs_llm", False):
+        if conf.llm:
+            raise ConfigError(f"user.llm is set, but user={conf.name} calls no model")
+        return user, None
+    if not conf.llm and llm is not None:
+        return user, llm
+    merged = dataclasses.replace(cfg, llm=dataclasses.replace(cfg.llm, **_llm_overrides(conf.llm)))
+    return user, build_llm(merged)
+
+
+def _llm_overrides(values: dict[str, Any]) -> dict[str, Any]:
+    known = {f.name for f in dataclasses.fields(LLMConf)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ConfigError(f"user.llm: unknown key(s) {', '.join(unknown)}; keys: {', '.join(sorted(known))}")
+    return dict(values)
 
 
 def build_sandbox(
@@ -364,6 +408,23 @@ def run_info(session: Session, sources: list[str]) -> dict[str, Any]:
     if derived:
         info["derived_problems"] = derived
     return info
+
+
+def _user_info(cfg: ModuloConfig, session: Session) -> dict[str, Any]:
+    """run.json's ``user``: who answers questions, the updates configured, how questions are budgeted."""
+    conf = cfg.user
+    user_llm = session.loop.user_llm if session.loop.user is not None else None
+    return {
+        "name": conf.name if conf.name not in (None, "none") else None,
+        "file": conf.file,
+        "args": dict(conf.args),
+        "llm": safe_config(dict(conf.llm), ("user", "llm")) if conf.llm else None,
+        "llm_model": getattr(getattr(user_llm, "settings", None), "model", None),
+        "updates": [dict(u) for u in conf.updates],
+        "max_questions": conf.max_questions,
+        "question_costs_iteration": conf.question_costs_iteration,
+        "abstain": conf.abstain,
+    }
 
 
 def _run_info(session: Session, sources: list[str]) -> dict[str, Any]:
@@ -413,6 +474,7 @@ def _run_info(session: Session, sources: list[str]) -> dict[str, Any]:
             "temperatures": list(cfg.metacontroller.fixed_point_temperatures),
             "variations": cfg.metacontroller.fixed_point_variations,
         },
+        "user": _user_info(cfg, session),
         "sample": cfg.run.sample,
         "allow_test_oracle": cfg.run.allow_test_oracle,
         "labels": dict(cfg.labels),

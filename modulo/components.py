@@ -26,6 +26,8 @@ generators: Registry[Any] = Registry("generator", KINDS["generator"], _validate_
 llms: Registry[Any] = Registry("llm backend", KINDS["llm"], _validate_callable)
 benchmarks: Registry[Any] = Registry("benchmark", KINDS["benchmark"], _validate_benchmark)
 trackers: Registry[Any] = Registry("tracker", KINDS["tracker"], _validate_callable)
+#: users in the loop (:mod:`modulo.users`): scripted, llm
+users: Registry[Any] = Registry("user", KINDS["user"], _validate_callable)
 
 REGISTRIES: dict[str, Registry[Any]] = {
     "critics": critics,
@@ -34,4 +36,5 @@ REGISTRIES: dict[str, Registry[Any]] = {
     "llms": llms,
     "benchmarks": benchmarks,
     "trackers": trackers,
+    "users": users,
 }

@@ -156,6 +156,31 @@ class TrackerConf:
 
 
 @dataclass
+class UserConf:
+    """The user in the loop (:mod:`modulo.users`): ``user=none`` (default), ``user=scripted user.file=F``,
+    ``user=llm`` (a simulator on the run's llm, or on ``user.llm`` overrides of it)."""
+
+    #: a user from the ``modulo.users`` group (scripted, llm), or null for none
+    name: Optional[str] = None  # noqa: UP045
+    #: user=scripted: the YAML/JSON file of answers and updates
+    file: Optional[str] = None  # noqa: UP045
+    #: further constructor arguments of the user
+    args: Dict[str, Any] = field(default_factory=dict)  # noqa: UP006
+    #: user=llm: overrides of the run's llm settings for the simulator (name, model, ...); empty: the run's
+    llm: Dict[str, Any] = field(default_factory=dict)  # noqa: UP006
+    #: changes applied after a turn, whatever the user: [{after: 2, add: {...}, text: ...}]
+    updates: List[Dict[str, Any]] = field(default_factory=list)  # noqa: UP006
+    #: questions the user answers per problem (later ones get "no more questions"); null: no limit
+    max_questions: Optional[int] = None  # noqa: UP045
+    #: whether a question uses up one of metacontroller.max_iterations (true) or is free (false; then
+    #: max_questions bounds them)
+    question_costs_iteration: bool = True
+    #: tell the planner it may decline with a reason (ABSTAIN: ...); replies that decline are read as
+    #: abstentions either way
+    abstain: bool = False
+
+
+@dataclass
 class ModuloConfig:
     benchmark: BenchmarkConf = field(default_factory=BenchmarkConf)
     generator: GeneratorConf = field(default_factory=GeneratorConf)
@@ -175,6 +200,8 @@ class ModuloConfig:
     labels: Dict[str, str] = field(default_factory=dict)  # noqa: UP006
     #: log the finished run (each sweep job) to an experiment tracker: tracker=mlflow
     tracker: TrackerConf = field(default_factory=TrackerConf)
+    #: the user in the loop (questions, answers, updates): user=none | scripted | llm
+    user: UserConf = field(default_factory=UserConf)
 
 
 def config_from_dict(data: dict[str, Any]) -> ModuloConfig:
@@ -224,4 +251,5 @@ _NESTED: dict[str, Any] = {
     "CacheConf": CacheConf,
     "RunConf": RunConf,
     "TrackerConf": TrackerConf,
+    "UserConf": UserConf,
 }

@@ -38,21 +38,27 @@ from .benchmark import Benchmark
 from .critic import FORMAT_GROUP, Critic
 from .errors import CriticError, LLMError
 from .executor import DEFAULT_CRITIC_TIMEOUT_S, CriticDeadlines, CriticExecutor, FrozenPlan, ThreadExecutor
-from .generators.base import GenerationContext, Generator
+from .generators.base import Generation, GenerationContext, Generator
+from .prompts import Template
 from .reformulate import Reformulator
 from .types import (
+    Abstention,
     IterationRecord,
+    Judgement,
     LLMCall,
     Message,
     Outcome,
     PlanJSON,
     Problem,
     ProblemResult,
+    ProblemUpdate,
     Usage,
+    UserAnswer,
     Verdict,
     canonical_json,
     plan_fingerprint,
 )
+from .users.base import NO_MORE_QUESTIONS, NO_USER_REPLY, DialogueTurn, User, UserContext
 
 
 @dataclass
@@ -83,6 +89,15 @@ class LoopSettings:
     fixed_point_temperatures: tuple[float, ...] = (0.7, 1.0)
     #: on_fixed_point=vary: how many varied prompts a repeated request may get
     fixed_point_variations: int = 2
+    #: updates applied after a configured turn to every problem (``user.updates``; each has ``after`` set)
+    updates: tuple[ProblemUpdate, ...] = ()
+    #: questions answered per problem (later ones get :data:`~modulo.users.NO_MORE_QUESTIONS`); None: no limit
+    max_questions: int | None = None
+    #: True: a question uses up one of ``max_iterations``; False: only plan turns do (max_questions bounds
+    #: the questions)
+    question_costs_iteration: bool = True
+    #: tell the planner it may decline with a reason (the ``dialogue`` template's abstain part)
+    abstain: bool = False
 
     def __post_init__(self) -> None:
         if self.max_iterations < 1:
@@ -102,9 +117,27 @@ class LoopSettings:
             raise ValueError("metacontroller.fixed_point_temperatures must all be above 0")
         if self.fixed_point_variations < 0:
             raise ValueError("metacontroller.fixed_point_variations must be >= 0")
+        if self.max_questions is not None and self.max_questions < 0:
+            raise ValueError(f"user.max_questions must be at least 0 (or null), not {self.max_questions}")
+        if not self.question_costs_iteration and self.max_questions is None:
+            raise ValueError(
+                "user.question_costs_iteration=false needs user.max_questions: free questions with no limit "
+                "could go on forever"
+            )
+        self.updates = tuple(self.updates)
+        missing = [i for i, u in enumerate(self.updates) if u.after is None]
+        if missing:
+            raise ValueError(f"user.updates[{missing[0]}] needs 'after' (the turn it follows)")
 
 
 FIXED_POINT_POLICIES = ("stop", "temperature", "vary")
+
+#: the message that carries the user's answer to the planner's question
+ANSWER_NOTE = "The user answers: {answer}"
+#: put before the next prompt after updates changed the request
+UPDATE_NOTE = "The request has changed: {changes} Your earlier plans were written for the request as it was."
+#: appended to the request once the planner has asked questions: what it learnt
+CLARIFICATIONS_HEADER = "Clarifications from the user:"
 
 #: appended to a repeated prompt under on_fixed_point=vary (n: the variation number)
 VARIATION_NOTE = (
@@ -164,6 +197,8 @@ class Metacontroller:
         llm: Any = None,
         settings: LoopSettings | None = None,
         executor: CriticExecutor | None = None,
+        user: User | None = None,
+        user_llm: Any = None,
     ) -> None:
         self.benchmark = benchmark
         self.generator = generator
@@ -175,14 +210,51 @@ class Metacontroller:
         self.executor = executor or ThreadExecutor()
         self.priorities = {c.name: c.priority for c in self.critics}
         self._schema = benchmark.plan_json_schema()
+        #: the user who answers questions (None: questions get :data:`NO_USER_REPLY`)
+        self.user = user
+        #: the model client a simulated user calls (default: the planner's)
+        self.user_llm = user_llm if user_llm is not None else llm
+        #: the note telling the planner it may ask or decline (None when neither is on)
+        self.dialogue: Template | None = (
+            benchmark.template("dialogue") if user is not None or self.settings.abstain else None
+        )
 
     def templates(self) -> dict[str, str]:
         """Labels (id@version#sha) of every template this loop uses."""
-        return {
+        out = {
             **self.generator.templates(),
             **self.reformulator.templates(),
             **self.strategy.templates(self.benchmark),
         }
+        if self.dialogue is not None:
+            out["dialogue"] = self.dialogue.label
+        if self.user is not None:
+            out.update(self.user.templates())
+        return out
+
+    def first_prompt(self, view: Problem, dialogue: list[DialogueTurn] | None = None) -> list[Message]:
+        """The first prompt for the planner's view of the problem: the generator's, with the dialogue note
+        (may ask, may decline) and the clarifications learnt so far appended to its last user message."""
+        messages = self.generator.first_prompt(view)
+        extra: list[str] = []
+        if self.dialogue is not None:
+            note = self.dialogue.render(
+                questions=self.user is not None,
+                abstain=self.settings.abstain,
+                max_questions=self.settings.max_questions,
+            ).strip()
+            if note:
+                extra.append(note)
+        if dialogue:
+            lines = [CLARIFICATIONS_HEADER] + [f"- Q: {d.question}\n  A: {d.answer}" for d in dialogue]
+            extra.append("\n".join(lines))
+        if not extra:
+            return messages
+        for pos in range(len(messages) - 1, -1, -1):
+            if messages[pos].role == "user":
+                content = "\n\n".join([messages[pos].content, *extra])
+                return [*messages[:pos], Message(role="user", content=content), *messages[pos + 1 :]]
+        return [*messages, Message(role="user", content="\n\n".join(extra))]
 
     # -- one problem ---------------------------------------------------------------------------
     async def solve(self, problem: Problem, run_budget: RunBudget | None = None) -> ProblemResult:
@@ -209,8 +281,17 @@ class Metacontroller:
         history: list[IterationRecord] = []
         seen: dict[str, int] = {}
         usage = Usage()
-        messages = self.generator.first_prompt(problem)
-        first_prompt = list(messages)
+        in_force = problem  # the problem as the updates so far made it (critics judge against its view)
+        view = in_force.planner_view()
+        dialogue: list[DialogueTurn] = []
+        first_prompt = self.first_prompt(view)
+        messages = list(first_prompt)
+        scheduled = self.user.scheduled(problem) if self.user is not None else []
+        pending = sorted([*s.updates, *problem.updates, *scheduled], key=lambda u: u.after or 0)
+        version = 0
+        questions = 0
+        plans = 0  # plan turns (questions do not count when question_costs_iteration is false)
+        abstention: Abstention | None = None
         stop_reason = "iterations"
         error: str | None = None
         repeats = 0
@@ -218,7 +299,11 @@ class Metacontroller:
         sent: dict[str, list[int]] = {}
         base_temperature = self._temperature()
 
-        for index in range(s.max_iterations):
+        index = -1
+        while True:
+            index += 1
+            if (index if s.question_costs_iteration else plans) >= s.max_iterations:
+                break
             if run_budget is not None and run_budget.exhausted:
                 stop_reason = "run_budget"
                 break
@@ -255,10 +340,16 @@ class Metacontroller:
                 draw=draw,
                 temperature=temperature,
                 variation=variation,
+                version=version,
             )
             history.append(rec)
             try:
-                await self._iterate(problem, rec)
+                await self._iterate(view, rec)
+                if rec.act == "question":
+                    questions += 1
+                    await self._ask(
+                        in_force, rec, dialogue, over_limit=s.max_questions is not None and questions > s.max_questions
+                    )
             except LLMError as exc:
                 if exc.call is not None:
                     rec.calls.append(exc.call)
@@ -288,6 +379,14 @@ class Metacontroller:
             if run_budget is not None:
                 run_budget.add(rec.usage)
 
+            if rec.act == "abstain":
+                reason = rec.abstain_reason or ""
+                check = await asyncio.to_thread(self.benchmark.check_abstention, in_force, reason)
+                abstention = Abstention(reason=reason, iteration=index, verified=check.verified, detail=check.detail)
+                stop_reason = "abstained"
+                break
+            if rec.act == "plan":
+                plans += 1
             if rec.plan_sha256 is not None:
                 if rec.plan_sha256 in seen:
                     rec.repeat_of = seen[rec.plan_sha256]
@@ -296,7 +395,28 @@ class Metacontroller:
                     seen[rec.plan_sha256] = index
                     repeats = 0
 
-            if rec.all_accept:
+            # updates due after this turn; a certified plan with updates still to come meets the next ones now
+            due = [u for u in pending if (u.after or 0) <= index]
+            if not due and rec.all_accept and pending:
+                due = [u for u in pending if u.after == pending[0].after]
+            due += self.user.updates(in_force, index) if self.user is not None else []
+            if rec.answer is not None and rec.answer.update is not None:
+                due.append(rec.answer.update)
+            if due:
+                pending = [u for u in pending if all(u is not d for d in due)]
+                try:
+                    in_force = await self._apply(in_force, due, rec)
+                except CriticError as exc:
+                    result = self._result(common, history, usage, started, "critic_error", f"{exc}")
+                    raise RunAborted(result) from exc
+                version += 1
+                view = in_force.planner_view()
+                first_prompt = self.first_prompt(view, dialogue)
+            elif rec.act == "question":
+                first_prompt = self.first_prompt(view, dialogue)
+
+            accepted = rec.rejudged.accepts if rec.rejudged is not None else rec.all_accept
+            if accepted:
                 stop_reason = "all_passed"
                 break
             if s.max_tokens is not None and usage.total_tokens >= s.max_tokens:
@@ -314,22 +434,94 @@ class Metacontroller:
             if not self.generator.uses_feedback:
                 stop_reason = "generator_ignores_feedback"
                 break
-            if index + 1 < s.max_iterations:
+            more = index + 1 < s.max_iterations if s.question_costs_iteration else plans < s.max_iterations
+            if more:
                 t0 = time.perf_counter()
-                bp = self.strategy.build(
-                    BackpromptContext(
-                        problem=problem,
-                        benchmark=self.benchmark,
-                        first_prompt=first_prompt,
-                        history=history,
-                        priorities=self.priorities,
-                    )
-                )
-                rec.backprompt = bp.text
+                messages = self._next_messages(view, first_prompt, history, rec, sent_messages)
+                rec.backprompt = messages[-1].content
                 rec.timings["backprompt"] = time.perf_counter() - t0
-                messages = bp.messages
 
-        return self._result(common, history, usage, started, stop_reason, error)
+        result = self._result(common, history, usage, started, stop_reason, error)
+        result.solvable = problem.solvable
+        result.user = self.user.name if self.user is not None else None
+        result.pending_updates = pending
+        if abstention is not None and error is None:
+            result.abstention = abstention
+            result.outcome = Outcome.ABSTAINED
+        return result
+
+    async def _ask(
+        self, problem: Problem, rec: IterationRecord, dialogue: list[DialogueTurn], *, over_limit: bool
+    ) -> None:
+        """Have the user answer ``rec.question`` (or the loop's own reply: no user, past max_questions)."""
+        question = rec.question or ""
+        if over_limit:
+            answer = UserAnswer(text=NO_MORE_QUESTIONS, user="loop")
+        elif self.user is None:
+            answer = UserAnswer(text=NO_USER_REPLY, user="none")
+        else:
+            t0 = time.perf_counter()
+            ctx = UserContext(turn=rec.index, dialogue=list(dialogue), llm=self.user_llm)
+            try:
+                reply = await self.user.answer(problem, question, ctx)
+            finally:
+                rec.timings["user"] = time.perf_counter() - t0
+            rec.calls.extend(reply.calls)
+            answer = reply.answer
+        rec.answer = answer
+        dialogue.append(DialogueTurn(turn=rec.index, question=question, answer=answer.text))
+
+    async def _apply(self, problem: Problem, updates: list[ProblemUpdate], rec: IterationRecord) -> Problem:
+        """``problem`` with ``updates`` applied (recorded on ``rec``); a plan ``rec`` holds is judged again
+        against the new problem (``rec.rejudged``): what was certified may no longer be."""
+        for update in updates:
+            problem = self.benchmark.apply_update(problem, update)
+        rec.updates = list(updates)
+        if rec.act == "plan" and rec.plan is not None:
+            t0 = time.perf_counter()
+            verdicts, gated = await self._critique(problem.planner_view(), rec.plan, None)
+            rec.rejudged = Judgement(verdicts=verdicts, gated=gated)
+            rec.timings["rejudge"] = time.perf_counter() - t0
+        return problem
+
+    def _next_messages(
+        self,
+        view: Problem,
+        first_prompt: list[Message],
+        history: list[IterationRecord],
+        rec: IterationRecord,
+        sent_messages: list[Message],
+    ) -> list[Message]:
+        """The next turn's messages: the answer after a question, else the strategy's backprompt over the
+        plan turns (the last one judged against the problem now in force); an update's text goes first."""
+        note = ""
+        if rec.updates:
+            changes = " ".join(u.text.strip() for u in rec.updates if u.text.strip()) or "the constraints were updated."
+            note = UPDATE_NOTE.format(changes=changes)
+        if rec.act == "question":
+            answer = rec.answer.text if rec.answer is not None else ""
+            text = ANSWER_NOTE.format(answer=answer) + (f"\n\n{note}" if note else "")
+            return [
+                *sent_messages,
+                Message(role="assistant", content=rec.raw_reply or ""),
+                Message(role="user", content=text),
+            ]
+        plan_turns = [h for h in history if h.act == "plan"]
+        if rec.rejudged is not None:
+            plan_turns[-1] = rec.model_copy(update={"verdicts": rec.rejudged.verdicts, "gated": rec.rejudged.gated})
+        bp = self.strategy.build(
+            BackpromptContext(
+                problem=view,
+                benchmark=self.benchmark,
+                first_prompt=first_prompt,
+                history=plan_turns,
+                priorities=self.priorities,
+            )
+        )
+        if not note:
+            return bp.messages
+        last = bp.messages[-1]
+        return [*bp.messages[:-1], Message(role=last.role, content=f"{note}\n\n{last.content}")]
 
     def _temperature(self) -> float | None:
         """The generator's sampling temperature (None: no model, a deterministic generator)."""
@@ -352,6 +544,9 @@ class Metacontroller:
         rec.tool_use = gen.tool_use
         t1 = time.perf_counter()
         rec.timings["generate"] = t1 - t0
+        if self._dialogue_act(rec, gen):
+            _clip_replies(rec)
+            return
 
         plan: PlanJSON = gen.plan
         max_reply = self.settings.max_reply_chars or self.benchmark.max_reply_chars
@@ -389,6 +584,19 @@ class Metacontroller:
         rec.plan_sha256 = plan_fingerprint(plan) if plan is not None else None
         rec.verdicts, rec.gated = await self._critique(problem, plan, rec.format_error)
         rec.timings["critique"] = time.perf_counter() - t2
+
+    @staticmethod
+    def _dialogue_act(rec: IterationRecord, gen: Generation) -> bool:
+        """Record a question or an abstention instead of a plan; True when the turn is one of those."""
+        if gen.plan is not None:
+            return False
+        if gen.abstain is not None:
+            rec.act, rec.abstain_reason = "abstain", gen.abstain
+            return True
+        if gen.question is not None:
+            rec.act, rec.question = "question", gen.question
+            return True
+        return False
 
     async def _critique(
         self, problem: Problem, plan: PlanJSON, format_error: str | None
@@ -437,10 +645,13 @@ class Metacontroller:
         error: str | None,
     ) -> ProblemResult:
         best = best_iteration(history)
-        rejected_by = [v.critic for v in best.failing] if best is not None else []
+        final = history[-1].version_after if history else 0
+        judged = best.judged_at(final) if best is not None else None
+        rejected_by = [v.critic for v in judged.verdicts if not v.accepts] if judged is not None else []
+        last = history[-1].judged_at(final) if history else None
         if error is not None:
             outcome = Outcome.ERROR
-        elif history and history[-1].all_accept:
+        elif last is not None and last.accepts:
             outcome = Outcome.CERTIFIED
         elif best is not None:
             outcome = Outcome.EXHAUSTED
@@ -454,7 +665,7 @@ class Metacontroller:
             stop_reason=stop_reason,
             best_plan=best.plan if best is not None else None,
             best_iteration=best.index if best is not None else None,
-            best_certified=best is not None and best.all_accept,
+            best_certified=judged is not None and judged.accepts,
             best_rejected_by=rejected_by,
             iterations=history,
             usage=usage,
@@ -465,12 +676,28 @@ class Metacontroller:
 
 def best_position(history: list[IterationRecord], upto: int | None = None) -> int | None:
     """Position in ``history`` of the best plan among the first ``upto`` iterations: the most accepting
-    verdicts, ties to the earliest such plan (a later repeat of it is no better)."""
+    verdicts, ties to the earliest such plan (a later repeat of it is no better).
+
+    Only plans judged against the problem in force at the end of that window count (after an update,
+    the plans judged against the earlier request are out, except the one judged again after it)."""
+    window = history[:upto]
+    if not window:
+        return None
+    final = window[-1].version_after
     best: int | None = None
     best_count = -1
-    for pos, it in enumerate(history[:upto]):
-        if it.plan is not None and it.passed_count > best_count:
-            best, best_count = pos, it.passed_count
+    for pos, it in enumerate(window):
+        if it.plan is None:
+            continue
+        if final == 0:  # no update: the plan's own verdicts (the common case, no copies made)
+            count = it.passed_count
+        else:
+            judged = it.judged_at(final)
+            if judged is None:
+                continue
+            count = judged.passed_count
+        if count > best_count:
+            best, best_count = pos, count
     return best
 
 

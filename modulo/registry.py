@@ -33,6 +33,7 @@ KINDS = {
     "llm": "modulo.llms",
     "benchmark": "modulo.benchmarks",
     "tracker": "modulo.trackers",
+    "user": "modulo.users",
 }
 
 

@@ -27,6 +27,27 @@ def plan_fingerprint(plan: PlanJSON) -> str:
     return hashlib.sha256(canonical_json(plan).encode()).hexdigest()[:16]
 
 
+class ProblemUpdate(BaseModel):
+    """A change to a problem while the loop runs (a user's new constraint, a budget that moves).
+
+    ``add`` is merged key by key into :attr:`Problem.constraints` (a key already there is replaced);
+    ``query`` / ``context``, when set, replace the problem's; ``text`` is what the planner is told (the
+    backprompt after the update quotes it, and the default :meth:`~modulo.benchmark.Benchmark.apply_update`
+    appends it to the query). ``after`` is the turn after which a scheduled update applies (``None`` for an
+    update a user's answer carries, applied at once); ``source`` says where it came from (``config`` for
+    ``user.updates``, ``user`` for one a user yields or an answer reveals).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    add: dict[str, Any] = Field(default_factory=dict)
+    query: str | None = None
+    context: str | None = None
+    text: str = ""
+    after: int | None = None
+    source: str = "config"
+
+
 class Problem(BaseModel):
     """One task for the planner.
 
@@ -43,6 +64,38 @@ class Problem(BaseModel):
     context: str = ""
     constraints: dict[str, Any] = Field(default_factory=dict)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    #: what a user in the loop knows and the planner does not (a clarified intent, a profile, constraints
+    #: revealed only when asked): read by :mod:`modulo.users`, never rendered into a generator, reformulator
+    #: or backprompt prompt (the loop hands those :meth:`planner_view`), never written to a record. Each
+    #: item is a fact told when asked (a string, or any JSON value), or a hidden constraint
+    #: ``{"text": what the user says, "add": {constraint: value}}`` whose telling applies that update
+    hidden: dict[str, Any] = Field(default_factory=dict, repr=False)
+    #: ground truth where the benchmark knows it: False for a problem built to have no valid plan (an
+    #: unsolvable split, a synthesized contradiction), True for a solvable control, None when unknown.
+    #: Abstention is scored against it (recall on False, false abstention on True).
+    solvable: bool | None = None
+    #: updates the benchmark schedules for this problem (``after`` set on each), applied by the loop like
+    #: ``user.updates``; hidden from the planner until applied
+    updates: list[ProblemUpdate] = Field(default_factory=list, repr=False)
+
+    def planner_view(self) -> Problem:
+        """This problem as the planner may see it: hidden information and scheduled updates removed."""
+        if not self.hidden and not self.updates:
+            return self
+        return self.model_copy(update={"hidden": {}, "updates": []})
+
+
+class AbstentionCheck(BaseModel):
+    """What a benchmark can say about a planner's reason for declining (``Benchmark.check_abstention``).
+
+    ``verified`` is True when the reason is confirmed (Z3's unsat core names the same constraints, the
+    missing tool is indeed missing), False when it is refuted, None when the benchmark cannot check it.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    verified: bool | None = None
+    detail: str = ""
 
 
 class Verdict(BaseModel):
@@ -135,6 +188,8 @@ class Outcome(enum.StrEnum):
     """the problem could not be run (a critic crashed with on_critic_error=stop, a permanent LLM error)"""
     SKIPPED = "skipped"
     """never started because a run-level budget was spent first"""
+    ABSTAINED = "abstained"
+    """the planner declined to plan, with a reason (``ProblemResult.abstention``)"""
 
 
 class Fault(BaseModel):
@@ -160,10 +215,14 @@ class ToolCall(BaseModel):
     raw_arguments: str | None = None
 
 
+#: where a model call comes from: the planner, the reformulator, a user simulator (:mod:`modulo.users`)
+Stage = Literal["generate", "reformulate", "user"]
+
+
 class LLMCall(BaseModel):
     """One logical call to a model (retries included) as it appears in a trace."""
 
-    stage: Literal["generate", "reformulate"]
+    stage: Stage
     messages: list[Message]
     reply: str | None
     #: the tools the model was asked to call, when it called any (native tool calling)
@@ -176,10 +235,70 @@ class LLMCall(BaseModel):
     seconds: float = 0.0
 
 
+class UserAnswer(BaseModel):
+    """A user's reply to the planner's question, as recorded (see :mod:`modulo.users`).
+
+    ``unnecessary`` is the user's own report that the answer was already in the query or context (the
+    scripted user by the file's marking, the LLM user by its reply's marker); None when it did not say.
+    ``revealed`` names the hidden items the answer gave away; ``update`` is the change to the problem the
+    answer brought (a hidden constraint now in force), applied by the loop before the next turn.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    text: str
+    unnecessary: bool | None = None
+    revealed: list[str] = Field(default_factory=list)
+    update: ProblemUpdate | None = None
+    #: who answered: the user's registry name, or "none" (no user configured: the loop's default reply)
+    user: str = ""
+
+
+class Abstention(BaseModel):
+    """A planner that declined to plan: its reason, the turn, and what the benchmark could check of it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    reason: str
+    iteration: int
+    #: True/False: the benchmark confirmed/refuted the reason; None: it cannot check it
+    verified: bool | None = None
+    detail: str = ""
+
+
+class Judgement(BaseModel):
+    """The critics' verdicts on a plan (and the critics a failed format check gated)."""
+
+    verdicts: list[Verdict] = Field(default_factory=list)
+    gated: list[str] = Field(default_factory=list)
+
+    @property
+    def accepts(self) -> bool:
+        return not self.gated and all(v.accepts for v in self.verdicts)
+
+    @property
+    def passed_count(self) -> int:
+        return sum(1 for v in self.verdicts if v.accepts)
+
+
 class IterationRecord(BaseModel):
-    """Everything that happened in one generate -> reformulate -> critique -> backprompt round."""
+    """Everything that happened in one turn: a generate -> reformulate -> critique -> backprompt round, or a
+    question the planner asked and the user's answer, or the planner's abstention (see ``act``)."""
 
     index: int
+    #: what the planner did at this turn: proposed a plan, asked the user a question, or declined
+    act: Literal["plan", "question", "abstain"] = "plan"
+    #: act="question": the question asked, and the user's answer
+    question: str | None = None
+    answer: UserAnswer | None = None
+    #: act="abstain": the reason the planner gave
+    abstain_reason: str | None = None
+    #: updates applied to the problem after this turn (scheduled ones, and one an answer carried)
+    updates: list[ProblemUpdate] = Field(default_factory=list)
+    #: how many update events came before this turn: the version of the problem its plan was judged against
+    version: int = 0
+    #: this turn's plan judged again against the problem after this turn's ``updates`` (version + 1)
+    rejudged: Judgement | None = None
     #: the messages sent to the generator at this iteration (the first prompt or a backprompt)
     prompt: list[Message] = Field(default_factory=list)
     prompt_sha256: str = ""
@@ -226,6 +345,22 @@ class IterationRecord(BaseModel):
     def all_accept(self) -> bool:
         return self.plan is not None and not self.gated and all(v.accepts for v in self.verdicts)
 
+    def judged_at(self, version: int) -> Judgement | None:
+        """This turn's judgement against version ``version`` of the problem (None: its plan was not judged
+        against that version, or it has no plan)."""
+        if self.plan is None:
+            return None
+        if self.version == version:
+            return Judgement(verdicts=self.verdicts, gated=self.gated)
+        if self.rejudged is not None and self.version + 1 == version:
+            return self.rejudged
+        return None
+
+    @property
+    def version_after(self) -> int:
+        """The version of the problem in force after this turn (its updates applied)."""
+        return self.version + (1 if self.updates else 0)
+
 
 class ProblemResult(BaseModel):
     """The record of one finished problem: one line of ``records.jsonl``."""
@@ -250,7 +385,35 @@ class ProblemResult(BaseModel):
     seconds: float = 0.0
     templates: dict[str, str] = Field(default_factory=dict)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    #: the problem's ground truth (:attr:`Problem.solvable`), copied for abstention scoring
+    solvable: bool | None = None
+    #: the planner's abstention (outcome ``abstained``), with the benchmark's check of its reason
+    abstention: Abstention | None = None
+    #: the user in the loop (its registry name), None for a run without one
+    user: str | None = None
+    #: scheduled updates that never applied (the loop ended before their turn)
+    pending_updates: list[ProblemUpdate] = Field(default_factory=list)
 
     @property
     def certified(self) -> bool:
         return self.outcome is Outcome.CERTIFIED
+
+    @property
+    def questions(self) -> int:
+        """Clarification questions the planner asked."""
+        return sum(1 for it in self.iterations if it.act == "question")
+
+    @property
+    def turns(self) -> int:
+        """Turns taken: plan iterations, questions and an abstention."""
+        return len(self.iterations)
+
+    @property
+    def updates(self) -> list[ProblemUpdate]:
+        """Every update applied to the problem during the loop, in order."""
+        return [u for it in self.iterations for u in it.updates]
+
+    @property
+    def unnecessary_questions(self) -> int:
+        """Questions whose answer the user reported was already in the query or context."""
+        return sum(1 for it in self.iterations if it.answer is not None and it.answer.unnecessary)

@@ -41,6 +41,7 @@ from ..config import (
     ReformulatorConf,
     RunConf,
     TrackerConf,
+    UserConf,
 )
 from ..errors import ConfigError, ModuloError, UnknownComponentError
 from ..redact import check_config, register_config, safe_config
@@ -104,6 +105,7 @@ SECTION_CLASSES: dict[str, Any] = {
     "cache": CacheConf,
     "run": RunConf,
     "tracker": TrackerConf,
+    "user": UserConf,
 }
 
 
@@ -153,6 +155,7 @@ def to_modulo_config(cfg: DictConfig) -> ModuloConfig:
         data_dir=raw.pop("data_dir", None),
         labels={str(k): str(v) for k, v in (raw.pop("labels", None) or {}).items()},
         tracker=sub(TrackerConf, "tracker"),
+        user=sub(UserConf, "user"),
     )
 
 

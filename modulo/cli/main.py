@@ -125,6 +125,8 @@ KIND_ALIASES = {
     "backends": "llms",
     "benchmark": "benchmarks",
     "benchmarks": "benchmarks",
+    "user": "users",
+    "users": "users",
     "tracker": "trackers",
     "trackers": "trackers",
 }
@@ -142,7 +144,7 @@ def _describe(kind: str, obj: Any) -> tuple[str, str]:
 def list_kind(kind: str, names_only: bool, benchmark: str | None = None) -> None:
     key = KIND_ALIASES.get(kind)
     if key is None:
-        kinds = "critics, backprompts, generators, llms, benchmarks, trackers"
+        kinds = "critics, backprompts, generators, llms, benchmarks, trackers, users"
         _fail(ModuloError(f"unknown kind {kind!r}; kinds: {kinds}"))
         return
     registry = components.REGISTRIES[key]
@@ -188,7 +190,7 @@ def list_kind(kind: str, names_only: bool, benchmark: str | None = None) -> None
 @click.option("--names", "names_only", is_flag=True, help="names only (imports no plugin code)")
 @click.option("--benchmark", default=None, help="critics: only those that apply to this benchmark")
 def list_cmd(kind: str, names_only: bool, benchmark: str | None) -> None:
-    """List registered components: critics, backprompts, generators, llms, benchmarks."""
+    """List registered components: critics, backprompts, generators, llms, benchmarks, trackers, users."""
     list_kind(kind, names_only, benchmark)
 
 

@@ -45,6 +45,12 @@ class Generation:
     finish_reason: str | None = None
     #: a tool-using generator's account of this iteration (steps, outcome, notebook), recorded as is
     tool_use: dict[str, Any] | None = None
+    #: set when the planner asked the user a clarification question instead of proposing a plan (the loop
+    #: then asks its user, records the answer and counts a turn; ``text`` keeps the whole reply)
+    question: str | None = None
+    #: set when the planner declined to plan: its reason (the loop stops with outcome ``abstained`` and asks
+    #: the benchmark's ``check_abstention`` whether the reason holds)
+    abstain: str | None = None
 
 
 class Generator(ABC):
@@ -65,7 +71,8 @@ class Generator(ABC):
     benchmarks: ClassVar[tuple[str, ...]] = ()
 
     def first_prompt(self, problem: Problem) -> list[Message]:
-        """The messages of iteration 0 (search generators may ignore prompts entirely)."""
+        """The messages of iteration 0 (search generators may ignore prompts entirely). ``problem`` is the
+        planner's view (:meth:`Problem.planner_view`): its hidden information is never given here."""
         return [Message(role="user", content=problem.query)]
 
     def templates(self) -> dict[str, str]:

@@ -68,4 +68,10 @@ class LLMGenerator(Generator):
             tags={"problem_id": problem.id, "iteration": str(ctx.iteration), "stage": "generate"},
         )
         call = await ctx.llm.call(request, "generate")
-        return Generation(text=call.reply, calls=[call], finish_reason=call.finish_reason)
+        gen = Generation(text=call.reply, calls=[call], finish_reason=call.finish_reason)
+        act, payload = self.benchmark.classify_reply(call.reply or "")
+        if act == "question":
+            gen.question = payload
+        elif act == "abstain":
+            gen.abstain = payload or "(no reason given)"
+        return gen

@@ -36,7 +36,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
@@ -45,7 +45,7 @@ from ..errors import CacheMissError, ConfigError, LLMError, PermanentLLMError, T
 from ..redact import known as known_secrets
 from ..redact import redact, redact_data, strip_userinfo
 from ..registry import bind_arguments
-from ..types import Fault, LLMCall, ToolCall, Usage
+from ..types import Fault, LLMCall, Stage, ToolCall, Usage
 from .base import LLM, LLMRequest, LLMResponse, LLMSettings, capabilities_of
 from .cache import CACHE_FILE, CACHE_MODES, CacheMode, ResponseCache
 from .faults import EmptyReplyError
@@ -53,7 +53,6 @@ from .pricing import Price, lookup_price
 
 log = logging.getLogger("modulo.llm")
 
-Stage = Literal["generate", "reformulate"]
 
 _WARNED_UNPRICED: set[str] = set()
 
