@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from modulo.metacontroller import Metacontroller, LoopSettings
+from modulo.metacontroller import LoopSettings, Metacontroller
 from modulo.types import Outcome, Problem, ProblemResult, ProblemUpdate
 from modulo.users import NO_MORE_QUESTIONS, NO_USER_REPLY
 from modulo.users.llm import LLMUser

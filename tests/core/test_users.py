@@ -95,7 +95,7 @@ def test_scripted_user_file_errors_name_the_file(tmp_path: Path) -> None:
     bad.write_text("{not json", encoding="utf-8")
     with pytest.raises(ConfigError, match="not valid JSON"):
         ScriptedUser(file=str(bad))
-    with pytest.raises(ConfigError, match="user.file"):
+    with pytest.raises(ConfigError, match=r"user\.file"):
         ScriptedUser()
 
 
