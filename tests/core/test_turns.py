@@ -8,13 +8,13 @@ from typing import Any
 import pytest
 
 from modulo.metacontroller import LoopSettings, Metacontroller
+from modulo.testing import ScriptedModel
 from modulo.types import Outcome, Problem, ProblemResult, ProblemUpdate
 from modulo.users import NO_MORE_QUESTIONS, NO_USER_REPLY
 from modulo.users.llm import LLMUser
 from modulo.users.scripted import ScriptedUser
 
 from . import toy
-from .conftest import FakeClient
 from .test_loop import make_loop
 
 pytestmark = pytest.mark.usefixtures("toy_registered")
@@ -22,10 +22,10 @@ pytestmark = pytest.mark.usefixtures("toy_registered")
 
 def _loop(
     replies: dict[str, list[str]], *, user: Any = None, user_llm: Any = None, **settings: Any
-) -> tuple[Metacontroller, FakeClient]:
+) -> tuple[Metacontroller, Any]:
     loop, client = make_loop(replies)
     loop.settings = LoopSettings(**settings)
-    loop.user, loop.user_llm = user, user_llm if user_llm is not None else client
+    loop.user, loop.user_llm = user, user_llm if user_llm is not None else loop.llm
     loop.dialogue = loop.benchmark.template("dialogue") if user is not None or loop.settings.abstain else None
     return loop, client
 
@@ -54,7 +54,7 @@ def test_a_question_is_answered_by_the_scripted_user_and_costs_a_turn() -> None:
     assert plan.prompt[-1].content == "The user answers: Yes, two different digits."
     assert "QUESTION:" in q.prompt[0].content
     assert (result.turns, result.questions, result.unnecessary_questions) == (2, 1, 0)
-    assert client.backend_calls == 2
+    assert client.calls == 2
     assert result.best_iteration == 1 and "dialogue" in result.templates
 
 
@@ -148,7 +148,7 @@ def test_hidden_information_never_reaches_a_planner_prompt() -> None:
             }
         )
     )
-    user_llm = FakeClient({"*": ["I have no preference. [REVEALED: none]"]})
+    user_llm = ScriptedModel({"*": ["I have no preference. [REVEALED: none]"]}).client()
     loop, _ = _loop(
         {"toy-0": ["QUESTION: any preference about the order?", "[1, 1]", "[2, 3]"]},
         user=LLMUser(benchmark=loop_bench()),
@@ -176,7 +176,7 @@ def test_abstention_stops_with_its_reason() -> None:
     assert result.outcome is Outcome.ABSTAINED and result.stop_reason == "abstained"
     assert result.abstention is not None and result.abstention.reason == "no two digits can do this"
     assert result.abstention.verified is None  # the toy cannot check reasons
-    assert result.solvable is False and client.backend_calls == 1
+    assert result.solvable is False and client.calls == 1
     assert "ABSTAIN:" in result.iterations[0].prompt[0].content  # abstain=true tells the planner how
 
 

@@ -10,13 +10,13 @@ import pytest
 from modulo import components
 from modulo.benchmark import Benchmark
 from modulo.errors import ConfigError
+from modulo.testing import ScriptedModel
 from modulo.types import Problem, ProblemUpdate
 from modulo.users import User, UserContext, updates_from
 from modulo.users.llm import LLMUser, read_markers
 from modulo.users.scripted import ScriptedUser
 
 from . import toy
-from .conftest import FakeClient
 
 PROBLEM = Problem(
     id="p1",
@@ -113,11 +113,11 @@ def test_llm_user_markers() -> None:
 
 
 def test_llm_user_answers_through_the_client_with_stage_user() -> None:
-    client = FakeClient({"p1": ["[ALREADY STATED] Room B only. [REVEALED: room, nonsense]"]})
+    model = ScriptedModel({"p1": ["[ALREADY STATED] Room B only. [REVEALED: room, nonsense]"]})
     user = LLMUser(benchmark=toy.Toy())
-    reply = asyncio.run(user.answer(PROBLEM, "Which room?", UserContext(turn=3, llm=client)))  # type: ignore[arg-type]
+    reply = asyncio.run(user.answer(PROBLEM, "Which room?", UserContext(turn=3, llm=model.client())))
     (call,) = reply.calls
-    assert call.stage == "user" and client.requests[0].tags["stage"] == "user"
+    assert call.stage == "user" and model.requests[0].tags["stage"] == "user"
     system = call.messages[0].content
     assert "[room] Room B only." in system and "[budget] At most 300 dollars." in system
     assert call.messages[-1].content == "Which room?"
