@@ -33,7 +33,7 @@ import functools
 import json
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -42,6 +42,7 @@ import jsonschema
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from .errors import PlanFormatError
+from .problems import ProblemSet, select_problems
 from .prompts import Template, benchmark_template
 from .tools import Toolbox
 from .types import AbstentionCheck, PlanJSON, Problem, ProblemUpdate, canonical_json
@@ -150,6 +151,26 @@ class Benchmark(ABC):
             problems = problems[:limit]
         return problems
 
+    def iter_problems(self, split: str) -> Iterator[Problem]:
+        """The problems of ``split`` one at a time, in order. The default hands out ``load(split)``.
+
+        A benchmark with many problems overrides it to read or generate them as a stream; a run then
+        spools the selected ones to a temporary file and holds only their ids (see :mod:`modulo.problems`).
+        """
+        yield from self.load(split)
+
+    @property
+    def streams_problems(self) -> bool:
+        """Whether this benchmark hands its problems over as a stream (it overrides ``iter_problems``)."""
+        return type(self).iter_problems is not Benchmark.iter_problems
+
+    def problem_set(self, split: str, *, limit: int | None = None, ids: Sequence[str] | None = None) -> ProblemSet:
+        """The problems a run selects (as :meth:`select`), as a :class:`~modulo.problems.ProblemSet`:
+        spooled to a temporary file when the benchmark streams its problems, else held in memory."""
+        if not self.streams_problems:
+            return ProblemSet(self.select(split, limit=limit, ids=ids))
+        return select_problems(self.iter_problems(split), f"{self.name}/{split}", limit=limit, ids=ids, spool=True)
+
     def check_plannable(self, problems: Sequence[Problem]) -> None:
         """Raise DataError naming the problems a planner cannot be run on (checked before any call)."""
         return None
@@ -223,6 +244,20 @@ class Benchmark(ABC):
     def evaluate(self, problems: Sequence[Problem], plans: Sequence[PlanJSON | None]) -> EvalResult:
         """Score final plans (``None`` = nothing delivered) the way the benchmark's official script does."""
         raise NotImplementedError(f"benchmark {self.name!r} has no evaluator")
+
+    def evaluate_stream(self, pairs: Iterable[tuple[Problem, PlanJSON | None]]) -> EvalResult:
+        """:meth:`evaluate` over (problem, final plan) pairs handed over one at a time.
+
+        The default gathers them into two lists and calls ``evaluate``; a benchmark that scores each
+        problem on its own overrides it to keep no problem after scoring it (a run's evaluation then
+        holds one problem at a time). Either way the result equals ``evaluate`` on the same pairs.
+        """
+        problems: list[Problem] = []
+        plans: list[PlanJSON | None] = []
+        for problem, plan in pairs:
+            problems.append(problem)
+            plans.append(plan)
+        return self.evaluate(problems, plans)
 
     def prove_unsolvable(self, problem: Problem) -> str | None:
         """An explanation when ``problem`` provably has no valid plan, else None (the default: unknown)."""

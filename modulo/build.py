@@ -26,10 +26,10 @@ from .errors import ConfigError
 from .generators.base import Generator
 from .llm.base import LLMSettings, capabilities_of
 from .metacontroller import LoopSettings, Metacontroller
+from .problems import ProblemSet
 from .redact import register_config, safe_config
 from .reformulate import build_reformulator
 from .registry import bind_arguments, suggest
-from .types import Problem
 from .users import User, updates_from
 
 log = logging.getLogger("modulo")
@@ -42,7 +42,8 @@ class Session:
     config: ModuloConfig
     benchmark: Benchmark
     split: str
-    problems: list[Problem]
+    #: the selected problems; spooled to a temporary file when the benchmark streams them
+    problems: ProblemSet
     loop: Metacontroller
     critics: list[Critic]
     llm: Any = None
@@ -305,11 +306,11 @@ def build_session(cfg: ModuloConfig, *, load_problems: bool = True) -> Session:
         user_llm=user_llm,
     )
     problems = (
-        benchmark.select(
+        benchmark.problem_set(
             split, limit=cfg.benchmark.limit, ids=[str(i) for i in cfg.benchmark.ids] if cfg.benchmark.ids else None
         )
         if load_problems
-        else []
+        else ProblemSet()
     )
     if problems:
         benchmark.check_plannable(problems)
@@ -404,7 +405,7 @@ def run_info(session: Session, sources: list[str]) -> dict[str, Any]:
     derived itself (``metadata['derived']``) rather than read from the official data.
     """
     info = _run_info(session, sources)
-    derived = [p.id for p in session.problems if p.metadata.get("derived")]
+    derived = session.problems.derived
     if derived:
         info["derived_problems"] = derived
     return info
@@ -479,7 +480,7 @@ def _run_info(session: Session, sources: list[str]) -> dict[str, Any]:
         "allow_test_oracle": cfg.run.allow_test_oracle,
         "labels": dict(cfg.labels),
         "templates": session.loop.templates(),
-        "problem_ids": [p.id for p in session.problems],
+        "problem_ids": list(session.problems.ids),
         "execution": {"concurrency": cfg.run.concurrency, "run_max_dollars": cfg.run.max_dollars},
     }
     stored: dict[str, Any] = safe_config(info)  # no secret, no URL userinfo

@@ -307,7 +307,7 @@ class Metacontroller:
             if run_budget is not None and run_budget.exhausted:
                 stop_reason = "run_budget"
                 break
-            rss = resident_mb()
+            rss = resident_mb() if s.max_rss_mb is not None else None  # a /proc read: only when guarded
             if s.max_rss_mb is not None and rss is not None and rss > s.max_rss_mb:
                 error = (
                     f"MemoryGuard: the process holds {rss:,.0f} MB, over metacontroller.max_rss_mb="

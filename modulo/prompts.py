@@ -101,6 +101,7 @@ def resolve(namespace: str, role: str, root: Path | None = None) -> Template:
     raise PromptError(f"no template for role {role!r} in {namespace!r} or core (under {base})")
 
 
+@lru_cache(maxsize=512)  # asked for on every iteration; the lookup stats files (templates load once anyway)
 def benchmark_template(namespace: str, role: str, *, named: str | None = None, own: Path | None = None) -> Template:
     """A benchmark's template for ``role``: the id ``named`` when given, else ``<namespace>/<role>`` then
     ``core/<role>``; each id looked for under ``own`` (the benchmark's template folder) first, then

@@ -69,6 +69,7 @@ class Finished:
     #: whether every active critic accepted the first iteration's plan / some iteration's plan
     first_accepted: bool
     any_accepted: bool
+    usage: Usage
 
     @classmethod
     def of(cls, result: ProblemResult) -> Finished:
@@ -83,6 +84,7 @@ class Finished:
             first_plan=first.plan if first is not None else None,
             first_accepted=bool(result.iterations) and result.iterations[0].all_accept,
             any_accepted=any(it.all_accept for it in result.iterations),
+            usage=result.usage,
         )
 
 
@@ -119,36 +121,35 @@ async def run_session(
 ) -> RunResult:
     """Solve every problem of ``session`` into ``run_dir`` (resuming what is already there)."""
     cfg = session.config
-    previous = run_dir.prepare(session.info, config_yaml)
+    # the finished problems already there, as digests (their records are read one at a time, never held)
+    previous = run_dir.prepare_digests(session.info, config_yaml, Finished.of)
     retry = {Outcome.ERROR, Outcome.SKIPPED} if cfg.run.retry_errors else set()
-    done: dict[str, Finished] = {pid: Finished.of(r) for pid, r in previous.items() if r.outcome not in retry}
-    ids = {p.id for p in session.problems}
+    problems = session.problems
+    ids = set(problems.ids)
     spent = sum((r.usage.cost_usd for r in previous.values()), 0.0)
+    results: dict[str, Finished] = {pid: r for pid, r in previous.items() if r.outcome not in retry}
+    del previous
     usage = Usage()  # of the problems finished in this run directory (the summary's usage)
-    for pid in done.keys() & ids:
-        usage = usage + previous[pid].usage
-    del previous  # the full records stay on disk
-    todo = [p for p in session.problems if p.id not in done]
-    if todo:
+    for pid in results.keys() & ids:
+        usage = usage + results[pid].usage
+    n_todo = sum(1 for pid in problems.ids if pid not in results)
+    if n_todo:
         try:  # a model that cannot answer stops the run now, not after every problem has errored
             await session.start()
         except BaseException:
             await session.aclose()
             raise
-    state = RunState(total=len(session.problems))
-    for r in done.values():
-        if r.problem_id in ids:
-            state.done += 1
-            state.resumed += 1
-            state.outcomes[r.outcome.value] += 1
+    state = RunState(total=len(problems))
+    for pid in results.keys() & ids:
+        state.done += 1
+        state.resumed += 1
+        state.outcomes[results[pid].outcome.value] += 1
     budget = RunBudget(max_dollars=cfg.run.max_dollars)
     budget.spent = spent
-    results: dict[str, Finished] = dict(done)
-    queue: asyncio.Queue[Problem] = asyncio.Queue()
-    for p in todo:
-        queue.put_nowait(p)
+    # the problems still to run, read one at a time as workers take them: only in-flight ones are held
+    todo = (p for p in problems if p.id not in results)
     aborted: list[str] = []
-    n_workers = max(1, min(concurrency or cfg.run.concurrency, len(todo) or 1))
+    n_workers = max(1, min(concurrency or cfg.run.concurrency, n_todo or 1))
 
     async def finish(result: ProblemResult) -> None:
         nonlocal usage
@@ -163,11 +164,7 @@ async def run_session(
             progress(state)
 
     async def worker() -> None:
-        while True:
-            try:
-                problem = queue.get_nowait()
-            except asyncio.QueueEmpty:
-                return
+        for problem in todo:  # one shared generator: each problem goes to one worker
             if aborted or budget.exhausted:
                 await finish(_skipped(problem, session, "run_aborted" if aborted else "run_budget"))
                 continue
@@ -190,14 +187,16 @@ async def run_session(
     finally:
         await session.aclose()
 
-    ordered = [results[p.id] for p in session.problems if p.id in results]
-    summary, evaluation, rows = summarise(session, ordered, state, usage)
+    ordered = [results[pid] for pid in problems.ids if pid in results]
+    # the evaluation runs in a worker thread: Z3 (the synthesized benchmarks' evaluator) pays, for each
+    # context it creates on the main thread, a cost that grows with the process's heap (~10 ms at 200 MB)
+    summary, evaluation, rows = await asyncio.to_thread(summarise, session, ordered, state, usage)
     run_dir.write_json("summary.json", summary)
     if evaluation is not None:
         run_dir.write_json("evaluation.json", evaluation)
     return RunResult(
         run_dir,
-        [p.id for p in session.problems],
+        list(problems.ids),
         state,
         summary,
         evaluation,
@@ -216,14 +215,15 @@ def _skipped(problem: Problem, session: Session, reason: str) -> ProblemResult:
     )
 
 
-def final_plans(problems: list[Problem], results: dict[str, Finished]) -> list[PlanJSON | None]:
-    """The plan each problem delivers: its best plan (None when failed, unsolvable or not run)."""
-    return [results[p.id].best_plan if p.id in results else None for p in problems]
-
-
-def _evaluate(session: Session, problems: list[Problem], plans: list[PlanJSON | None]) -> Any:
+def _evaluate(session: Session, scored: list[Finished], plan: Callable[[Finished], PlanJSON]) -> Any:
+    """The benchmark's evaluation of ``plan(r)`` for each scored problem, the problems read one at a
+    time in run order (a benchmark that streams its evaluation holds none of them)."""
+    if not scored:
+        return None
+    by_id = {r.problem_id: r for r in scored}
+    pairs = ((p, plan(by_id[p.id])) for p in session.problems if p.id in by_id)
     try:
-        return session.benchmark.evaluate(problems, plans) if problems else None
+        return session.benchmark.evaluate_stream(pairs)
     except NotImplementedError:
         return None
 
@@ -232,20 +232,20 @@ def summarise(
     session: Session, results: list[Finished], state: RunState, usage: Usage
 ) -> tuple[dict[str, Any], dict[str, Any] | None, list[tuple[int, dict[str, float]]]]:
     """``summary.json`` and ``evaluation.json`` content for a finished (or stopped) run, and the budget
-    rows (see ``RunResult.budget_metrics``). The benchmark evaluates the final plans once, for all three.
+    rows (see ``RunResult.budget_metrics``), from the digests of the finished problems (in run order).
+    The benchmark evaluates the final plans once, for all three.
 
     Problems that ended ``error`` (or have no record) are left out of the evaluation: a problem that
     could not be run is neither a plan failure nor an abstention. ``summary["errors"]`` counts them and
     names the first error (see :func:`modulo.runs.error_digest`); ``evaluation["excluded"]`` lists them.
     """
-    by_id = {r.problem_id: r for r in results}
     counts = Counter(r.outcome.value for r in results)
-    scored = [p for p in session.problems if p.id in by_id and by_id[p.id].outcome != Outcome.ERROR]
-    scored_ids = {p.id for p in scored}
-    excluded = [p.id for p in session.problems if p.id not in scored_ids]
+    scored = [r for r in results if r.outcome != Outcome.ERROR]
+    scored_ids = {r.problem_id for r in scored}
+    excluded = [pid for pid in session.problems.ids if pid not in scored_ids]
     evaluation: dict[str, Any] | None = None
     metrics: dict[str, float] = {}
-    ev = _evaluate(session, scored, final_plans(scored, by_id))
+    ev = _evaluate(session, scored, _best)
     if ev is not None:
         metrics = dict(ev.metrics)
         evaluation = {"metrics": ev.metrics, "per_problem": ev.per_problem, "tables": ev.tables}
@@ -268,19 +268,28 @@ def summarise(
         "iterations": sum(r.iterations for r in results),
         "seconds": time.perf_counter() - state.started,
     }
-    return summary, evaluation, _budget_rows(session, [by_id[p.id] for p in scored], scored, metrics)
+    return summary, evaluation, _budget_rows(session, scored, metrics)
+
+
+def _best(r: Finished) -> PlanJSON:
+    return r.best_plan
+
+
+def _first(r: Finished) -> PlanJSON:
+    return r.first_plan
 
 
 def _budget_rows(
-    session: Session, finished: list[Finished], problems: list[Problem], final_metrics: dict[str, float]
+    session: Session, finished: list[Finished], final_metrics: dict[str, float]
 ) -> list[tuple[int, dict[str, float]]]:
     """Metrics of the first iteration alone (Direct) and of the whole budget (LLM-Modulo).
 
     ``certified`` is the share of problems whose plan every active critic accepted within the first
     k iterations; the other columns are the benchmark evaluator's metrics of the plan at budget k
-    (at the whole budget that is the delivered plan, whose evaluation the summary already holds).
+    (at the whole budget that is the delivered plan, whose evaluation the summary already holds; at
+    k = 1 the same numbers when every problem's first plan is its delivered plan, else evaluated).
     """
-    if not problems:
+    if not finished:
         return []
     budget = session.config.metacontroller.max_iterations
     used = max((r.iterations for r in finished), default=1)
@@ -288,11 +297,11 @@ def _budget_rows(
     for k in [1, budget] if budget > 1 and used > 1 else [budget]:
         whole = k == budget or used <= 1
         accepted = sum(1 for r in finished if (r.any_accepted if whole else r.first_accepted))
-        row = {"certified": accepted / len(problems)}
-        if whole:
+        row = {"certified": accepted / len(finished)}
+        if whole or all(r.first_plan == r.best_plan for r in finished):
             row.update(final_metrics)
         else:
-            ev = _evaluate(session, problems, [r.first_plan for r in finished])
+            ev = _evaluate(session, finished, _first)
             row.update(ev.metrics if ev is not None else {})
         rows.append((k, row))
     return rows

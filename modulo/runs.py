@@ -29,9 +29,9 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from .errors import RunError
 from .redact import redact
@@ -41,6 +41,7 @@ FORMAT_VERSION = 1
 log = logging.getLogger("modulo.runs")
 RECORDS = "records.jsonl"
 RUN_INFO = "run.json"
+T = TypeVar("T")
 
 #: run.json keys that may change between a run and its resumption without invalidating records
 #: (``critics_requested`` is a label: ``critics=hard`` and ``critics=[format,h_max]`` may run the same critics)
@@ -68,29 +69,46 @@ def git_revision(start: Path | None = None) -> str | None:
 
 
 def read_records(path: Path) -> Iterator[ProblemResult]:
-    """Records of a run, in file order; a truncated or corrupt last line (a killed run) is skipped.
-    A damaged line before the last is a RunError naming the file, the line and what to do."""
+    """Records of a run, in file order, read one line at a time; a truncated or corrupt last line (a
+    killed run) is skipped. A damaged line before the last is a RunError naming the file, the line and
+    what to do."""
     file = path / RECORDS if path.is_dir() else path
     if not file.exists():
         return
     try:
-        lines = file.read_bytes().split(b"\n")
+        fh = file.open("rb")
     except OSError as exc:
         raise RunError(f"{file}: cannot be read ({exc.strerror or exc})") from None
-    last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
-    for n, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            yield ProblemResult.model_validate_json(line)
-        except ValueError as exc:
-            if n == last:
+    with fh:
+        pending: tuple[int, bytes] | None = None  # the last non-empty line read, parsed once the next is seen
+        for n, line in enumerate(fh):
+            if not line.strip():
+                continue
+            if pending is not None:
+                yield _record(file, *pending, last=False)
+            pending = (n, line)
+        if pending is not None:
+            try:
+                yield _record(file, *pending, last=True)
+            except _TornTail:
                 return  # the line being written when the run was killed
-            what = "is not UTF-8 text" if _not_utf8(line) else f"is not a valid record ({_first_error(exc)})"
-            raise RunError(
-                f"{file}: line {n + 1} {what}. The records after it are intact; to go on, remove that line "
-                f"(for example: sed -i '{n + 1}d' {file}) and resume, which runs the problem again"
-            ) from None
+
+
+class _TornTail(Exception):
+    pass
+
+
+def _record(file: Path, n: int, line: bytes, *, last: bool) -> ProblemResult:
+    try:
+        return ProblemResult.model_validate_json(line)
+    except ValueError as exc:
+        if last:
+            raise _TornTail from None
+        what = "is not UTF-8 text" if _not_utf8(line) else f"is not a valid record ({_first_error(exc)})"
+        raise RunError(
+            f"{file}: line {n + 1} {what}. The records after it are intact; to go on, remove that line "
+            f"(for example: sed -i '{n + 1}d' {file}) and resume, which runs the problem again"
+        ) from None
 
 
 def _not_utf8(data: bytes) -> bool:
@@ -114,7 +132,21 @@ def _first_error(exc: ValueError) -> str:
 
 def latest_records(path: Path) -> dict[str, ProblemResult]:
     """The last record of each problem (a resumed run may re-record a problem that errored)."""
-    return {r.problem_id: r for r in read_records(path)}
+    return latest_digests(path, _same)
+
+
+def latest_digests(path: Path, digest: Callable[[ProblemResult], T]) -> dict[str, T]:
+    """``digest`` of the last record of each problem, the records read one at a time (only the digests
+    are kept: the runner's resume holds a small digest per finished problem, not its iterations)."""
+    out: dict[str, T] = {}
+    for r in read_records(path):
+        out.pop(r.problem_id, None)  # a re-recorded problem moves to its last place
+        out[r.problem_id] = digest(r)
+    return out
+
+
+def _same(record: ProblemResult) -> ProblemResult:
+    return record
 
 
 LOCK_FILE = ".lock"
@@ -213,7 +245,14 @@ class RunDir:
         return self.path / RECORDS
 
     def prepare(self, info: dict[str, Any], config_yaml: str) -> dict[str, ProblemResult]:
-        """Create or reopen the directory; return the records already finished there.
+        """Create or reopen the directory; return the records already finished there (see
+        :meth:`prepare_digests` for a reader that keeps less of them)."""
+        return self.prepare_digests(info, config_yaml, _same)
+
+    def prepare_digests(
+        self, info: dict[str, Any], config_yaml: str, digest: Callable[[ProblemResult], T]
+    ) -> dict[str, T]:
+        """Create or reopen the directory; return ``digest`` of each record already finished there.
 
         Reopening a directory written with a different configuration is a RunError naming the keys
         that differ, so that records of one experiment never mix with another's.
@@ -247,7 +286,7 @@ class RunDir:
             target.parent.mkdir(parents=True, exist_ok=True)
             _atomic_write(target, text)
         self._drop_torn_tail()
-        return latest_records(self.path)
+        return latest_digests(self.path, digest)
 
     def _drop_torn_tail(self) -> None:
         """Cut a last record line that is not a valid record (half-written by a killed run, or complete
@@ -256,14 +295,11 @@ class RunDir:
         path = self.records_path
         if not path.exists():
             return
-        data = path.read_bytes()
-        body = data.rstrip(b"\n")
-        start = body.rfind(b"\n") + 1
-        tail = body[start:]
+        start, tail, newline_at_end = _last_line(path)
         if not tail.strip():
             return
         if _valid_record(tail):
-            if not data.endswith(b"\n"):  # a complete record whose newline never reached the disk
+            if not newline_at_end:  # a complete record whose newline never reached the disk
                 with path.open("ab") as fh:
                     fh.write(b"\n")
                     fh.flush()
@@ -341,6 +377,26 @@ def error_digest(results: Iterable[_Ended]) -> dict[str, Any]:
         "message": message,
         "problem_ids": [r.problem_id for r in errored],
     }
+
+
+def _last_line(path: Path, block: int = 1 << 16) -> tuple[int, bytes, bool]:
+    """(offset, bytes) of the last line of ``path`` not counting trailing newlines, and whether the file
+    ends with a newline; read backwards from the end in blocks (never the whole file)."""
+    with path.open("rb") as fh:
+        size = fh.seek(0, os.SEEK_END)
+        data = b""
+        pos = size
+        while pos > 0:
+            step = min(block, pos)
+            pos -= step
+            fh.seek(pos)
+            data = fh.read(step) + data
+            body = data.rstrip(b"\n")
+            if body and b"\n" in body:
+                break
+    body = data.rstrip(b"\n")
+    cut = body.rfind(b"\n") + 1
+    return pos + cut, body[cut:], data.endswith(b"\n")
 
 
 def _valid_record(line: bytes) -> bool:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -102,6 +102,18 @@ class SynthBenchmark(Benchmark):
             self._cache = self.read(self.path) if self.path else self.generate(self.n)
         return list(self._cache)
 
+    def iter_problems(self, split: str) -> Iterator[Problem]:
+        """The problems one at a time: read line by line from ``path``, or generated one after another
+        (nothing is cached: a run spools what it selects, see :mod:`modulo.problems`)."""
+        if split != SPLIT:
+            raise ConfigError(f"{self.name} has one split, {SPLIT!r}; got {split!r}")
+        if self._cache is not None:
+            yield from self._cache
+        elif self.path:
+            yield from self.stream(self.path)
+        else:
+            yield from (self.make(i) for i in range(self.n))
+
     def generate(self, n: int, start: int = 0) -> list[Problem]:
         """Problems ``start .. start+n-1`` of this configuration (each depends only on its index)."""
         return [self.make(i) for i in range(start, start + n)]
@@ -128,9 +140,12 @@ class SynthBenchmark(Benchmark):
 
     def read(self, path: Path) -> list[Problem]:
         """Problems from a JSONL file written by :func:`write_problems` (``modulo synth ... --out``)."""
+        return list(self.stream(path))
+
+    def stream(self, path: Path) -> Iterator[Problem]:
+        """:meth:`read`, one problem at a time."""
         if not path.is_file():
             raise DataError(f"{self.name}: problem file {path} does not exist (write one with 'modulo synth')")
-        problems = []
         with path.open(encoding="utf-8") as fh:
             for lineno, line in enumerate(fh, 1):
                 if not line.strip():
@@ -141,8 +156,7 @@ class SynthBenchmark(Benchmark):
                     raise DataError(f"{path}:{lineno}: not a problem record: {str(exc)[:200]}") from None
                 if p.benchmark != self.name:
                     raise DataError(f"{path}:{lineno}: problem {p.id!r} belongs to {p.benchmark!r}, not {self.name!r}")
-                problems.append(p)
-        return problems
+                yield p
 
     # -- variants for error dissection ------------------------------------------------------------
     def variant(
@@ -227,7 +241,11 @@ class SynthBenchmark(Benchmark):
     def evaluate(self, problems: Sequence[Problem], plans: Sequence[PlanJSON | None]) -> EvalResult:
         if len(problems) != len(plans):
             raise ConfigError(f"{self.name}: {len(problems)} problems but {len(plans)} plans")
-        rows = [self._score(p, plan) for p, plan in zip(problems, plans, strict=True)]
+        return self.evaluate_stream(zip(problems, plans, strict=True))
+
+    def evaluate_stream(self, pairs: Iterable[tuple[Problem, PlanJSON | None]]) -> EvalResult:
+        """Each problem scored on its own as it comes (no problem is kept), then the rows aggregated."""
+        rows = [self._score(p, plan) for p, plan in pairs]
         for row in rows:  # each rate's own part per problem (None: not counted), so reports show k/n and a CI
             solvable = row["solvable"]
             row["solved"] = bool(row["passed"]) if solvable else None

@@ -231,7 +231,7 @@ def print_result(session: Session, result: RunResult) -> None:
         for label, metrics in session.benchmark.published_rows(session.split, session.config.generator.name):
             table.add_row(f"{label} (published)", *(_pct(metrics.get(k)) for k in keys))
         console.print(table)
-    derived = [p.id for p in session.problems if p.metadata.get("derived")]
+    derived = session.problems.derived
     if derived:
         shown = ", ".join(derived[:8]) + (f" and {len(derived) - 8} more" if len(derived) > 8 else "")
         console.print(
