@@ -31,12 +31,15 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import threading
+import weakref
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from types import MappingProxyType
+from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 import jsonschema
 from pydantic import BaseModel, TypeAdapter, ValidationError
@@ -49,6 +52,56 @@ from .types import AbstentionCheck, PlanJSON, Problem, ProblemUpdate, canonical_
 
 #: what a planner's reply is: a plan (the usual case), a clarification question, or an abstention
 ReplyAct = Literal["plan", "question", "abstain"]
+
+T = TypeVar("T")
+
+
+def frozen_data(value: Any) -> Any:
+    """A read-only copy of JSON-like data: dicts become read-only mappings, lists and tuples tuples.
+    Data shared between critic calls (see :class:`PerProblem`) is handed out this way, so no call can
+    change what the next one reads."""
+    if isinstance(value, Mapping):
+        return MappingProxyType({k: frozen_data(v) for k, v in value.items()})
+    if isinstance(value, (list, tuple)):
+        return tuple(frozen_data(v) for v in value)
+    if isinstance(value, (set, frozenset)):
+        return frozenset(frozen_data(v) for v in value)
+    return value
+
+
+class PerProblem(Generic[T]):
+    """Data derived from a problem (a parsed query, a constraint index), computed once per problem.
+
+    ``cache = PerProblem(compute)``; ``cache(problem)`` returns ``compute(problem)``, computed on the
+    first call for that :class:`~modulo.types.Problem` object and kept while the object lives (keyed by
+    identity, so an updated problem, a new object, gets its own). Critics and evaluators of one problem
+    share the value: make it immutable (``frozen_data``), never state one call changes for the next.
+    Thread-safe; two threads asking at once may both compute, and one value wins.
+    """
+
+    def __init__(self, compute: Callable[[Problem], T]) -> None:
+        self._compute = compute
+        self._values: dict[int, tuple[weakref.ref[Problem], T]] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, problem: Problem) -> T:
+        key = id(problem)
+        entry = self._values.get(key)
+        if entry is not None and entry[0]() is problem:
+            return entry[1]
+        value = self._compute(problem)
+
+        def forget(ref: weakref.ref[Problem], key: int = key) -> None:
+            with self._lock:
+                if key in self._values and self._values[key][0] is ref:
+                    del self._values[key]
+
+        with self._lock:
+            self._values[key] = (weakref.ref(problem, forget), value)
+        return value
+
+    def __len__(self) -> int:
+        return len(self._values)
 
 
 @dataclass(frozen=True)

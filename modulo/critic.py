@@ -77,14 +77,20 @@ def binary_feedback(description: str, name: str) -> str:
     return f"The plan violates a constraint: {what}."
 
 
-def apply_feedback_level(verdict: Verdict, level: FeedbackLevel, description: str, name: str) -> Verdict:
-    """``verdict`` as the planner may see it at ``level``: the hint only at ``hint``; at ``binary`` the
-    feedback of a failing verdict is replaced by :func:`binary_feedback`. Details stay (for records)."""
+def feedback_update(verdict: Verdict, level: FeedbackLevel, description: str, name: str) -> dict[str, Any]:
+    """The fields :func:`apply_feedback_level` changes in ``verdict`` (empty when none)."""
     update: dict[str, Any] = {}
     if level != "hint" and verdict.hint is not None:
         update["hint"] = None
     if level == "binary" and not verdict.passed and verdict.error is None:
         update["feedback"] = binary_feedback(description, name)
+    return update
+
+
+def apply_feedback_level(verdict: Verdict, level: FeedbackLevel, description: str, name: str) -> Verdict:
+    """``verdict`` as the planner may see it at ``level``: the hint only at ``hint``; at ``binary`` the
+    feedback of a failing verdict is replaced by :func:`binary_feedback`. Details stay (for records)."""
+    update = feedback_update(verdict, level, description, name)
     return verdict.model_copy(update=update) if update else verdict
 
 
@@ -127,8 +133,8 @@ class Critic(ABC):
             raise CriticError(self.name, exc) from exc
         if not isinstance(verdict, Verdict):
             raise CriticError(self.name, TypeError(f"returned {type(verdict).__name__}, not a Verdict"))
-        verdict = apply_feedback_level(verdict, self.feedback, self.description, self.name)
-        return verdict.model_copy(update={"critic": self.name, "group": self.group})
+        update = feedback_update(verdict, self.feedback, self.description, self.name)
+        return verdict.model_copy(update={**update, "critic": self.name, "group": self.group})  # one copy
 
     def __repr__(self) -> str:
         return f"<critic {self.name} ({self.group})>"

@@ -35,16 +35,18 @@ sandbox kind's job.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import queue
 import threading
+import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from .critic import Critic
 from .errors import CriticError
-from .types import PlanJSON, Problem, Verdict, canonical_json
+from .types import PlanJSON, Problem, Verdict, canonical_json, text_fingerprint
 
 #: seconds a critic may take by default (generous: a z3 check on a large problem takes seconds)
 DEFAULT_CRITIC_TIMEOUT_S = 120.0
@@ -73,10 +75,25 @@ class FrozenPlan:
         plan: PlanJSON = json.loads(self.text)
         return plan
 
+    @property
+    def fingerprint(self) -> str:
+        """The plan's :func:`~modulo.types.plan_fingerprint`, from the text (no second encoding)."""
+        return text_fingerprint(self.text)
+
+    @functools.cached_property
+    def _reference(self) -> PlanJSON:
+        """A private decoding of the text, never handed out: what an unchanged copy equals."""
+        return self.copy()
+
     def unchanged(self, copy: PlanJSON) -> bool:
+        """Whether ``copy`` still holds the plan. A deep comparison with a private decoding (fast, in C),
+        then, only where that differs (a NaN is never equal to itself), the canonical text. (A change
+        that keeps every value equal, such as 1 to 1.0 or True, is not seen.)"""
         try:
+            if copy == self._reference:
+                return True
             return canonical_json(copy) == self.text
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, RecursionError):
             return False
 
 
@@ -101,18 +118,44 @@ class CriticDeadlines:
 
 def call_critic(critic: Critic, problem: Problem, frozen: FrozenPlan) -> Verdict:
     """Run one critic on its own copy of the plan (in whatever thread or process calls this)."""
-    plan = frozen.copy()
+    outcome, _ = call_on_copy(critic, problem, frozen, frozen.copy())
+    if isinstance(outcome, CriticError):
+        raise outcome
+    return outcome
+
+
+def call_on_copy(
+    critic: Critic, problem: Problem, frozen: FrozenPlan, plan: PlanJSON
+) -> tuple[Verdict | CriticError, PlanJSON]:
+    """Run one critic on ``plan``, a copy of ``frozen``: its verdict or error, and a copy for the next
+    critic (``plan`` itself when the critic left it unchanged, else a fresh one). One copy thus serves
+    a whole batch of well-behaved critics, and a critic that changes it is an error, as ever."""
     try:
         verdict = critic(problem, plan)
-    except CriticError:
-        raise
+    except CriticError as exc:
+        outcome: Verdict | CriticError = exc
     except BaseException as exc:  # SystemExit, KeyboardInterrupt, GeneratorExit: the critic's error
-        raise CriticError(critic.name, exc) from exc
-    if not frozen.unchanged(plan):
-        raise CriticError(
+        outcome = CriticError(critic.name, exc)
+        outcome.__cause__ = exc
+    else:
+        outcome = verdict
+    if frozen.unchanged(plan):
+        return outcome, plan
+    if not isinstance(outcome, CriticError):
+        outcome = CriticError(
             critic.name, PlanMutatedError("mutated the plan it was given (critics must not change plans)")
         )
-    return verdict
+    return outcome, frozen.copy()
+
+
+#: what the executor gives back for one critic of a batch: its verdict or its error
+Outcome = Verdict | CriticError
+#: decides, after each critic of a batch, whether the batch stops there
+StopRule = Callable[[Critic, Outcome], bool]
+
+
+def _never(critic: Critic, outcome: Outcome) -> bool:
+    return False
 
 
 class CriticExecutor(ABC):
@@ -123,6 +166,28 @@ class CriticExecutor(ABC):
     @abstractmethod
     async def run(self, critic: Critic, problem: Problem, frozen: FrozenPlan, timeout_s: float) -> Verdict:
         """The critic's labelled verdict, or CriticError (crash, mutation, deadline)."""
+
+    async def run_all(
+        self,
+        critics: Sequence[Critic],
+        problem: Problem,
+        frozen: FrozenPlan,
+        timeouts: Sequence[float],
+        stop: StopRule = _never,
+    ) -> list[Outcome]:
+        """Run ``critics`` in order on one plan, each under its own deadline (``timeouts``), until
+        ``stop(critic, outcome)`` says so: the outcomes of the critics that ran, in order. This
+        default calls :meth:`run` one critic at a time; a kind may batch or spread the calls."""
+        out: list[Outcome] = []
+        for critic, timeout_s in zip(critics, timeouts, strict=True):
+            try:
+                outcome: Outcome = await self.run(critic, problem, frozen, timeout_s)
+            except CriticError as exc:
+                outcome = exc
+            out.append(outcome)
+            if stop(critic, outcome):
+                break
+        return out
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release workers (called when the session closes)."""
@@ -207,5 +272,165 @@ class ThreadExecutor(CriticExecutor):
                 CriticTimeoutError(f"did not finish within {timeout_s:g} s (abandoned; its verdict is ignored)"),
             ) from None
 
+    async def run_all(
+        self,
+        critics: Sequence[Critic],
+        problem: Problem,
+        frozen: FrozenPlan,
+        timeouts: Sequence[float],
+        stop: StopRule = _never,
+    ) -> list[Outcome]:
+        """The light critics run one after another in *one* worker thread, on one copy of the plan
+        while none changes it, and report back once: one hand-off per batch instead of one per critic.
+        Critics declared ``heavy = "thread"`` (their work releases the GIL) run each in its own
+        thread meanwhile. Each critic keeps its own deadline, counted from its start: past it, the
+        critic is a recorded timeout, its worker is abandoned and the rest of the batch goes on in
+        another worker."""
+        if len(critics) != len(timeouts):
+            raise ValueError("run_all: one timeout per critic")
+        heavy = {i: c for i, c in enumerate(critics) if heavy_kind(c) is not None}
+        if not heavy:
+            return await self._batch(list(critics), problem, frozen, list(timeouts), stop)
+        side = {i: asyncio.ensure_future(self._outcome(c, problem, frozen, timeouts[i])) for i, c in heavy.items()}
+        light = [i for i in range(len(critics)) if i not in heavy]
+        try:
+            ran = await self._batch([critics[i] for i in light], problem, frozen, [timeouts[i] for i in light], stop)
+            done = dict(zip(light, ran, strict=False))  # the batch may have stopped early
+            out: list[Outcome] = []
+            for i, critic in enumerate(critics):
+                if i in side:
+                    outcome = await side[i]
+                elif i in done:
+                    outcome = done[i]
+                else:  # the light batch stopped before this one
+                    break
+                out.append(outcome)
+                if stop(critic, outcome):
+                    break
+            return out
+        finally:
+            for task in side.values():
+                task.cancel()
+
+    async def _outcome(self, critic: Critic, problem: Problem, frozen: FrozenPlan, timeout_s: float) -> Outcome:
+        try:
+            return await self.run(critic, problem, frozen, timeout_s)
+        except CriticError as exc:
+            return exc
+
+    async def _batch(
+        self,
+        critics: list[Critic],
+        problem: Problem,
+        frozen: FrozenPlan,
+        timeouts: list[float],
+        stop: StopRule,
+    ) -> list[Outcome]:
+        out: list[Outcome] = []
+        while critics:
+            batch = _Batch(critics)
+            loop = asyncio.get_running_loop()
+            done: asyncio.Future[None] = loop.create_future()
+
+            def settle(done: asyncio.Future[None] = done) -> None:
+                if not done.done():
+                    done.set_result(None)
+
+            def job(
+                batch: _Batch = batch, settle: Callable[[], None] = settle, loop: asyncio.AbstractEventLoop = loop
+            ) -> None:
+                batch.work(problem, frozen, stop)
+                try:
+                    loop.call_soon_threadsafe(settle)
+                except RuntimeError:  # the loop has closed (the run ended while a critic hung)
+                    pass
+
+            self._pool.submit(job)
+            late = await batch.wait(done, timeouts)
+            out.extend(batch.outcomes)
+            if late is None:
+                break
+            # critic number `late` of this batch is past its deadline: record it, go on with the rest
+            critic = critics[late]
+            outcome = CriticError(
+                critic.name,
+                CriticTimeoutError(f"did not finish within {timeouts[late]:g} s (abandoned; its verdict is ignored)"),
+            )
+            out.append(outcome)
+            if stop(critic, outcome):
+                break
+            critics, timeouts = critics[late + 1 :], timeouts[late + 1 :]
+        return out
+
     def close(self) -> None:
         self._pool.close()
+
+
+def heavy_kind(critic: Critic) -> str | None:
+    """How a critic declared CPU-heavy wants to run: ``"process"`` (``heavy=True`` or ``"process"``),
+    ``"thread"`` (its work releases the GIL), or None (a light critic)."""
+    heavy = getattr(critic, "heavy", False)
+    if heavy is True or heavy == "process":
+        return "process"
+    if heavy == "thread":
+        return "thread"
+    return None
+
+
+class _Batch:
+    """Critics run one after another in a worker thread, and what the event loop may read of it."""
+
+    def __init__(self, critics: list[Critic]) -> None:
+        self.critics = critics
+        self.outcomes: list[Outcome] = []
+        self.started = time.monotonic()  # when the critic now running started
+        self.abandoned = False
+        self._lock = threading.Lock()
+
+    def work(self, problem: Problem, frozen: FrozenPlan, stop: StopRule) -> None:
+        """In the worker thread: every critic in turn, until ``stop`` or until abandoned."""
+        plan = frozen.copy()
+        for critic in self.critics:
+            with self._lock:
+                if self.abandoned:
+                    return
+                self.started = time.monotonic()
+            try:
+                outcome, plan = call_on_copy(critic, problem, frozen, plan)
+            except BaseException as exc:  # call_on_copy catches the critic's errors; this is the check's own
+                outcome = CriticError(critic.name, exc)
+            with self._lock:
+                if self.abandoned:  # its deadline passed meanwhile: the loop no longer waits for it
+                    return
+                self.outcomes.append(outcome)
+            if stop(critic, outcome):
+                return
+
+    async def wait(self, done: asyncio.Future[None], timeouts: list[float]) -> int | None:
+        """On the event loop: wait for the batch to finish; the index of a critic past its deadline
+        (the batch is then abandoned), or None when it finished. The worker reports only at the end,
+        so the loop wakes at the running critic's deadline, or sooner, at the shortest deadline of the
+        critics after it (one of them may start and hang meanwhile): a batch that ends in time (the
+        usual case, milliseconds) never wakes it."""
+        later = [min(timeouts[i:]) for i in range(1, len(timeouts))] + [float("inf")]
+        while True:
+            with self._lock:
+                running, started = len(self.outcomes), self.started
+            if done.done() or running >= len(self.critics):
+                await done
+                return None
+            left = started + timeouts[running] - time.monotonic()
+            if left <= 0:
+                with self._lock:
+                    if len(self.outcomes) == running and not done.done():
+                        self.abandoned = True
+                        return running
+                continue
+            left = min(left, later[running])
+            try:
+                # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation
+                async with asyncio.timeout(left):
+                    await asyncio.shield(done)
+                return None
+            except TimeoutError:
+                continue

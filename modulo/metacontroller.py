@@ -56,7 +56,6 @@ from .types import (
     UserAnswer,
     Verdict,
     canonical_json,
-    plan_fingerprint,
 )
 from .users.base import NO_MORE_QUESTIONS, NO_USER_REPLY, DialogueTurn, User, UserContext
 
@@ -298,6 +297,7 @@ class Metacontroller:
         #: sha of the messages built by the loop (before any variation) -> iterations that sent them
         sent: dict[str, list[int]] = {}
         base_temperature = self._temperature()
+        hasher = PromptHasher()
 
         index = -1
         while True:
@@ -315,7 +315,7 @@ class Metacontroller:
                 )
                 stop_reason = "memory"
                 break
-            key = _sha(messages)
+            key = hasher.sha(messages)
             earlier = sent.setdefault(key, [])
             draw, temperature, variation = len(earlier), base_temperature, 0
             if earlier and self.generator.stateless and (base_temperature is None or base_temperature == 0):
@@ -336,7 +336,7 @@ class Metacontroller:
             rec = IterationRecord(
                 index=index,
                 prompt=sent_messages,
-                prompt_sha256=_sha(sent_messages),
+                prompt_sha256=key if sent_messages is messages else hasher.sha(sent_messages),
                 draw=draw,
                 temperature=temperature,
                 variation=variation,
@@ -479,7 +479,7 @@ class Metacontroller:
         rec.updates = list(updates)
         if rec.act == "plan" and rec.plan is not None:
             t0 = time.perf_counter()
-            verdicts, gated = await self._critique(problem.planner_view(), rec.plan, None)
+            verdicts, gated = await self._critique(problem.planner_view(), FrozenPlan.of(rec.plan), None)
             rec.rejudged = Judgement(verdicts=verdicts, gated=gated)
             rec.timings["rejudge"] = time.perf_counter() - t0
         return problem
@@ -581,8 +581,9 @@ class Metacontroller:
         t2 = time.perf_counter()
         rec.timings["reformulate"] = t2 - t1
         rec.plan = plan
-        rec.plan_sha256 = plan_fingerprint(plan) if plan is not None else None
-        rec.verdicts, rec.gated = await self._critique(problem, plan, rec.format_error)
+        frozen = FrozenPlan.of(plan) if plan is not None else None  # the plan's one encoding, fixed here
+        rec.plan_sha256 = frozen.fingerprint if frozen is not None else None
+        rec.verdicts, rec.gated = await self._critique(problem, frozen, rec.format_error)
         rec.timings["critique"] = time.perf_counter() - t2
 
     @staticmethod
@@ -599,10 +600,10 @@ class Metacontroller:
         return False
 
     async def _critique(
-        self, problem: Problem, plan: PlanJSON, format_error: str | None
+        self, problem: Problem, frozen: FrozenPlan | None, format_error: str | None
     ) -> tuple[list[Verdict], list[str]]:
         verdicts: list[Verdict] = []
-        if plan is None:
+        if frozen is None:
             reason = format_error or "no plan could be read from the answer"
             verdicts.append(
                 Verdict(
@@ -614,26 +615,34 @@ class Metacontroller:
                 )
             )
             return verdicts, [c.name for c in self.critics if c.name != "format"]
-        gated: list[str] = []
-        format_failed = False
-        frozen = FrozenPlan.of(plan)  # every critic gets its own copy of this text
-        for critic in self.critics:
-            if format_failed and critic.group != FORMAT_GROUP:
-                gated.append(critic.name)
-                continue
-            verdict = await self._run_critic(critic, problem, frozen)
-            verdicts.append(verdict)
-            if critic.group == FORMAT_GROUP and not verdict.accepts:
-                format_failed = True
-        return verdicts, gated
+        formats = [c for c in self.critics if c.group == FORMAT_GROUP]
+        verdicts = await self._run_critics(formats, problem, frozen)
+        others = [c for c in self.critics if c.group != FORMAT_GROUP]
+        if not all(v.accepts for v in verdicts):  # format critics gate the others
+            return verdicts, [c.name for c in others]
+        return [*verdicts, *await self._run_critics(others, problem, frozen)], []
 
-    async def _run_critic(self, critic: Critic, problem: Problem, frozen: FrozenPlan) -> Verdict:
-        try:
-            return await self.executor.run(critic, problem, frozen, self.settings.deadlines.for_critic(critic))
-        except CriticError as exc:
-            if self.settings.on_critic_error == "stop":
-                raise
-            return Verdict(critic=critic.name, group=critic.group, passed=False, error=str(exc))
+    async def _run_critics(self, critics: list[Critic], problem: Problem, frozen: FrozenPlan) -> list[Verdict]:
+        """Verdicts of ``critics`` in order (through the executor, in one batch); a crash is an errored
+        verdict, or stops the run (``on_critic_error=stop``: raised at the first crash, in order)."""
+        if not critics:
+            return []
+        stop_on_error = self.settings.on_critic_error == "stop"
+        outcomes = await self.executor.run_all(
+            critics,
+            problem,
+            frozen,
+            [self.settings.deadlines.for_critic(c) for c in critics],
+            stop=lambda critic, outcome: stop_on_error and isinstance(outcome, CriticError),
+        )
+        verdicts: list[Verdict] = []
+        for critic, outcome in zip(critics, outcomes, strict=False):  # a stopped batch is shorter
+            if isinstance(outcome, CriticError):
+                if stop_on_error:
+                    raise outcome
+                outcome = Verdict(critic=critic.name, group=critic.group, passed=False, error=str(outcome))
+            verdicts.append(outcome)
+        return verdicts
 
     def _result(
         self,
@@ -761,7 +770,32 @@ def _served(calls: list[LLMCall]) -> Literal["fresh", "cache", "mixed", "none"]:
 
 
 def _sha(messages: list[Message]) -> str:
+    """SHA-256 of the canonical JSON of the messages (what :class:`PromptHasher` computes by parts)."""
     return hashlib.sha256(canonical_json([m.model_dump() for m in messages]).encode()).hexdigest()
+
+
+class PromptHasher:
+    """:func:`_sha` of one problem's prompts, iteration after iteration, encoding each message once:
+    the prompt of iteration k repeats messages of iteration k-1 (the system message, the original
+    request, a kept history), and only the messages that are new are encoded. The value is exactly
+    :func:`_sha`'s. It remembers the previous prompt's messages only (bounded memory)."""
+
+    def __init__(self) -> None:
+        self._pieces: dict[int, tuple[Message, bytes]] = {}
+
+    def sha(self, messages: list[Message]) -> str:
+        h = hashlib.sha256(b"[")
+        pieces: dict[int, tuple[Message, bytes]] = {}
+        for i, m in enumerate(messages):
+            known = self._pieces.get(id(m))
+            piece = known[1] if known is not None and known[0] is m else canonical_json(m.model_dump()).encode()
+            pieces[id(m)] = (m, piece)
+            if i:
+                h.update(b",")
+            h.update(piece)
+        h.update(b"]")
+        self._pieces = pieces
+        return h.hexdigest()
 
 
 def _is_small(value: Any) -> bool:

@@ -24,7 +24,12 @@ def canonical_json(value: Any) -> str:
 
 def plan_fingerprint(plan: PlanJSON) -> str:
     """A short content hash of a plan, used to notice repeated plans."""
-    return hashlib.sha256(canonical_json(plan).encode()).hexdigest()[:16]
+    return text_fingerprint(canonical_json(plan))
+
+
+def text_fingerprint(canonical: str) -> str:
+    """:func:`plan_fingerprint` of the plan whose :func:`canonical_json` text is ``canonical``."""
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
 class ProblemUpdate(BaseModel):

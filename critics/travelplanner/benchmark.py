@@ -14,7 +14,7 @@ from typing import Any, ClassVar, TextIO
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
 from modulo import settings
-from modulo.benchmark import Benchmark, DataReport, EvalResult, MetricSpec, PlanTable
+from modulo.benchmark import Benchmark, DataReport, EvalResult, MetricSpec, PerProblem, PlanTable, frozen_data
 from modulo.errors import ConfigError, DataError
 from modulo.types import PlanJSON, Problem
 
@@ -123,6 +123,7 @@ class TravelPlanner(Benchmark):
         self._store: Store | None = None
         self._lock = threading.Lock()
         self._loaded: dict[str, list[Problem]] = {}
+        self._critic_queries: PerProblem[Mapping[str, Any]] = PerProblem(lambda p: frozen_data(self.query_of(p)))
 
     # -- data ------------------------------------------------------------------------------------------
     @property
@@ -190,8 +191,12 @@ class TravelPlanner(Benchmark):
         return out
 
     def query_of(self, problem: Problem) -> dict[str, Any]:
-        """The structured query the checks read (validated)."""
+        """The structured query the checks read (validated): a new dict, the caller's to change."""
         return tpdata.structured_query(problem.constraints, f"problem {problem.id}")
+
+    def critic_query(self, problem: Problem) -> Mapping[str, Any]:
+        """:meth:`query_of`, read-only, parsed once per problem object and shared by every critic call."""
+        return self._critic_queries(problem)
 
     # -- plans -----------------------------------------------------------------------------------------
     def check_format(self, problem: Problem, plan: PlanJSON) -> list[str]:

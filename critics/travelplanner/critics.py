@@ -41,13 +41,13 @@ def _make(name: str, key: str, group: str, description: str, priority: int) -> C
     ) -> Verdict:
         if mode not in MODES:
             raise ConfigError(f"critic {name!r}: mode must be one of {list(MODES)}, not {mode!r}")
-        if not hasattr(benchmark, "store") or not hasattr(benchmark, "query_of"):
+        if not hasattr(benchmark, "store") or not hasattr(benchmark, "critic_query"):
             raise ConfigError(f"critic {name!r} checks TravelPlanner plans, not {benchmark.name!r} ones")
         tp = cast("TravelPlanner", benchmark)
         source = "oracle" if mode == "official" else "reimplemented"
         if plan is None:
             return Verdict.fail("There is no plan to check.", key=key, mode=mode, source=source)
-        query = tp.query_of(problem)
+        query = tp.critic_query(problem)  # parsed once per problem, read-only
         result: CheckResult = check_module(mode).check(key, query, plan, tp.store)
         if result.error is None and result.value is None:
             return Verdict.not_applicable(f"the query states no {PAPER_NAMES[key].lower()} constraint")

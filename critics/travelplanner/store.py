@@ -492,14 +492,22 @@ class Store:
         )
 
     # strict matching: the whole (stripped) name is equal, the city is equal
+    # (memoised as well: a dozen checks look up the same entries of a plan in every iteration)
     def exact_restaurants(self, name: str, city: str) -> tuple[Restaurant, ...]:
-        return tuple(r for r in self.match_restaurants(name, city) if r.name.strip() == name)
+        return self._memoised(  # type: ignore[no-any-return]
+            ("rx", name, city), lambda: tuple(r for r in self.match_restaurants(name, city) if r.name.strip() == name)
+        )
 
     def exact_accommodations(self, name: str, city: str) -> tuple[Accommodation, ...]:
-        return tuple(r for r in self.match_accommodations(name, city) if r.name.strip() == name)
+        return self._memoised(  # type: ignore[no-any-return]
+            ("ax", name, city),
+            lambda: tuple(r for r in self.match_accommodations(name, city) if r.name.strip() == name),
+        )
 
     def exact_attractions(self, name: str, city: str) -> tuple[Attraction, ...]:
-        return tuple(r for r in self.match_attractions(name, city) if r.name.strip() == name)
+        return self._memoised(  # type: ignore[no-any-return]
+            ("tx", name, city), lambda: tuple(r for r in self.match_attractions(name, city) if r.name.strip() == name)
+        )
 
     # -- whole rows, for the tools ----------------------------------------------------------------
     def table_rows(self, table: str, *key: str) -> tuple[tuple[Any, ...], ...]:

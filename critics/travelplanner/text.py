@@ -28,13 +28,17 @@ PLACEHOLDER_DAY = "You don't need to fill in the information for this or later d
 
 def before_parenthesis(text: Any) -> Any:
     """The text before the first ``(...)`` group, else the text itself (``TypeError`` on a non-string)."""
+    if type(text) is str:
+        return _before_parenthesis(text)
     match = _BEFORE_PARENTHESIS.search(text)
     return match.group(1) if match else text
 
 
 def name_city(entry: Any) -> tuple[str, str]:
     """``"Name, City(State)"`` -> ``("Name", "City")``; ``("-", "-")`` when there is no comma."""
-    match = _NAME_CITY.search(entry)
+    if type(entry) is str:
+        return _official_name_city(entry)
+    match = _NAME_CITY.search(entry)  # TypeError on a non-string, as the official code raises
     if match is None:
         return "-", "-"
     return match.group(1).strip(), before_parenthesis(match.group(2).strip()).strip()
@@ -42,6 +46,32 @@ def name_city(entry: Any) -> tuple[str, str]:
 
 def from_to(text: Any) -> tuple[str, str] | tuple[None, None]:
     """``"... from A to B, ..."`` -> ``("A", "B")``; ``(None, None)`` when there is no such route."""
+    if type(text) is str:
+        return _from_to(text)
+    match = _FROM_TO.search(text)  # TypeError on a non-string, as the official code raises
+    if match is None:
+        return None, None
+    return match.group(1), match.group(2)
+
+
+# the same plan texts are read by a dozen checks in every iteration: each reading is computed once
+# (plain strings only; the results are immutable)
+@lru_cache(maxsize=65536)
+def _before_parenthesis(text: str) -> str:
+    match = _BEFORE_PARENTHESIS.search(text)
+    return match.group(1) if match else text
+
+
+@lru_cache(maxsize=262144)
+def _official_name_city(entry: str) -> tuple[str, str]:
+    match = _NAME_CITY.search(entry)
+    if match is None:
+        return "-", "-"
+    return match.group(1).strip(), _before_parenthesis(match.group(2).strip()).strip()
+
+
+@lru_cache(maxsize=65536)
+def _from_to(text: str) -> tuple[str, str] | tuple[None, None]:
     match = _FROM_TO.search(text)
     if match is None:
         return None, None
@@ -156,7 +186,8 @@ def normalise(text: str) -> str:
 _DRIVING = re.compile(r"\bself[- ]?driv\w*|\bdriv(?:e|es|ing)\b")
 
 
-def strict_modes(text: str) -> set[str]:
+@lru_cache(maxsize=65536)
+def strict_modes(text: str) -> frozenset[str]:
     """Every mode a transportation text mentions. ``Driving`` and ``drive`` count as self-driving."""
     low = text.lower()
     modes: set[str] = set()
@@ -166,4 +197,4 @@ def strict_modes(text: str) -> set[str]:
         modes.add("taxi")
     if _DRIVING.search(low):
         modes.add("self-driving")
-    return modes
+    return frozenset(modes)

@@ -1,0 +1,313 @@
+"""CPU per loop iteration on TravelPlanner: the critics against the loop's own code.
+
+A real ``modulo`` session (build_session, Loop, LLMClient, runner, run directory with fsync'ed
+records) solves the TravelPlanner validation problems (all 180 by default, ``--limit`` fewer) with
+every critic in strict mode at budget 10. The model is the scripted backend with zero latency: for
+each problem it answers the paper's greedy plan (real flights, restaurants and rooms from the
+database, so every critic does its whole work), with a different attraction removed each iteration
+(so no request repeats and no problem stops at a fixed point). The greedy plan repeats the cheapest
+restaurant, so the plan is plausible but wrong, and every problem spends its whole budget.
+
+Two runs of the same work:
+
+1. unprofiled: wall time, the process's CPU time (all threads) per iteration, and the critics' CPU
+   per iteration measured in the worker threads (``time.thread_time`` around every critic call);
+2. under cProfile in every thread: CPU attributed by module. Each function's own time is charged to
+   the component its file belongs to (critics, loop, llm client, runner and records, ...); time in
+   the standard library and in third-party code (json, hashlib, pydantic, asyncio, sqlite3) is
+   charged to the component that called it, in proportion to the calls' cumulative times.
+
+The shares of run 2 applied to the CPU of run 1 give the per-iteration figures (profiling inflates
+every function call by about the same factor, so shares survive it better than absolute times).
+
+    python benchmarks/iteration_cpu.py                     # 180 problems, budget 10, strict critics
+    python benchmarks/iteration_cpu.py --limit 50 --top 25 # fewer problems, the 25 costliest functions
+    python benchmarks/iteration_cpu.py --json               # figures as one JSON line too
+
+Targets (issue 15): critics <= 0.5 ms and the loop's own code <= 0.15 ms of CPU per iteration.
+Numbers depend on the machine and its load; the script measures, and says whether the targets are met.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import json
+import os
+import pstats
+import sys
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+from typing import Any
+
+import modulo.executor as executor_module
+from modulo.build import build_session
+from modulo.config import ModuloConfig
+from modulo.runner import run_session
+from modulo.runs import RunDir
+
+#: the checkout measured: the one ``modulo`` is imported from (PYTHONPATH=/other/checkout measures that one)
+ROOT = Path(executor_module.__file__).resolve().parents[1]
+
+#: component -> path fragments of the files whose own time it owns (first match wins; order matters)
+COMPONENTS: list[tuple[str, tuple[str, ...]]] = [
+    ("critics", ("/critics/", "/modulo/critic.py", "executor.py:call_on_copy", "executor.py:call_critic")),
+    ("critic routing", ("/modulo/executor.py", "/modulo/sandbox.py")),
+    ("llm client and backend", ("/modulo/llm/",)),
+    ("generator and reformulator", ("/modulo/generator.py", "/modulo/generators.py", "/modulo/reformulate.py",
+                                    "/modulo/prompts.py", "/jinja2/")),
+    ("loop", ("/modulo/metacontroller.py", "/modulo/backprompt.py", "/modulo/types.py", "/modulo/benchmark.py")),
+    ("runner and records", ("/modulo/runner.py", "/modulo/runs.py", "/modulo/reports/")),
+    ("other core code", ("/modulo/",)),
+]  # fmt: skip
+#: time in any other file (the standard library, json, pydantic, sqlite3) goes to its callers;
+#: what no component called: the event loop, thread start-up, the profiler itself
+OTHER = "event loop and threads"
+
+
+def component_of(filename: str, function: str) -> str | None:
+    """The component owning a function, None for library code (charged to its caller)."""
+    path = filename.replace(os.sep, "/") + ":" + function
+    if any(path.startswith(str(ROOT / d).replace(os.sep, "/") + "/") for d in ("modulo", "critics")):
+        for name, fragments in COMPONENTS:
+            if any(f in path for f in fragments):
+                return name
+    return None
+
+
+def attribute(stats: pstats.Stats) -> dict[tuple[str, str], float]:
+    """Seconds per (component, project function): each project function's own time plus the time of the
+    library code it called (folded up the call graph in proportion to each caller's cumulative time)."""
+    table: dict[Any, Any] = stats.stats  # type: ignore[attr-defined]
+    memo: dict[Any, dict[tuple[str, str], float]] = {}
+
+    def label(func: Any) -> str:
+        path = Path(func[0])
+        return f"{path.parent.name}/{path.name}:{func[2]}"
+
+    def owners(func: Any, depth: int = 0) -> dict[tuple[str, str], float]:
+        """Fractions (summing to 1) of ``func``'s time per owning project function."""
+        if func in memo:
+            return memo[func]
+        own = component_of(func[0], func[2])
+        if own is not None:
+            memo[func] = {(own, label(func)): 1.0}
+            return memo[func]
+        memo[func] = {(OTHER, label(func)): 1.0}  # also a guard against cycles while this one is worked out
+        callers = table[func][4] if func in table else {}
+        weights = {c: v[3] for c, v in callers.items() if c in table}  # cumulative time through each caller
+        total = sum(weights.values())
+        if depth > 60 or total <= 0:
+            return memo[func]
+        out: dict[tuple[str, str], float] = defaultdict(float)
+        for caller, weight in weights.items():
+            for key, share in owners(caller, depth + 1).items():
+                out[key] += share * weight / total
+        memo[func] = dict(out)
+        return memo[func]
+
+    seconds: dict[tuple[str, str], float] = defaultdict(float)
+    for func, (_cc, _nc, tt, _ct, _callers) in table.items():
+        for key, share in owners(func).items():
+            seconds[key] += tt * share
+    return dict(seconds)
+
+
+def wrong_plans(limit: int | None, budget: int) -> tuple[dict[str, list[str]], int]:
+    """Per problem, ``budget`` JSON replies: the greedy plan, whose first stay day's breakfast is the
+    i-th cheapest restaurant of the city in reply i (so no two replies are the same plan)."""
+    from critics.travelplanner.benchmark import TravelPlanner
+    from critics.travelplanner.greedy import GreedyGenerator
+
+    bench = TravelPlanner()
+    problems = bench.load("validation")[:limit]
+    greedy = GreedyGenerator(benchmark=bench)
+    script: dict[str, list[str]] = {}
+    for p in problems:
+        plan = greedy.plan(p)
+        stay = next((d for d in plan if not str(d["current_city"]).startswith("from ")), plan[-1])
+        city = str(stay["current_city"]).removeprefix("from ").split(" to ")[-1]
+        menu = sorted(bench.store.restaurants_in(city), key=lambda r: (r.average_cost, r.name))
+        replies = []
+        for i in range(budget):
+            if menu:
+                stay["breakfast"] = f"{menu[i % len(menu)].name}, {city}"
+            replies.append(json.dumps(plan))
+        script[p.id] = replies
+    return script, len(problems)
+
+
+def config(script: dict[str, list[str]], limit: int, budget: int, run_dir: Path) -> ModuloConfig:
+    cfg = ModuloConfig()
+    cfg.benchmark.name = "travelplanner"
+    cfg.benchmark.split = "validation"
+    cfg.benchmark.limit = limit
+    cfg.generator.prompt = "json"
+    cfg.reformulator.mode = "none"
+    cfg.critics = "all"
+    cfg.critic_options.mode = "strict"
+    cfg.metacontroller.max_iterations = budget
+    cfg.llm.name = "scripted"
+    cfg.llm.args = {"replies": script}
+    cfg.cache.mode = "off"
+    cfg.run.dir = str(run_dir)
+    cfg.run.progress = False
+    cfg.run.report = False
+    return cfg
+
+
+@contextmanager
+def critic_cpu() -> Iterator[list[float]]:
+    """Sum of the worker threads' CPU seconds inside critic calls (``time.thread_time`` per call), each
+    call with the executor's check that the critic left the plan unchanged."""
+    spent = [0.0]
+    lock = threading.Lock()
+    # the one function every critic call goes through (call_critic in versions without call_on_copy)
+    name = "call_on_copy" if hasattr(executor_module, "call_on_copy") else "call_critic"
+    original: Callable[..., Any] = getattr(executor_module, name)
+
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        t0 = time.thread_time()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            dt = time.thread_time() - t0
+            with lock:
+                spent[0] += dt
+
+    setattr(executor_module, name, timed)
+    try:
+        yield spent
+    finally:
+        setattr(executor_module, name, original)
+
+
+@contextmanager
+def profiled_threads() -> Iterator[list[cProfile.Profile]]:
+    """cProfile in this thread and in every thread started meanwhile."""
+    profiles: list[cProfile.Profile] = []
+    lock = threading.Lock()
+
+    def start(frame: Any, event: str, arg: Any) -> None:  # first event of a new thread: hand over to cProfile
+        prof = cProfile.Profile(time.thread_time)
+        with lock:
+            profiles.append(prof)
+        prof.enable()
+
+    main = cProfile.Profile(time.thread_time)  # CPU time: a thread blocked in a wait costs nothing
+    profiles.append(main)
+    threading.setprofile(start)
+    main.enable()
+    try:
+        yield profiles
+    finally:
+        main.disable()
+        threading.setprofile(None)  # type: ignore[arg-type]
+        for prof in profiles[1:]:
+            prof.disable()  # only stops the calling thread's profiler; the others stop being read below
+
+
+def one_run(
+    script: dict[str, list[str]], limit: int, budget: int, work: Path, name: str, profile: bool = False
+) -> dict[str, Any]:
+    """Build a session (not measured) and run it: wall and process CPU of the run, and its profiles."""
+    session = build_session(config(script, limit, budget, work / name))
+    with profiled_threads() if profile else nullcontext([]) as profiles:
+        cpu0, t0 = time.process_time(), time.perf_counter()
+        result = asyncio.run(run_session(session, RunDir(work / name)))
+        wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    iterations = int(result.summary.get("iterations") or 0)
+    return {
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "iterations": iterations,
+        "counts": result.summary.get("counts"),
+        "profiles": profiles,
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--limit", type=int, default=180, help="validation problems (of 180)")
+    ap.add_argument("--budget", type=int, default=10)
+    ap.add_argument("--top", type=int, default=0, help="also print the N functions with the most own time")
+    ap.add_argument("--dump", type=Path, help="write the merged profile here (pstats format)")
+    ap.add_argument("--no-profile", action="store_true", help="only the unprofiled run")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+
+    script, n = wrong_plans(args.limit, args.budget)
+    with tempfile.TemporaryDirectory(prefix="modulo-iteration-cpu-") as tmp:
+        work = Path(tmp)
+        one_run(script, min(n, 5), args.budget, work, "warm-up")  # the store, imports, templates
+        with critic_cpu() as spent:
+            plain = one_run(script, n, args.budget, work, "plain")
+        iterations = plain["iterations"]
+        per_iter = 1000 / iterations if iterations else float("nan")
+        out: dict[str, Any] = {
+            "problems": n,
+            "budget": args.budget,
+            "iterations": iterations,
+            "outcomes": plain["counts"],
+            "wall_s": round(plain["wall_s"], 3),
+            "cpu_ms_per_iteration": round(plain["cpu_s"] * per_iter, 4),
+            "critics_ms_per_iteration_thread_time": round(spent[0] * per_iter, 4),
+        }
+        if not args.no_profile:
+            prof_run = one_run(script, n, args.budget, work, "profiled", profile=True)
+            profiles = prof_run["profiles"]
+            stats = pstats.Stats(profiles[0])
+            for prof in profiles[1:]:
+                stats.add(prof)
+            if args.dump:
+                stats.dump_stats(args.dump)
+            by_function = attribute(stats)
+            seconds: dict[str, float] = defaultdict(float)
+            for (component, _), value in by_function.items():
+                seconds[component] += value
+            total = sum(seconds.values())
+            shares = {k: v / total for k, v in sorted(seconds.items(), key=lambda kv: -kv[1])}
+            out["profiled_wall_s"] = round(prof_run["wall_s"], 3)
+            out["profiled_cpu_ms_per_iteration"] = round(total * 1000 / prof_run["iterations"], 4)
+            out["shares"] = {k: round(v, 4) for k, v in shares.items()}
+            out["ms_per_iteration"] = {k: round(v * plain["cpu_s"] * per_iter, 4) for k, v in shares.items()}
+            if args.top:
+                costliest = sorted(by_function.items(), key=lambda kv: -kv[1])[: args.top]
+                out["top"] = [{"component": c, "function": f, "share": round(v / total, 4)} for (c, f), v in costliest]
+    print(f"{n} TravelPlanner validation problems, budget {args.budget}, strict critics, zero-latency scripted model")
+    print(f"  iterations: {iterations:,}  outcomes: {out['outcomes']}  wall: {out['wall_s']:.2f} s")
+    print(f"  CPU per iteration (whole process, unprofiled): {out['cpu_ms_per_iteration']:.3f} ms")
+    critics_ms = out["critics_ms_per_iteration_thread_time"]
+    print(f"  critics' CPU per iteration (thread time in critic calls): {critics_ms:.3f} ms")
+    if "shares" in out:
+        print(f"  profiled: {out['profiled_cpu_ms_per_iteration']:.3f} ms per iteration under cProfile; shares:")
+        for k, share in out["shares"].items():
+            print(f"    {k:<28} {100 * share:5.1f} %  {out['ms_per_iteration'][k]:.3f} ms/iteration")
+        if out.get("top"):
+            print("  the costliest functions (own time plus the library code they called):")
+        for row in out.get("top", []):
+            print(f"    {100 * row['share']:5.1f} %  {row['component']:<24} {row['function']}")
+    print(
+        f"  target: critics <= 0.5 ms per iteration: {'met' if critics_ms <= 0.5 else 'NOT met'} ({critics_ms:.3f} ms)"
+    )
+    if "shares" in out:
+        # the loop's own code: the metacontroller and backprompts, and its routing of critic calls
+        loop_ms = sum(out["ms_per_iteration"].get(k, 0.0) for k in ("loop", "critic routing"))
+        out["loop_ms_per_iteration"] = round(loop_ms, 4)
+        print(
+            f"  target: the loop's own code (loop + critic routing) <= 0.15 ms per iteration: "
+            f"{'met' if loop_ms <= 0.15 else 'NOT met'} ({loop_ms:.3f} ms, from the profile's shares)"
+        )
+    if args.json:
+        print(json.dumps(out))
+    return 0 if iterations == n * args.budget else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
