@@ -220,8 +220,9 @@ class ToolCall(BaseModel):
     raw_arguments: str | None = None
 
 
-#: where a model call comes from: the planner, the reformulator, a user simulator (:mod:`modulo.users`)
-Stage = Literal["generate", "reformulate", "user"]
+#: where a model call comes from: the planner, the reformulator, a user simulator (:mod:`modulo.users`), a
+#: tool simulator standing in for a benchmark's tools, a judge grading a trajectory
+Stage = Literal["generate", "reformulate", "user", "tool", "judge"]
 
 
 class LLMCall(BaseModel):

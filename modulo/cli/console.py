@@ -218,18 +218,19 @@ def print_result(session: Session, result: RunResult) -> None:
         specs = session.benchmark.metrics
         keys = ["certified"] + ([m.key for m in specs] or sorted(k for k in rows[0][1] if k != "certified"))
         labels = {"certified": "Certified", **{m.key: m.label for m in specs}}
+        kinds = {m.key: m.kind for m in specs}  # counts and values print as they are, rates in percent
         scored = s.get("evaluated", n)
         table = Table(
-            title=f"{session.benchmark.name}: certified by the critics, and the evaluator's metrics (%), "
+            title=f"{session.benchmark.name}: certified by the critics, and the evaluator's metrics (rates in %), "
             f"on the same {scored} problems" + (f" ({n - scored} errored problems left out)" if scored != n else "")
         )
         table.add_column("method")
         for k in keys:
             table.add_column(labels.get(k, k), justify="right")
         for label, metrics in rows:
-            table.add_row(label, *(_pct(metrics.get(k)) for k in keys))
+            table.add_row(label, *(_pct(metrics.get(k), kinds.get(k, "rate")) for k in keys))
         for label, metrics in session.benchmark.published_rows(session.split, session.config.generator.name):
-            table.add_row(f"{label} (published)", *(_pct(metrics.get(k)) for k in keys))
+            table.add_row(f"{label} (published)", *(_pct(metrics.get(k), kinds.get(k, "rate")) for k in keys))
         console.print(table)
     derived = session.problems.derived
     if derived:
@@ -250,5 +251,7 @@ def print_result(session: Session, result: RunResult) -> None:
         err_console.print(f"[bold red]run stopped:[/] {result.aborted}")
 
 
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{100 * value:.1f}"
+def _pct(value: float | None, kind: str = "rate") -> str:
+    if value is None:
+        return "-"
+    return f"{100 * value:.1f}" if kind == "rate" else f"{value:g}"
