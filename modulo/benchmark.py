@@ -372,6 +372,12 @@ class Benchmark(ABC):
         """The tools an agent may call on this benchmark (``modulo tools``, ``generator=tool_agent``), or None."""
         return None
 
+    def scripted_demo(self) -> Path | None:
+        """A script (``llm.script`` format) that ``llm=scripted`` plays on this benchmark when it is given none,
+        so that a run with no model shows every stage doing its job; None (the default): stand-in replies.
+        The run records the file it played (run.json ``llm.script``)."""
+        return None
+
     def published_rows(self, split: str, generator: str) -> list[tuple[str, dict[str, float]]]:
         """Published figures to print beside a run's own: (label, metric key -> value) rows. Default none."""
         return []

@@ -243,6 +243,9 @@ def build_session(cfg: ModuloConfig, *, load_problems: bool = True) -> Session:
             f"splits: {', '.join(splits)}"
             + (f" (did you mean {suggest(split, splits)[0]!r}?)" if suggest(split, splits) else "")
         )
+    demo = benchmark.scripted_demo() if cfg.llm.name == "scripted" and cfg.llm.script is None else None
+    if demo is not None:  # llm=scripted with no script: the benchmark's demo script, recorded as llm.script
+        cfg = dataclasses.replace(cfg, llm=dataclasses.replace(cfg.llm, script=str(demo)))
     level = feedback_level(cfg)
     critics = build_critics(cfg, benchmark, level)
     sources: list[str] = sorted({str(c.source) for c in critics if c.group != "format"}) or ["none"]

@@ -17,6 +17,7 @@ Three benchmarks over the three files of ``$MODULO_DATA_DIR/travelbench``:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -147,6 +148,13 @@ class TravelBenchBase(Benchmark):
 
     def files(self) -> list[str]:
         return [self.kind]
+
+    def scripted_demo(self) -> Path | None:
+        """``llm=scripted`` with no script plays this: a tool round (one valid call, answered by the tool
+        simulator, and one invalid), a question and its answer on multi-turn, the answer, the judge's and the
+        meta-judge's ratings; the score it makes is the script's, not a model's."""
+        path = Path(__file__).with_name("scripts") / f"{self.kind}.json"
+        return path if path.is_file() else None
 
 
 class TravelBenchSingleTurn(TravelBenchBase):

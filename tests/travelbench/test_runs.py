@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import SCRIPTS, records, run, summary
+from .conftest import ROOT, SCRIPTS, records, run, summary
 
 DECLINE = str(SCRIPTS / "travelbench_decline.json")
 NEVER = str(SCRIPTS / "travelbench_never_decline.json")
-MULTI = str(SCRIPTS / "travelbench_multi_turn.json")
+MULTI = str(ROOT / "critics" / "travelbench" / "scripts" / "multi_turn.json")
 
 
 @pytest.mark.slow
