@@ -71,6 +71,7 @@ class Episode(_Strict):
     ended_by: str
     turns: int
     questions: int
+    unnecessary_questions: int = 0
     tool_calls: int
     tool_errors: int
     judge: Judgement | None
@@ -86,13 +87,29 @@ class TravelBenchBase(Benchmark):
     }
     test_splits: ClassVar[tuple[str, ...]] = ()
 
+    def __init__(self, data_dir: Path | None = None) -> None:
+        super().__init__(data_dir)
+        self._hidden: dict[str, dict[str, Any]] = {}
+
     def splits(self) -> list[str]:
         return ["all"]
 
     def load(self, split: str) -> list[Problem]:
         if split not in self.splits():
             raise ConfigError(f"{self.name} has splits {', '.join(self.splits())}, not {split!r}")
-        return [to_problem(row, self.name) for row in read_rows(self.kind, self.data_dir)]
+        return self._problems(self.kind)
+
+    def _problems(self, kind: str) -> list[Problem]:
+        problems = [to_problem(row, self.name) for row in read_rows(kind, self.data_dir)]
+        self._hidden.update({p.id: p.hidden for p in problems})
+        return problems
+
+    def with_hidden(self, problem: Problem) -> Problem:
+        """``problem`` with what its user knows (intent, profile): the loop hands the generator the planner's
+        view, and the episode's user simulator needs the rest. Never rendered into the assistant's prompts."""
+        if problem.hidden or problem.id not in self._hidden:
+            return problem
+        return problem.model_copy(update={"hidden": self._hidden[problem.id]})
 
     def critic_names(self) -> list[str]:
         return ["format", "travelbench_tool_calls"]
@@ -213,7 +230,7 @@ class TravelBenchUnsolvable(TravelBenchBase):
         unsolvable = super().load("all")
         if split == "all":
             return unsolvable
-        controls = [to_problem(row, self.name) for row in read_rows("single_turn", self.data_dir)][: len(unsolvable)]
+        controls = self._problems("single_turn")[: len(unsolvable)]
         mixed: list[Problem] = []
         for bad, good in zip(unsolvable, controls, strict=False):
             control = good.model_copy(update={"metadata": {**good.metadata, "control": True}})
@@ -231,7 +248,9 @@ def _score(problem: Problem, plan: PlanJSON | None) -> dict[str, Any]:
         "delivered": plan is not None,
     }
     episode = plan if isinstance(plan, dict) else None
-    declined = bool(episode and episode.get("declined"))
+    # the episode generator delivers no plan only when the first message declined (an abstention); problems
+    # that errored never reach the evaluator
+    declined = episode is None or bool(episode.get("declined"))
     row["abstention_recall"] = None if solvable else declined
     row["wrongful_abstention"] = declined if solvable else None
     row["success"] = (not declined) if solvable else declined
@@ -249,7 +268,7 @@ def _score(problem: Problem, plan: PlanJSON | None) -> dict[str, Any]:
         if score is None and plan is not None:
             row["unjudged"] = 1
     elif solvable and episode is None and problem.metadata.get("control") is not True:
-        score = 0.0  # nothing delivered: the lowest score, never left out
+        score = 0.0  # declined a solvable request: the lowest score, never left out
         judged = True
     row["score_simulated_tools"] = score
     row["_judged"] = judged

@@ -32,13 +32,16 @@ import json
 import re
 from typing import Any
 
+from modulo import components
 from modulo.benchmark import Benchmark
 from modulo.errors import ConfigError
-from modulo.generator import Generation, GenerationContext, Generator
+from modulo.generators import Generation, GenerationContext, Generator
 from modulo.llm.base import LLMRequest
 from modulo.llm.client import LLMClient
+from modulo.registry import bind_arguments
 from modulo.tools import ToolArgumentError
 from modulo.types import LLMCall, Message, Problem, Stage, ToolCall
+from modulo.users import DialogueTurn, User, UserContext
 
 from .judge import dimensions, evaluation_text, parse_meta, parse_ratings
 from .tools import tool_spec, tools_text, validate_call
@@ -67,7 +70,8 @@ class TravelBenchAgent(Generator):
         judge_retries: int = 2,
         judge_model: str | None = None,
         tool_model: str | None = None,
-        user_model: str | None = None,
+        user: str = "llm",
+        user_args: dict[str, Any] | None = None,
         sample_index: int = 0,
     ) -> None:
         for key, value, low in (("max_turns", max_turns, 1), ("max_tool_steps", max_tool_steps, 0)):
@@ -75,18 +79,27 @@ class TravelBenchAgent(Generator):
                 raise ConfigError(f"generator.args.{key} must be an integer >= {low}, not {value!r}")
         if isinstance(judge_retries, bool) or not isinstance(judge_retries, int) or judge_retries < 0:
             raise ConfigError(f"generator.args.judge_retries must be an integer >= 0, not {judge_retries!r}")
+        from .benchmark import TravelBenchBase
+
+        if not isinstance(benchmark, TravelBenchBase):
+            raise ConfigError(f"generator=travelbench runs TravelBench episodes, not {benchmark.name!r} problems")
         self.benchmark = benchmark
         self.max_turns = max_turns
         self.max_tool_steps = max_tool_steps
         self.judge = judge
         self.meta_judge = meta_judge
         self.judge_retries = judge_retries
-        self.models = {"judge": judge_model, "tool": tool_model, "user": user_model}
+        self.models = {"judge": judge_model, "tool": tool_model}
         self.sample_index = sample_index
-        self._templates = {role: benchmark.template(role) for role in ("agent", "user", "tool", "judge", "meta_judge")}
+        self._templates = {role: benchmark.template(role) for role in ("agent", "tool", "judge", "meta_judge")}
+        # the multi-turn user: a registered user (modulo.users; `llm` is the simulator holding the hidden
+        # intent and profile, rendering this benchmark's `user` template)
+        factory = components.users.get(user)
+        kwargs = bind_arguments("user", user, factory, dict(user_args or {}), inject={"benchmark": benchmark})
+        self.user: User = factory(**kwargs)
 
     def templates(self) -> dict[str, str]:
-        return {role: t.label for role, t in self._templates.items()}
+        return {**{role: t.label for role, t in self._templates.items()}, **self.user.templates()}
 
     def first_prompt(self, problem: Problem) -> list[Message]:
         mode = "multi" if problem.metadata.get("mode") == "multi" else "single"
@@ -100,6 +113,8 @@ class TravelBenchAgent(Generator):
             raise ConfigError("generator=travelbench needs an llm backend")
         run = _Episode(self, problem, ctx, ctx.llm)
         plan = await run.play(list(messages))
+        if plan["declined"]:  # [Unsolved] in the first message: the loop records an abstention, no plan
+            return Generation(text=plan["first_message"], abstain=plan["first_message"], calls=run.calls)
         return Generation(plan=plan, calls=run.calls)
 
 
@@ -150,8 +165,8 @@ class _Episode:
         first_called_tools = False
         final: str | None = None
         ended_by = "turn_cap"
-        turns = questions = 0
-        user_history: list[Message] = []
+        turns = questions = unnecessary = 0
+        dialogue: list[DialogueTurn] = []
         while turns < self.agent.max_turns:
             steps = 0
             text = ""
@@ -191,27 +206,22 @@ class _Episode:
                 ended_by = "first_message"
                 break
             if UNSOLVED in text:
-                ended_by = "declined"
+                ended_by = "declined"  # the first message: an abstention (nothing judged); later: judged
                 break
             if self.mode == "single":
                 ended_by = "answer"
                 break
-            user_history.append(Message(role="user", content=text))
-            reply = (
-                await self.ask(
-                    "user",
-                    [self.user_system(), *user_history],
-                    temperature=0.0,
-                    model=self.agent.models["user"],
-                    what="user",
-                )
-            ).reply or ""
-            user_history.append(Message(role="assistant", content=reply))
+            context = UserContext(turn=turns - 1, dialogue=list(dialogue), llm=self.llm)
+            answered = await self.agent.user.answer(self.agent.benchmark.with_hidden(self.problem), text, context)
+            self.calls.extend(answered.calls)
+            reply = answered.answer.text
+            dialogue.append(DialogueTurn(turn=turns - 1, question=text, answer=reply))
             self.trajectory.append({"role": "user", "content": reply})
             if FINISH in reply:
                 ended_by = "user_finished"
                 break
             questions += 1
+            unnecessary += bool(answered.answer.unnecessary)
             messages.append(Message(role="user", content=reply))
         plan: dict[str, Any] = {
             "mode": "abstention" if self.abstention_only else self.mode,
@@ -223,20 +233,14 @@ class _Episode:
             "ended_by": ended_by,
             "turns": turns,
             "questions": questions,
+            "unnecessary_questions": unnecessary,
             "tool_calls": self.tool_calls,
             "tool_errors": self.tool_errors,
             "judge": None,
         }
-        if self.agent.judge and not self.abstention_only:
+        if self.agent.judge and not self.abstention_only and not plan["declined"]:
             plan["judge"] = await self.judge(plan)
         return plan
-
-    def user_system(self) -> Message:
-        hidden = self.problem.hidden
-        text = self.agent._templates["user"].render(
-            query=self.problem.query, intent=hidden.get("intent", ""), profile=hidden.get("user_profile", "")
-        )
-        return Message(role="system", content=text)
 
     async def run_tool(self, name: str, arguments: Any, parse_error: str | None) -> tuple[str, str | None]:
         """(the response text, the error or None). An invalid call is an error and is never simulated."""

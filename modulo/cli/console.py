@@ -207,11 +207,12 @@ def print_result(session: Session, result: RunResult) -> None:
         soft_wrap=True,
     )
     outcome = Table(title=f"{session.benchmark.name}/{session.split}: outcomes of {n} problems")
-    for key in ("certified", "exhausted", "failed", "unsolvable", "error", "skipped"):
+    columns = ["certified", "exhausted", "failed", "unsolvable", "error", "skipped"]
+    if counts.get("abstained"):  # the planner declined (a user-in-the-loop run, an unsolvable split)
+        columns.insert(4, "abstained")
+    for key in columns:
         outcome.add_column(key, justify="right")
-    outcome.add_row(
-        *(str(counts.get(k, 0)) for k in ("certified", "exhausted", "failed", "unsolvable", "error", "skipped"))
-    )
+    outcome.add_row(*(str(counts.get(k, 0)) for k in columns))
     console.print(outcome)
     rows = budget_rows(session, result)
     if rows:
