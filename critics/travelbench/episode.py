@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from modulo import components
 from modulo.benchmark import Benchmark
@@ -274,16 +275,9 @@ class _Episode:
         )
         return (call.reply or "").strip() or '{"result": []}', None
 
-    async def judge(self, plan: dict[str, Any]) -> dict[str, Any]:
-        dims = dimensions(self.mode)
-        variables = {
-            "context": self.problem.context,
-            "query": self.problem.query,
-            "tools": tools_text(),
-            "conversation": conversation_text(plan["messages"]),
-        }
-        prompt = self.agent._templates["judge"].render(dimensions=dims, **variables)
-        judged = None
+    async def ask_until(self, prompt: str, what: str, parse: Callable[[str], T | None]) -> tuple[T | None, int]:
+        """Ask the judge model ``prompt`` until ``parse`` reads its reply: at temperature 0, then at most
+        ``judge_retries`` more times at 0.7 as new draws (the paper's retries). (parsed or None, attempts)."""
         attempts = 0
         for attempt in range(self.agent.judge_retries + 1):
             attempts += 1
@@ -293,11 +287,23 @@ class _Episode:
                 temperature=0.0 if attempt == 0 else 0.7,
                 draw=attempt,
                 model=self.agent.models["judge"],
-                what="judge",
+                what=what,
             )
-            judged = parse_ratings(call.reply or "", dims)
-            if judged is not None:
-                break
+            parsed = parse(call.reply or "")
+            if parsed is not None:
+                return parsed, attempts
+        return None, attempts
+
+    async def judge(self, plan: dict[str, Any]) -> dict[str, Any]:
+        dims = dimensions(self.mode)
+        variables = {
+            "context": self.problem.context,
+            "query": self.problem.query,
+            "tools": tools_text(),
+            "conversation": conversation_text(plan["messages"]),
+        }
+        prompt = self.agent._templates["judge"].render(dimensions=dims, **variables)
+        judged, attempts = await self.ask_until(prompt, "judge", lambda reply: parse_ratings(reply, dims))
         if judged is None:
             return {
                 "ratings": None,
@@ -314,21 +320,15 @@ class _Episode:
         meta_prompt = self.agent._templates["meta_judge"].render(
             evaluation=evaluation_text(ratings, reasons), **variables
         )
-        for attempt in range(self.agent.judge_retries + 1):
-            call = await self.ask(
-                "judge",
-                [Message(role="user", content=meta_prompt)],
-                temperature=0.0 if attempt == 0 else 0.7,
-                draw=attempt,
-                model=self.agent.models["judge"],
-                what="meta_judge",
-            )
-            meta = parse_meta(call.reply or "")
-            if meta is not None:
-                result.update(meta=meta, meta_status="ok")
-                return result
+        meta, _ = await self.ask_until(meta_prompt, "meta_judge", parse_meta)
+        if meta is not None:
+            result.update(meta=meta, meta_status="ok")
+            return result
         result["meta_status"] = "unparsed"
         return result
+
+
+T = TypeVar("T")
 
 
 def _requested_calls(text: str, native: list[ToolCall]) -> list[tuple[str, Any, str | None]]:

@@ -47,6 +47,14 @@ _PRICE = {
     "price_max": _n("价格上限（元）", 0),
     "price_category": {"type": "string", "enum": ["average_cost", "price"], "description": "人均消费或商品价格"},
 }
+#: flights and trains take the same arguments
+_TRANSPORT = _obj(
+    ["origin", "destination", "date"],
+    origin=_s("出发地行政区名称"),
+    destination=_s("目的地行政区名称"),
+    date={"type": "string", "pattern": _DATE, "description": "YYYY-MM-DD"},
+    days=_n("额外查询的天数", 0, 15),
+)
 _PLACE_SORT = ["weight", "distance", "rating:d", "price:a", "price:d"]
 _MODES = ["driving", "walking", "bicycling", "transit", "motorcycle", "truck"]
 _PREFERENCES = ["prefer_highways", "avoid_highways", "avoid_tolls", "prefer_main_roads", "avoid_highways+avoid_tolls"]
@@ -120,28 +128,8 @@ TOOLS: tuple[ToolSpec, ...] = (
             max_items=_n("每个榜单的地点数", 1, 20),
         ),
     ),
-    ToolSpec(
-        "travel_search_flights",
-        "国内航班搜索：出发城市到到达城市的航班，可连续查询多天比价。",
-        _obj(
-            ["origin", "destination", "date"],
-            origin=_s("出发地行政区名称"),
-            destination=_s("目的地行政区名称"),
-            date={"type": "string", "pattern": _DATE, "description": "YYYY-MM-DD"},
-            days=_n("额外查询的天数", 0, 15),
-        ),
-    ),
-    ToolSpec(
-        "travel_search_trains",
-        "国内火车/高铁搜索：车次、票价、时刻，可连续查询多天。",
-        _obj(
-            ["origin", "destination", "date"],
-            origin=_s("出发地行政区名称"),
-            destination=_s("目的地行政区名称"),
-            date={"type": "string", "pattern": _DATE, "description": "YYYY-MM-DD"},
-            days=_n("额外查询的天数", 0, 15),
-        ),
-    ),
+    ToolSpec("travel_search_flights", "国内航班搜索：出发城市到到达城市的航班，可连续查询多天比价。", _TRANSPORT),
+    ToolSpec("travel_search_trains", "国内火车/高铁搜索：车次、票价、时刻，可连续查询多天。", _TRANSPORT),
     ToolSpec(
         "weather_current_conditions",
         "实时天气：温度、天气现象、风力风向、空气质量（不做预报）。",
