@@ -57,7 +57,7 @@ from .types import (
     Verdict,
     canonical_json,
 )
-from .users.base import NO_MORE_QUESTIONS, NO_USER_REPLY, DialogueTurn, User, UserContext
+from .users.base import NO_MORE_QUESTIONS, NO_USER_REPLY, DialogueTurn, User, UserContext, in_force
 
 
 @dataclass
@@ -474,8 +474,7 @@ class Metacontroller:
     async def _apply(self, problem: Problem, updates: list[ProblemUpdate], rec: IterationRecord) -> Problem:
         """``problem`` with ``updates`` applied (recorded on ``rec``); a plan ``rec`` holds is judged again
         against the new problem (``rec.rejudged``): what was certified may no longer be."""
-        for update in updates:
-            problem = self.benchmark.apply_update(problem, update)
+        problem = in_force(self.benchmark, problem, updates)
         rec.updates = list(updates)
         if rec.act == "plan" and rec.plan is not None:
             t0 = time.perf_counter()

@@ -28,7 +28,8 @@ from typing import Any
 from .build import Session
 from .metacontroller import RunAborted, RunBudget, best_iteration
 from .runs import RunDir, error_digest, latest_records
-from .types import Outcome, PlanJSON, Problem, ProblemResult, Usage
+from .types import Outcome, PlanJSON, Problem, ProblemResult, ProblemUpdate, Usage
+from .users import in_force
 
 ProgressFn = Callable[["RunState"], None]
 log = logging.getLogger("modulo.runner")
@@ -66,14 +67,19 @@ class Finished:
     #: the delivered plan (the best over the whole budget) and the best plan of the first iteration alone
     best_plan: PlanJSON
     first_plan: PlanJSON
-    #: whether every active critic accepted the first iteration's plan / some iteration's plan
+    #: whether every active critic accepted the first iteration's plan / some iteration's plan, judged
+    #: against the problem in force at the end (after the last update)
     first_accepted: bool
     any_accepted: bool
     usage: Usage
+    #: the updates applied to the problem during the loop (the evaluator scores the problem they made)
+    updates: tuple[ProblemUpdate, ...] = ()
 
     @classmethod
     def of(cls, result: ProblemResult) -> Finished:
         first = best_iteration(result.iterations, 1)
+        final = result.iterations[-1].version_after if result.iterations else 0
+        judged = result.iterations[0].judged_at(final) if result.iterations else None
         return cls(
             problem_id=result.problem_id,
             outcome=result.outcome,
@@ -82,8 +88,9 @@ class Finished:
             iterations=len(result.iterations),
             best_plan=result.best_plan,
             first_plan=first.plan if first is not None else None,
-            first_accepted=bool(result.iterations) and result.iterations[0].all_accept,
-            any_accepted=any(it.all_accept for it in result.iterations),
+            first_accepted=judged is not None and judged.accepts,
+            any_accepted=result.best_certified,
+            updates=tuple(result.updates),
             usage=result.usage,
         )
 
@@ -221,7 +228,12 @@ def _evaluate(session: Session, scored: list[Finished], plan: Callable[[Finished
     if not scored:
         return None
     by_id = {r.problem_id: r for r in scored}
-    pairs = ((p, plan(by_id[p.id])) for p in session.problems if p.id in by_id)
+    # each problem as the updates of its loop left it: the final plan is judged against that request
+    pairs = (
+        (in_force(session.benchmark, p, by_id[p.id].updates), plan(by_id[p.id]))
+        for p in session.problems
+        if p.id in by_id
+    )
     try:
         return session.benchmark.evaluate_stream(pairs)
     except NotImplementedError:

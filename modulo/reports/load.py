@@ -22,6 +22,7 @@ from ..benchmark import Benchmark, EvalResult, MetricSpec
 from ..errors import ModuloError, RunError
 from ..runs import error_digest
 from ..types import Outcome, PlanJSON, Problem, ProblemResult
+from ..users import in_force
 
 RUN_FILE = "run.json"
 RECORDS_FILE = "records.jsonl"
@@ -157,7 +158,8 @@ class RunData:
         return self._benchmark_error
 
     def problems(self, ids: Sequence[str] | None = None) -> list[Problem]:
-        """The run's problems (``ids`` or all finished ones), loaded once through the benchmark."""
+        """The run's problems (``ids`` or all finished ones), loaded once through the benchmark, each as the
+        updates recorded during its loop left it (what its final plan is judged against)."""
         if self._problems is None:
             bench = self.benchmark()
             wanted = self.finished_ids
@@ -167,12 +169,17 @@ class RunData:
                 raise RunError(
                     f"{self.path}: cannot load problems of {self.benchmark_name}/{self.split}: {exc}"
                 ) from exc
-            self._problems = {p.id: p for p in loaded}
+            self._problems = {p.id: self._in_force(bench, p) for p in loaded}
         ids = list(ids) if ids is not None else self.finished_ids
         missing = [i for i in ids if i not in self._problems]
         if missing:
             raise RunError(f"{self.path}: problems {missing[:5]} are not in {self.benchmark_name}/{self.split}")
         return [self._problems[i] for i in ids]
+
+    def _in_force(self, bench: Benchmark, problem: Problem) -> Problem:
+        record = self.records.get(problem.id)
+        updates = record.updates if record is not None else []
+        return in_force(bench, problem, updates) if updates else problem
 
     def metric_specs(self) -> list[MetricSpec]:
         """The benchmark's declared metrics; without the benchmark, the keys found in the evaluation."""

@@ -30,6 +30,7 @@ import pandas as pd
 
 from ..errors import RunError
 from .budget import BudgetCurve, budget_curve
+from .dialogue import abstention_row, dialogue_row, is_dialogue_run
 from .figures import CONVENTION, plot_budget_curve, plot_critic_firing
 from .labels import (
     budget_label,
@@ -201,6 +202,8 @@ class _Builder:
         self._first_vs_final(bench, runs)
         self._comparisons(bench, runs)
         self._table4(bench, runs)
+        self._dialogue(bench, runs)
+        self._abstention(bench, runs)
         self._figures(bench, runs)
 
     def _table1(self, bench: str, runs: list[RunData]) -> None:
@@ -333,6 +336,120 @@ class _Builder:
         ]
         self.text += [f"Direct against LLM-Modulo ({label}):", text_table(headers, rows), ""]
         self._csv(self._name("direct_vs_modulo", bench, "csv"), csv_rows)
+
+    def _dialogue(self, bench: str, runs: list[RunData]) -> None:
+        """The user in the loop: certified after the last update, turns, questions, unnecessary questions."""
+        chosen = [r for r in runs if is_dialogue_run(r)]
+        if not chosen:
+            return
+        headers = [
+            "Run",
+            "n",
+            "certified (%, k/n) [95% CI]",
+            "requests changed",
+            "certified after the last update",
+            "updates never reached",
+            "turns / problem",
+            "questions (per problem)",
+            "unnecessary questions",
+        ]
+        rows: list[list[Any]] = []
+        csv_rows: list[dict[str, Any]] = []
+        opts = {"n_resamples": self.options.n_resamples, "seed": self.options.seed}
+        for run in chosen:
+            d = dialogue_row(run, **opts)
+            rows.append(
+                [
+                    run.name,
+                    d.n,
+                    _interval_kn(d.certified, d.n),
+                    d.with_updates,
+                    _count_of(d.certified_after_update, d.with_updates),
+                    d.pending,
+                    num(d.turns_mean),
+                    f"{d.questions} ({num(d.questions_mean)})",
+                    _count_of(d.unnecessary, d.questions),
+                ]
+            )
+            csv_rows.append(
+                {
+                    "benchmark": bench,
+                    "run": run.name,
+                    "method": method_label(run),
+                    **vars(d),
+                    "certified": d.certified.value,
+                }
+            )
+        self.md += [
+            "### User in the loop",
+            "",
+            "Per run, over the problems that did not end in error. A turn is a plan iteration, a question to the "
+            "user or an abstention. *Certified after the last update*: among the problems whose request changed "
+            "during the loop, those whose final plan every critic accepted against the request as it ended. "
+            "*Unnecessary*: questions the user reported the request already answered. *Updates never reached*: "
+            "problems whose loop ended before a scheduled update's turn.",
+            "",
+            md_table(headers, rows, ["l"] + ["r"] * 8),
+            "",
+        ]
+        self.text += ["User in the loop:", text_table(headers, rows), ""]
+        self._csv(self._name("user_in_the_loop", bench, "csv"), csv_rows)
+
+    def _abstention(self, bench: str, runs: list[RunData]) -> None:
+        """Abstention scored both ways: recall on unsolvable problems beside false abstention on solvable ones."""
+        opts = {"n_resamples": self.options.n_resamples, "seed": self.options.seed}
+        found = [(run, abstention_row(run, **opts)) for run in runs]
+        pairs = [(run, a) for run, a in found if a is not None]
+        if not pairs:
+            return
+        headers = [
+            "Run",
+            "recall on unsolvable (%, k/n) [95% CI]",
+            "false abstention on solvable (%, k/n) [95% CI]",
+            "planner abstentions",
+            "reasons verified / refuted / not checkable",
+            "declined by the benchmark's proof",
+            "ground truth from",
+        ]
+        rows: list[list[Any]] = []
+        csv_rows: list[dict[str, Any]] = []
+        for run, a in pairs:
+            rows.append(
+                [
+                    run.name,
+                    _interval_kn(a.recall, a.unsolvable),
+                    _interval_kn(a.false_abstention, a.solvable),
+                    a.planner,
+                    f"{a.verified} / {a.refuted} / {a.unchecked}",
+                    a.proofs,
+                    a.source,
+                ]
+            )
+            record = {k: v for k, v in vars(a).items() if not isinstance(v, Interval)}
+            csv_rows.append(
+                {
+                    "benchmark": bench,
+                    "run": run.name,
+                    "method": method_label(run),
+                    **record,
+                    "recall": a.recall.value,
+                    "false_abstention": a.false_abstention.value,
+                }
+            )
+        self.md += [
+            "### Abstention, scored both ways",
+            "",
+            "Over the problems whose ground truth is known (solvable or not) and that did not end in error. "
+            "Recall: unsolvable problems declined; false abstention: solvable controls declined. A decline is "
+            "the planner's abstention (with a reason, checked by the benchmark where it can) or the benchmark's "
+            "own proof of unsolvability before any model call; a problem with no plan read is not a decline. "
+            "n/a: no problem of that kind in the run.",
+            "",
+            md_table(headers, rows, ["l"] + ["r"] * 6),
+            "",
+        ]
+        self.text += ["Abstention, scored both ways:", text_table(headers, rows), ""]
+        self._csv(self._name("abstention", bench, "csv"), csv_rows)
 
     def _pairs(self, runs: list[RunData]) -> list[tuple[RunData, RunData]]:
         if len(runs) < 2:
@@ -752,6 +869,18 @@ def _rate_kn(rate: float, n: int) -> str:
     if n == 0 or math.isnan(rate):
         return "n/a"
     return f"{pct(rate)} ({count_text(round(rate * n), n)})"
+
+
+def _interval_kn(iv: Interval, n: int) -> str:
+    """A rate over n problems with k/n and its interval: ``37.5 (3/8) [12.5, 75.0]``; n/a when n is 0."""
+    if n == 0 or math.isnan(iv.value):
+        return "n/a"
+    text = _rate_kn(iv.value, n)
+    return text + (f" [{pct(iv.low)}, {pct(iv.high)}]" if not math.isnan(iv.low) else "")
+
+
+def _count_of(k: int, n: int) -> str:
+    return f"{k}/{n}" if n else "-"
 
 
 def _diff_text(iv: Interval) -> str:

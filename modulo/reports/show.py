@@ -1,4 +1,8 @@
-"""``modulo show RUN_DIR PROBLEM_ID``: the story of one problem, iteration by iteration.
+"""``modulo show RUN_DIR PROBLEM_ID``: the story of one problem, iteration by iteration (turn by turn).
+
+A turn that asked the user a question shows the question and the answer (and whether the user called
+it unnecessary); an abstention shows its reason and what the benchmark could check of it; updates
+applied after a turn are listed with what changed, and the plan's verdicts against the updated problem.
 
 For each iteration: what happened (plan or format error), each critic's state (pass / FAIL / n/a /
 gated / error) and which critics flipped since the previous iteration, the failing critics' feedback,
@@ -18,7 +22,7 @@ from typing import Any, Literal
 
 from ..errors import RunError
 from ..terminal import safe_text
-from ..types import IterationRecord, PlanJSON, ProblemResult, Usage, Verdict
+from ..types import Abstention, IterationRecord, PlanJSON, ProblemResult, ProblemUpdate, Usage, Verdict
 from .budget import best_iteration_at
 from .load import RunData
 from .tables import iteration_errored
@@ -126,11 +130,22 @@ def build_story(run: RunData, problem_id: str, *, show_prompt: bool = False, sho
     n_it = len(rec.iterations)
     add(Block("heading", f"Problem {rec.problem_id}  ({run.benchmark_name}/{run.split}, run {run.name})"))
     summary = [
-        f"outcome: {rec.outcome.value} after {n_it} iteration(s) (stop reason: {rec.stop_reason})",
+        f"outcome: {rec.outcome.value} after {n_it} {'turn' if rec.questions or rec.abstention else 'iteration'}(s) "
+        f"(stop reason: {rec.stop_reason})",
         f"best iteration: {rec.best_iteration if rec.best_iteration is not None else '-'}",
         f"model: {run.model}; critics: {', '.join(run.critics) or '-'}; critic source: {run.critic_source}",
         f"usage: {usage_text(rec.usage)}; {rec.seconds:.1f} s",
     ]
+    if rec.user is not None or rec.questions or rec.updates or rec.pending_updates:
+        summary.append(
+            f"user: {rec.user or 'none'}; turns {rec.turns}, questions {rec.questions} "
+            f"({rec.unnecessary_questions} unnecessary), updates applied {len(rec.updates)}"
+            + (f", updates never reached {len(rec.pending_updates)}" if rec.pending_updates else "")
+        )
+    if rec.solvable is not None:
+        summary.append(f"solvable (ground truth): {'yes' if rec.solvable else 'no'}")
+    if rec.abstention is not None:
+        summary.append(f"abstained at turn {rec.abstention.iteration}: {abstention_text(rec.abstention)}")
     if rec.explanation:
         summary.append(f"explanation: {rec.explanation}")
     if rec.error:
@@ -142,8 +157,13 @@ def build_story(run: RunData, problem_id: str, *, show_prompt: bool = False, sho
     prev_states: dict[str, str] = {}
     prev_plan: PlanJSON = None
     prev_plan_at: int | None = None
+    prev_turn: int | None = None  # the last plan iteration (question turns have no critic states)
     for pos, it in enumerate(rec.iterations):
         label = it.index
+        if it.act != "plan":
+            add(Block("heading", f"Turn {label}: {'question' if it.act == 'question' else 'abstention'}"))
+            add_dialogue_turn(add, it, show_prompt=show_prompt)
+            continue
         add(Block("heading", f"Iteration {label}"))
         now = states(it)
         total = len(it.verdicts)
@@ -173,13 +193,14 @@ def build_story(run: RunData, problem_id: str, *, show_prompt: bool = False, sho
                 "text", "  ".join(f"{name}={state}" for name, state in now.items()) or "(no verdicts)", title="critics"
             )
         )
-        if pos == 0:
+        if prev_turn is None:
             failing_now = [n for n, s in now.items() if s in ("FAIL", "error")]
             add(Block("text", ", ".join(failing_now) or "none", title="failing"))
         else:
             changed = flips(prev_states, now)
             text = "\n".join(f"{n}: {old} -> {new}" for n, old, new in changed) or "no critic changed state"
-            add(Block("text", text, title=f"flips since iteration {rec.iterations[pos - 1].index}"))
+            add(Block("text", text, title=f"flips since iteration {prev_turn}"))
+        prev_turn = label
         feedback = [
             f"- {v.critic}: {v.feedback}"
             + (f" (hint: {v.hint})" if v.hint else "")
@@ -205,6 +226,7 @@ def build_story(run: RunData, problem_id: str, *, show_prompt: bool = False, sho
                 diff = plan_diff(prev_plan, it.plan, f"iteration {prev_plan_at}", f"iteration {label}")
                 add(Block("diff", diff, title=f"plan diff against iteration {prev_plan_at}"))
             prev_plan, prev_plan_at = it.plan, label
+        add_updates(add, it)
         if it.backprompt is not None:
             sent = f"sent at iteration {pos + 1}" if pos + 1 < n_it else "not sent: the loop stopped here"
             add(Block("verbatim", it.backprompt, title=f"backprompt built from these verdicts ({sent})"))
@@ -212,6 +234,58 @@ def build_story(run: RunData, problem_id: str, *, show_prompt: bool = False, sho
     if not rec.iterations:
         add(Block("text", "no iterations recorded"))
     return story
+
+
+def abstention_text(abstention: Abstention) -> str:
+    checked = {True: "verified by the benchmark", False: "refuted by the benchmark", None: "not checkable"}
+    detail = f" ({abstention.detail})" if abstention.detail else ""
+    return f"{abstention.reason!r}; reason {checked[abstention.verified]}{detail}"
+
+
+def update_lines(updates: list[ProblemUpdate]) -> list[str]:
+    """One line per update: where it came from, when it was due, what it changed."""
+    lines = []
+    for u in updates:
+        changed = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False, default=str)[:80]}" for k, v in u.add.items())
+        parts = [f"constraints {changed}" if changed else "", "new query" if u.query is not None else ""]
+        parts.append("new context" if u.context is not None else "")
+        what = "; ".join(p for p in parts if p) or "text only"
+        due = f", due after turn {u.after}" if u.after is not None else ""
+        lines.append(f"- [{u.source}{due}] {u.text or '(no text)'} ({what})")
+    return lines
+
+
+def add_updates(add: Any, it: IterationRecord) -> None:
+    """The updates applied after ``it`` and the verdicts of its plan against the updated problem."""
+    if not it.updates:
+        return
+    add(Block("verbatim", "\n".join(update_lines(it.updates)), title=f"updates applied after turn {it.index}"))
+    if it.rejudged is not None:
+        judged = it.rejudged
+        verdict = "still certified" if judged.accepts else "no longer certified"
+        failing = [f"{v.critic}: {v.feedback}" for v in judged.verdicts if not v.accepts]
+        text = f"{judged.passed_count}/{len(judged.verdicts)} critics accept: {verdict}"
+        add(Block("text", "\n".join([text, *failing]), title="this plan against the updated problem"))
+
+
+def add_dialogue_turn(add: Any, it: IterationRecord, *, show_prompt: bool) -> None:
+    """A question turn (the question, the answer, who answered) or an abstention turn (the reason)."""
+    lines = []
+    if it.act == "question":
+        lines.append(f"question: {it.question}")
+        if it.answer is not None:
+            mark = " (the user says this was already in the request)" if it.answer.unnecessary else ""
+            lines.append(f"answer ({it.answer.user or 'user'}){mark}: {it.answer.text}")
+            if it.answer.revealed:
+                lines.append(f"revealed: {', '.join(it.answer.revealed)}")
+    else:
+        lines.append(f"declined: {it.abstain_reason}")
+    lines.append("usage: " + usage_text(it.usage))
+    add(Block("text", "\n".join(lines)))
+    if show_prompt:
+        text = "\n\n".join(f"[{m.role}]\n{m.content}" for m in it.prompt) or "(prompt not recorded)"
+        add(Block("verbatim", text, title="prompt sent at this turn"))
+    add_updates(add, it)
 
 
 def safe_story(story: Story) -> Story:

@@ -28,7 +28,16 @@ users``) and named in the config by ``user=NAME`` (the ``user`` group; ``user=no
 from __future__ import annotations
 
 from ..types import ProblemUpdate, UserAnswer
-from .base import NO_MORE_QUESTIONS, NO_USER_REPLY, DialogueTurn, User, UserContext, UserReply, updates_from
+from .base import (
+    NO_MORE_QUESTIONS,
+    NO_USER_REPLY,
+    DialogueTurn,
+    User,
+    UserContext,
+    UserReply,
+    in_force,
+    updates_from,
+)
 
 __all__ = [
     "NO_MORE_QUESTIONS",
@@ -39,5 +48,6 @@ __all__ = [
     "UserAnswer",
     "UserContext",
     "UserReply",
+    "in_force",
     "updates_from",
 ]

@@ -13,6 +13,7 @@ from ..errors import ConfigError
 from ..types import LLMCall, Problem, ProblemUpdate, UserAnswer
 
 if TYPE_CHECKING:
+    from ..benchmark import Benchmark
     from ..llm.client import LLMClient
 
 #: what the planner is told when it asks a question and no user is configured
@@ -83,6 +84,14 @@ class User(ABC):
     def templates(self) -> dict[str, str]:
         """Template labels used, for the run record."""
         return {}
+
+
+def in_force(benchmark: Benchmark, problem: Problem, updates: Iterable[ProblemUpdate]) -> Problem:
+    """``problem`` as the recorded ``updates`` left it at the end of the loop (what the final plan is
+    judged and evaluated against); ``problem`` itself when there were none."""
+    for update in updates:
+        problem = benchmark.apply_update(problem, update)
+    return problem
 
 
 def updates_from(items: Iterable[Any], where: str, *, source: str = "config") -> list[ProblemUpdate]:

@@ -31,7 +31,7 @@ from ..reports.labels import (
     templates_label,
 )
 from ..reports.load import RunData
-from ..reports.show import critic_state, plan_diff, plan_text, states
+from ..reports.show import abstention_text, critic_state, plan_diff, plan_text, states, update_lines
 from ..reports.stats import Interval
 from ..reports.tables import (
     compare_runs,
@@ -212,6 +212,7 @@ def problem_detail(rec: ProblemResult, declared: Sequence[str], bench: Benchmark
                 "calls": [_call(c, texts) for c in it.calls],
                 "usage": usage_dict(it.usage),
                 "timings": dict(it.timings),
+                "turn": turn_data(it),
                 "extra": unknown_fields(it, _KNOWN_ITERATION),
             }
         )
@@ -226,6 +227,7 @@ def problem_detail(rec: ProblemResult, declared: Sequence[str], bench: Benchmark
         "usage": usage_dict(rec.usage),
         "metadata": rec.model_dump(mode="json", include={"metadata"})["metadata"],
         "extra": unknown_fields(rec, _KNOWN_PROBLEM),
+        "dialogue": dialogue_facts(rec),
         "templates": dict(rec.templates),
         "critics": critics,
         "matrix": matrix,
@@ -233,6 +235,52 @@ def problem_detail(rec: ProblemResult, declared: Sequence[str], bench: Benchmark
         "iterations": iterations,
         "texts": texts.entries,
     }
+
+
+def turn_data(it: IterationRecord) -> dict[str, Any] | None:
+    """A turn's question and answer, abstention, and the updates applied after it (None: a plain iteration)."""
+    if it.act == "plan" and not it.updates:
+        return None
+    rejudged = None
+    if it.rejudged is not None:
+        rejudged = {
+            "accepting": it.rejudged.passed_count,
+            "of": len(it.rejudged.verdicts),
+            "certified": it.rejudged.accepts,
+            "failing": [f"{v.critic}: {v.feedback}" for v in it.rejudged.verdicts if not v.accepts],
+        }
+    answer = it.answer
+    return {
+        "act": it.act,
+        "question": it.question,
+        "answer": None
+        if answer is None
+        else {
+            "text": answer.text,
+            "user": answer.user,
+            "unnecessary": answer.unnecessary,
+            "revealed": list(answer.revealed),
+        },
+        "abstain_reason": it.abstain_reason,
+        "updates": update_lines(it.updates),
+        "rejudged": rejudged,
+    }
+
+
+def dialogue_facts(rec: ProblemResult) -> dict[str, str]:
+    """The problem's multi-turn facts for the summary table (empty for a run without a user or updates)."""
+    out: dict[str, str] = {}
+    if rec.user is not None or rec.questions or rec.updates or rec.pending_updates:
+        out["user"] = rec.user or "none"
+        out["turns"] = f"{rec.turns}, questions {rec.questions} ({rec.unnecessary_questions} unnecessary)"
+        out["updates"] = f"{len(rec.updates)} applied" + (
+            f", {len(rec.pending_updates)} never reached" if rec.pending_updates else ""
+        )
+    if rec.solvable is not None:
+        out["solvable (ground truth)"] = "yes" if rec.solvable else "no"
+    if rec.abstention is not None:
+        out["abstention"] = f"turn {rec.abstention.iteration}: {abstention_text(rec.abstention)}"
+    return out
 
 
 def problem_summary(rec: ProblemResult, critic_index: dict[str, int]) -> list[Any]:

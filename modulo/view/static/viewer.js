@@ -281,6 +281,7 @@
     };
     if (p.explanation) facts.explanation = p.explanation;
     if (p.error) facts.error = p.error;
+    for (const [k, v] of Object.entries(p.dialogue || {})) facts[k] = v;
     for (const [k, v] of Object.entries(p.metadata)) facts[k] = typeof v === "string" ? v : JSON.stringify(v);
     out.push(labelsTable(facts));
     for (const [key, value] of Object.entries(p.extra)) out.push(el("h3", {}, key.replace(/_/g, " ")), genericValue(value));
@@ -290,13 +291,22 @@
     p.iterations.forEach((it, k) => out.push(iterationSection(p, it, k, T)));
     return out;
   }
+  function turnBlock(turn) {
+    if (turn.act === "abstain") return el("p", {}, "declined: " + (turn.abstain_reason || ""));
+    const a = turn.answer;
+    return el("div", {}, el("p", {}, "question: " + (turn.question || "")),
+      a ? el("p", {}, `answer (${a.user || "user"})` + (a.unnecessary ? " (the user says this was already in the request)" : "") + ": " + a.text +
+        (a.revealed.length ? ` · revealed: ${a.revealed.join(", ")}` : "")) : null);
+  }
   function iterationSection(p, it, k, T) {
     const sec = el("section", { class: "iteration", id: "it-" + it.index });
     const status = it.plan === null ? "no plan" + (it.format_error ? ": " + it.format_error : "")
       : `critics accepting: ${it.accepting}/${it.verdicts.length}` + (it.certified ? " (certified)" : "") +
         (it.repeat_of !== null ? ` · same plan as iteration ${it.repeat_of}` : "") +
         (p.best_iteration === it.index ? " · the problem's best plan" : "");
-    sec.append(el("h3", {}, `Iteration ${it.index}`), el("p", {}, status), el("p", { class: "muted" }, "usage: " + usageText(it.usage) +
+    const act = it.turn ? it.turn.act : "plan";
+    sec.append(el("h3", {}, act === "plan" ? `Iteration ${it.index}` : `Turn ${it.index}: ${act === "question" ? "question" : "abstention"}`),
+      act === "plan" ? el("p", {}, status) : turnBlock(it.turn), el("p", { class: "muted" }, "usage: " + usageText(it.usage) +
       (Object.keys(it.timings).length ? " · timings: " + Object.entries(it.timings).map(([n, s]) => `${n} ${s.toFixed(2)}s`).join(", ") : "")));
     if (it.plan !== null && it.format_error) sec.append(el("p", { class: "fault" }, "format error: " + it.format_error));
     const flipped = p.critics.filter((c, ci) => p.flips[k][ci]);
@@ -329,6 +339,13 @@
     if (it.backprompt !== null) {
       sec.append(el("details", { class: "backprompt" }, el("summary", {},
         "backprompt built from these verdicts " + (it.sent ? `(sent at the next iteration)` : "(not sent: the loop stopped here)")), folded(T(it.backprompt))));
+    }
+    if (it.turn && it.turn.updates.length) {
+      sec.append(el("h4", {}, "Updates applied after this turn"), folded(it.turn.updates.join("\n")));
+      const r = it.turn.rejudged;
+      if (r) sec.append(el("p", { class: r.certified ? "" : "fault" },
+        `this plan against the updated problem: ${r.accepting}/${r.of} critics accept (${r.certified ? "still certified" : "no longer certified"})`),
+        r.failing.length ? folded(r.failing.join("\n")) : null);
     }
     if (it.calls.length) sec.append(el("h4", {}, "LLM calls"), callsTable(it.calls, T));
     for (const [key, value] of Object.entries(it.extra)) sec.append(el("h4", {}, key.replace(/_/g, " ")), genericValue(value));

@@ -1,0 +1,70 @@
+"""A whole run with a user and updates: evaluation against the final request, run.json, report tables."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from modulo.build import build_session
+from modulo.errors import ConfigError, UnknownComponentError
+from modulo.reports.load import load_runs
+from modulo.reports.report import ReportOptions, build_report
+from modulo.reports.show import build_story, render_plain
+from modulo.runner import run_session
+from modulo.runs import RunDir, read_records
+from modulo.types import Outcome
+
+from .test_runner import config
+
+pytestmark = pytest.mark.usefixtures("toy_registered")
+
+
+def test_a_run_with_updates_is_evaluated_against_the_final_request(tmp_path: Path) -> None:
+    # toy-0 must sum to 5 and toy-1 to 6; after turn 0 both must sum to 9: [2, 3] is certified, then not;
+    # toy-0 recovers with [4, 5], toy-1 keeps proposing [2, 4]
+    replies = {"toy-0": ["[2, 3]", "[4, 5]"], "toy-1": ["[2, 4]", "[2, 4]"]}
+    cfg = config("toy", 2, replies)
+    cfg.user.updates = [{"after": 0, "add": {"target": 9}, "text": "They must sum to 9 now."}]
+    cfg.metacontroller.max_iterations = 2
+    session = build_session(cfg)
+    assert session.info["user"]["updates"] == cfg.user.updates and session.info["user"]["name"] is None
+    result = asyncio.run(run_session(session, RunDir(tmp_path)))
+    by_id = {r.problem_id: r for r in read_records(tmp_path)}
+    assert by_id["toy-0"].outcome is Outcome.CERTIFIED and by_id["toy-0"].best_plan == [4, 5]
+    assert by_id["toy-1"].outcome is Outcome.EXHAUSTED and not by_id["toy-1"].best_certified
+    # the evaluator scores the final plans against the request as it ended (sum 9), not as loaded
+    assert result.evaluation is not None
+    assert [row["passed"] for row in result.evaluation["per_problem"]] == [True, False]
+    # reports re-create the final request from the recorded updates
+    (run,) = load_runs([tmp_path])
+    assert [p.constraints["target"] for p in run.problems()] == [9, 9]
+    report = build_report([tmp_path], ReportOptions(out=tmp_path / "report", n_resamples=50, figures=False))
+    assert "### User in the loop" in report.markdown
+    section = report.markdown.split("### User in the loop")[1]
+    row = next(line for line in section.splitlines() if line.startswith(f"| {run.name} | 2 |"))
+    assert "| 2 | 1/2 |" in row  # both requests changed, one certified after the change
+    story = render_plain(build_story(run, "toy-0"))
+    assert "updates applied after turn 0" in story and "no longer certified" in story
+
+
+def test_user_config_errors_are_clear() -> None:
+    cfg = config("toy", 1, {"*": ["[2, 3]"]})
+    cfg.user.updates = [{"after": 1, "ad": {"target": 9}}]
+    with pytest.raises(ConfigError, match=r"user.updates\[0\]: unknown key"):
+        build_session(cfg)
+    cfg = config("toy", 1, {"*": ["[2, 3]"]})
+    cfg.user.file = "x.yaml"
+    with pytest.raises(ConfigError, match="need a user"):
+        build_session(cfg)
+    cfg.user.name = "scriptd"
+    with pytest.raises(UnknownComponentError, match="Did you mean .scripted."):
+        build_session(cfg)
+    cfg.user.name, cfg.user.file = "scripted", "/nonexistent/user.yaml"
+    with pytest.raises(ConfigError, match="does not exist"):
+        build_session(cfg)
+    cfg = config("toy", 1, {"*": ["[2, 3]"]})
+    cfg.user.question_costs_iteration = False
+    with pytest.raises(ConfigError, match="max_questions"):
+        build_session(cfg)
