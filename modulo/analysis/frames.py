@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..types import Outcome
 from .records import iter_records
 from .runs import LABEL_COLUMNS, RunMeta, load_metas
 
@@ -426,7 +427,7 @@ class Results:
             raw_counts = summary.get("counts")
             counts: dict[str, Any] = raw_counts if isinstance(raw_counts, dict) else {}
             row["finished"] = summary.get("finished")
-            for outcome in ("certified", "exhausted", "failed", "unsolvable", "error", "skipped"):
+            for outcome in (o.value for o in Outcome):
                 row[f"n_{outcome}"] = counts.get(outcome, 0) if summary else None
             row["evaluation"] = "recorded" if meta.evaluation is not None else "missing"
             for key, value in ((meta.evaluation or {}).get("metrics") or {}).items():

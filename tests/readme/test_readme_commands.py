@@ -90,7 +90,7 @@ RULES: list[tuple[str, str, str]] = [
         "a speed or scale measurement: benchmarks/ checks its own targets, tests never time",
     ),
     (r"^modulo (run|check) ", "modulo-run", ""),
-    (r"^modulo (resume|report|show|dissect|export|evaluate|data|tools|track) ", "run", ""),
+    (r"^modulo (resume|report|show|dissect|export|evaluate|data|tools|track|list) ", "run", ""),
     (r"^python experiments/offline\.py", "run", ""),
 ]
 
