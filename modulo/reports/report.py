@@ -380,20 +380,17 @@ class _Builder:
                     "certified": d.certified.value,
                 }
             )
-        self.md += [
-            "### User in the loop",
-            "",
+        self._table_section(
+            bench,
+            "User in the loop",
             "Per run, over the problems that did not end in error. A turn is a plan iteration, a question to the "
             "user or an abstention. *Certified after the last update*: among the problems whose request changed "
             "during the loop, those whose final plan every critic accepted against the request as it ended. "
             "*Unnecessary*: questions the user reported the request already answered. *Updates never reached*: "
             "problems whose loop ended before a scheduled update's turn.",
-            "",
-            md_table(headers, rows, ["l"] + ["r"] * 8),
-            "",
-        ]
-        self.text += ["User in the loop:", text_table(headers, rows), ""]
-        self._csv(self._name("user_in_the_loop", bench, "csv"), csv_rows)
+            (headers, rows, csv_rows),
+            "user_in_the_loop",
+        )
 
     def _abstention(self, bench: str, runs: list[RunData]) -> None:
         """Abstention scored both ways: recall on unsolvable problems beside false abstention on solvable ones."""
@@ -436,20 +433,38 @@ class _Builder:
                     "false_abstention": a.false_abstention.value,
                 }
             )
-        self.md += [
-            "### Abstention, scored both ways",
-            "",
+        self._table_section(
+            bench,
+            "Abstention, scored both ways",
             "Over the problems whose ground truth is known (solvable or not) and that did not end in error. "
             "Recall: unsolvable problems declined; false abstention: solvable controls declined. A decline is "
             "the planner's abstention (with a reason, checked by the benchmark where it can) or the benchmark's "
             "own proof of unsolvability before any model call; a problem with no plan read is not a decline. "
             "n/a: no problem of that kind in the run.",
+            (headers, rows, csv_rows),
+            "abstention",
+        )
+
+    def _table_section(
+        self,
+        bench: str,
+        title: str,
+        explanation: str,
+        table: tuple[list[str], list[list[Any]], list[dict[str, Any]]],
+        csv_stem: str,
+    ) -> None:
+        """A report section: a heading, what the table means, the table (Markdown and console) and its CSV."""
+        headers, rows, csv_rows = table
+        self.md += [
+            f"### {title}",
             "",
-            md_table(headers, rows, ["l"] + ["r"] * 6),
+            explanation,
+            "",
+            md_table(headers, rows, ["l"] + ["r"] * (len(headers) - 1)),
             "",
         ]
-        self.text += ["Abstention, scored both ways:", text_table(headers, rows), ""]
-        self._csv(self._name("abstention", bench, "csv"), csv_rows)
+        self.text += [f"{title}:", text_table(headers, rows), ""]
+        self._csv(self._name(csv_stem, bench, "csv"), csv_rows)
 
     def _pairs(self, runs: list[RunData]) -> list[tuple[RunData, RunData]]:
         if len(runs) < 2:

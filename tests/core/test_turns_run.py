@@ -68,3 +68,30 @@ def test_user_config_errors_are_clear() -> None:
     cfg.user.question_costs_iteration = False
     with pytest.raises(ConfigError, match="max_questions"):
         build_session(cfg)
+
+
+def test_an_llm_user_answers_through_the_runs_model_or_its_own(tmp_path: Path) -> None:
+    replies = {"toy-0": ["QUESTION: Any digit you dislike?", "I dislike 1. [REVEALED: none]", "[2, 3]"]}
+    cfg = config("toy", 1, replies)
+    cfg.user.name = "llm"
+    session = build_session(cfg)
+    assert session.loop.user_llm is session.llm and session.info["user"]["name"] == "llm"
+    asyncio.run(run_session(session, RunDir(tmp_path / "same")))
+    (record,) = read_records(tmp_path / "same")
+    question = record.iterations[0]
+    assert [c.stage for c in question.calls] == ["generate", "user"]
+    assert question.answer is not None and question.answer.text == "I dislike 1." and question.answer.user == "llm"
+    assert record.outcome is Outcome.CERTIFIED and record.templates["user"].startswith("core/user@1")
+    # a simulator on a model of its own (user.llm overrides the run's llm settings): a second client
+    cfg = config("toy", 1, {"toy-0": ["QUESTION: Any digit you dislike?", "[2, 3]"]})
+    cfg.user.name = "llm"
+    cfg.user.llm = {"model": "user-model", "args": {"replies": ["No. [REVEALED: none]"]}}
+    session = build_session(cfg)
+    assert session.loop.user_llm is not session.llm and session.info["user"]["llm_model"] == "user-model"
+    asyncio.run(run_session(session, RunDir(tmp_path / "own")))
+    (record,) = read_records(tmp_path / "own")
+    user_call = record.iterations[0].calls[1]
+    assert user_call.stage == "user" and user_call.model == "user-model" and record.outcome is Outcome.CERTIFIED
+    cfg.user.llm = {"modle": "x"}
+    with pytest.raises(ConfigError, match=r"user.llm: unknown key\(s\) modle"):
+        build_session(cfg)
