@@ -173,7 +173,7 @@ class UserConf:
     #: questions the user answers per problem (later ones get "no more questions"); null: no limit
     max_questions: Optional[int] = None  # noqa: UP045
     #: whether a question uses up one of metacontroller.max_iterations (true) or is free (false; then
-    #: max_questions bounds them)
+    #: max_questions bounds them, and a question asked past it costs an iteration)
     question_costs_iteration: bool = True
     #: tell the planner it may decline with a reason (ABSTAIN: ...); replies that decline are read as
     #: abstentions either way

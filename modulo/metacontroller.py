@@ -131,6 +131,8 @@ class LoopSettings:
 
 FIXED_POINT_POLICIES = ("stop", "temperature", "vary")
 
+#: who "answered" a question past user.max_questions (the loop itself)
+OVER_LIMIT = "loop"
 #: the message that carries the user's answer to the planner's question
 ANSWER_NOTE = "The user answers: {answer}"
 #: put before the next prompt after updates changed the request
@@ -385,8 +387,8 @@ class Metacontroller:
                 abstention = Abstention(reason=reason, iteration=index, verified=check.verified, detail=check.detail)
                 stop_reason = "abstained"
                 break
-            if rec.act == "plan":
-                plans += 1
+            if rec.act == "plan" or (rec.answer is not None and rec.answer.user == OVER_LIMIT):
+                plans += 1  # a question past max_questions costs an iteration even when questions are free
             if rec.plan_sha256 is not None:
                 if rec.plan_sha256 in seen:
                     rec.repeat_of = seen[rec.plan_sha256]
@@ -456,7 +458,7 @@ class Metacontroller:
         """Have the user answer ``rec.question`` (or the loop's own reply: no user, past max_questions)."""
         question = rec.question or ""
         if over_limit:
-            answer = UserAnswer(text=NO_MORE_QUESTIONS, user="loop")
+            answer = UserAnswer(text=NO_MORE_QUESTIONS, user=OVER_LIMIT)
         elif self.user is None:
             answer = UserAnswer(text=NO_USER_REPLY, user="none")
         else:

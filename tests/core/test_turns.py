@@ -63,12 +63,18 @@ def test_questions_use_up_the_iteration_budget_unless_configured_free() -> None:
     user = ScriptedUser(script={"default": "No idea."})
     result = _solve(_loop(replies, user=user, max_iterations=2)[0])
     assert result.outcome is Outcome.FAILED and result.turns == 2 and result.questions == 2
-    result = _solve(_loop(replies, user=user, max_iterations=1, question_costs_iteration=False, max_questions=1)[0])
-    # free questions: the second is past max_questions and gets the loop's reply; the plan turn still runs
+    result = _solve(_loop(replies, user=user, max_iterations=2, question_costs_iteration=False, max_questions=1)[0])
+    # free questions: the second is past max_questions, gets the loop's reply and costs an iteration
     assert result.outcome is Outcome.CERTIFIED and result.turns == 3
     assert result.iterations[1].answer is not None and result.iterations[1].answer.text == NO_MORE_QUESTIONS
     with pytest.raises(ValueError, match="max_questions"):
         LoopSettings(question_costs_iteration=False)
+    result = _solve(_loop(replies, user=user, max_iterations=1, question_costs_iteration=False, max_questions=1)[0])
+    assert result.outcome is Outcome.FAILED and result.turns == 2  # the one iteration went to the second question
+    # a planner that only ever asks: questions past the limit cost an iteration, so the loop still ends
+    asking = {"toy-0": ["QUESTION: which digits?"]}
+    result = _solve(_loop(asking, user=user, max_iterations=2, question_costs_iteration=False, max_questions=1)[0])
+    assert result.outcome is Outcome.FAILED and result.turns == 3 and result.questions == 3
 
 
 def test_without_a_user_a_question_gets_the_loops_reply() -> None:

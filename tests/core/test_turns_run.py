@@ -15,6 +15,7 @@ from modulo.reports.show import build_story, render_plain
 from modulo.runner import run_session
 from modulo.runs import RunDir, read_records
 from modulo.types import Outcome
+from modulo.view.data import problem_detail
 
 from .test_runner import config
 
@@ -47,6 +48,12 @@ def test_a_run_with_updates_is_evaluated_against_the_final_request(tmp_path: Pat
     assert "| 2 | 1/2 |" in row  # both requests changed, one certified after the change
     story = render_plain(build_story(run, "toy-0"))
     assert "updates applied after turn 0" in story and "no longer certified" in story
+    # the viewer's page data: the update, the plan judged again, the problem's multi-turn facts
+    page = problem_detail(run.records["toy-0"], run.critics, run.benchmark())
+    turn = page["iterations"][0]["turn"]
+    assert turn["act"] == "plan" and "They must sum to 9 now." in turn["updates"][0]
+    assert turn["rejudged"]["certified"] is False and page["iterations"][1]["turn"] is None
+    assert page["dialogue"]["updates"] == "1 applied" and page["dialogue"]["user"] == "none"
 
 
 def test_user_config_errors_are_clear() -> None:
@@ -59,7 +66,7 @@ def test_user_config_errors_are_clear() -> None:
     with pytest.raises(ConfigError, match="need a user"):
         build_session(cfg)
     cfg.user.name = "scriptd"
-    with pytest.raises(UnknownComponentError, match="Did you mean .scripted."):
+    with pytest.raises(UnknownComponentError, match=r"Did you mean 'scripted'"):
         build_session(cfg)
     cfg.user.name, cfg.user.file = "scripted", "/nonexistent/user.yaml"
     with pytest.raises(ConfigError, match="does not exist"):
