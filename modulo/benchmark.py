@@ -20,6 +20,9 @@ group. The core never imports a benchmark; it looks one up by name. A benchmark 
   the planner ``text`` in the query); ``check_abstention(problem, reason)`` checks a planner's reason for
   declining where the benchmark can (default: it cannot); ``classify_reply(text)`` reads a planner's reply
   as a plan, a question for the user or an abstention (markers ``QUESTION:``, ``ABSTAIN:``/``[Unsolved]``);
+* optionally, for ``modulo critics extract`` (:mod:`modulo.extract`): ``extraction_constraints()`` (each
+  constraint's description), ``critic_view(problem)`` (what an extracted critic may see) and
+  ``gate_cases(constraint, ...)`` (plans labelled by the benchmark's oracle);
 * optionally ``submission_formats`` and ``write_submission(fmt, problems, plans, out)``: the official
   submission files ``modulo export RUN --format FMT --out FILE`` writes (all problems of the run's
   split in order, the best plan per problem, ``None`` where none was delivered); the default has no
@@ -382,6 +385,24 @@ class Benchmark(ABC):
         """Published figures to print beside a run's own: (label, metric key -> value) rows. Default none."""
         return []
 
+    # -- extracted critics (``modulo critics extract``, :mod:`modulo.extract`) -------------------
+    def extraction_constraints(self) -> list[ConstraintInfo]:
+        """The constraints a critic can be extracted for: each one's description for the model, how the
+        problem and plan encode it, and the built-in critic it corresponds to. Empty: none."""
+        return []
+
+    def critic_view(self, problem: Problem) -> dict[str, Any]:
+        """What an extracted critic sees of ``problem`` (JSON data): never an answer (a witness, a gold
+        plan, the oracle's labels). The default: the query, the context and the structured constraints."""
+        return {"query": problem.query, "context": problem.context, "constraints": problem.constraints}
+
+    def gate_cases(self, constraint: str, *, problems: int, seed: int) -> list[GateCase]:
+        """Labelled plans for the extraction gate of ``constraint``: plans of about ``problems`` problems,
+        each with the benchmark's *oracle* verdict on that constraint alone (a solver, golden verdicts, gold
+        answers and their perturbations). Only plans that pass the format check belong here. The core
+        splits them by problem into a training part (feedback) and a held-out part (never shown)."""
+        raise NotImplementedError(f"benchmark {self.name!r} has no gate set for extracted critics")
+
     # -- command-line hooks (``modulo data ...``, ``modulo evaluate ...``) ---------------------
     def fuzz_cases(self, n: int) -> list[tuple[Problem, PlanJSON]]:
         """Up to ``n`` problems, each with a plan known to be good for it (a synthesized witness, a gold
@@ -432,6 +453,34 @@ class Benchmark(ABC):
         """The benchmark's own subcommands, by name: ``modulo bench <benchmark> NAME ARGS...`` calls
         ``commands()[NAME](ARGS)`` and exits with its return value."""
         return {}
+
+
+@dataclass(frozen=True)
+class ConstraintInfo:
+    """One constraint a critic can be extracted for (:meth:`Benchmark.extraction_constraints`)."""
+
+    #: the constraint's name (an extracted critic is named after it)
+    name: str
+    #: what the constraint requires, in words: the model's task
+    description: str
+    #: how the problem's fields and the plan encode it (units, formats, which fields matter)
+    notes: str = ""
+    #: the built-in critic that checks the same constraint (compared against in reports), if any
+    reference: str | None = None
+
+
+@dataclass(frozen=True)
+class GateCase:
+    """One labelled plan of an extraction gate set (:meth:`Benchmark.gate_cases`)."""
+
+    problem: Problem
+    plan: PlanJSON
+    #: the oracle's verdict: the plan satisfies the constraint
+    valid: bool
+    #: how the plan was made: ``witness``, a mutation operator, ``golden``, ``gold``, ``perturbed``, ...
+    origin: str = ""
+    #: what the oracle said, in words (the requirement an invalid plan breaks)
+    oracle: str = ""
 
 
 @dataclass

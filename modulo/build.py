@@ -466,6 +466,10 @@ def _run_info(session: Session, sources: list[str]) -> dict[str, Any]:
         "critic_feedback": {c.name: c.feedback for c in session.critics},
         "critic_args": {k: dict(v) for k, v in cfg.critic_args.items()},
         "critic_source": "+".join(sources),
+        # where critics that are not hand-written came from (an LLM-extracted critic: the constraint it
+        # stands for, the built-in it may be compared with, the model, its gate report); untrusted ones
+        "critic_provenance": {c.name: dict(c.provenance) for c in session.critics if c.provenance},
+        "untrusted_critics": [c.name for c in session.critics if c.untrusted],
         "backprompt": {"name": cfg.backprompt.name, "args": dict(cfg.backprompt.args)},
         "budget": {
             "max_iterations": cfg.metacontroller.max_iterations,

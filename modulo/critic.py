@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import functools
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Literal, get_args
 
 from .errors import ConfigError, CriticError
@@ -62,6 +62,18 @@ FEEDBACK_LEVELS: tuple[str, ...] = get_args(FeedbackLevel)
 DEFAULT_FEEDBACK: FeedbackLevel = "explain"
 
 FORMAT_GROUP = "format"
+
+_SANDBOX = {"inside": False}
+
+
+def in_sandbox() -> bool:
+    """Whether this process is a sandbox worker (:mod:`modulo.sandbox`), where untrusted critics may run."""
+    return _SANDBOX["inside"]
+
+
+def enter_sandbox() -> None:
+    """Mark this process as a sandbox worker (called by the worker itself, once its guards are up)."""
+    _SANDBOX["inside"] = True
 
 
 def check_feedback_level(level: object, where: str = "critic_options.feedback") -> FeedbackLevel:
@@ -111,6 +123,12 @@ class Critic(ABC):
     heavy: ClassVar[bool] = False
     #: the run-wide critic options (``critic_options.*``) this critic takes, each a keyword parameter
     options: ClassVar[tuple[str, ...]] = ()
+    #: untrusted code (an LLM-extracted critic, or a plugin that says so): it always runs in the sandbox
+    #: (:mod:`modulo.sandbox`), whatever ``metacontroller.sandbox`` says, and refuses to run in-process
+    untrusted: ClassVar[bool] = False
+    #: where the critic came from, recorded in run.json (an extracted critic: the constraint it stands
+    #: for, the benchmark, the model and its gate report); empty for hand-written critics
+    provenance: ClassVar[Mapping[str, Any]] = {}
     #: the feedback level of this bound critic; set by the binding (:meth:`at_level`)
     feedback: FeedbackLevel = DEFAULT_FEEDBACK
 
@@ -125,6 +143,11 @@ class Critic(ABC):
 
     def __call__(self, problem: Problem, plan: PlanJSON) -> Verdict:
         """Run :meth:`check`, label the verdict, and wrap a crash in :class:`CriticError`."""
+        if self.untrusted and not in_sandbox():
+            raise CriticError(
+                self.name,
+                PermissionError("an untrusted critic runs only in the modulo sandbox (metacontroller.sandbox)"),
+            )
         try:
             verdict = self.check(problem, plan)
         except CriticError:
@@ -177,6 +200,8 @@ class CriticFactory:
         timeout_s: float | None = None,
         heavy: bool = False,
         options: tuple[str, ...] = (),
+        untrusted: bool = False,
+        provenance: Mapping[str, Any] | None = None,
     ) -> None:
         self.fn = fn
         self.name = name
@@ -188,6 +213,8 @@ class CriticFactory:
         self.timeout_s = timeout_s
         self.heavy = heavy
         self.options = tuple(options)
+        self.untrusted = bool(untrusted)
+        self.provenance = dict(provenance or {})
         functools.update_wrapper(self, fn)
         takes = set(self.__signature__.parameters)
         missing = [o for o in self.options if o not in takes]
@@ -203,6 +230,8 @@ class CriticFactory:
             "timeout_s": timeout_s,
             "heavy": heavy,
             "options": self.options,
+            "untrusted": self.untrusted,
+            "provenance": self.provenance,
         }
         self._cls: type[FunctionCritic] = type(f"Critic_{name.replace('/', '_')}", (FunctionCritic,), attrs)
 
@@ -241,12 +270,15 @@ def critic(
     timeout_s: float | None = None,
     heavy: bool = False,
     options: tuple[str, ...] = (),
+    untrusted: bool = False,
+    provenance: Mapping[str, Any] | None = None,
 ) -> Callable[[CheckFn], CriticFactory]:
     """Turn ``fn(problem, plan, **options) -> Verdict`` into a registrable critic factory.
 
     ``timeout_s``: this critic's deadline (default: the run's); ``heavy``: CPU-bound, so an executor
     may run it in another process (see :mod:`modulo.executor`); ``options`` names the run-wide critic
-    options (``critic_options.*``) the critic takes.
+    options (``critic_options.*``) the critic takes; ``untrusted``: always run it in the sandbox
+    (LLM-extracted critics are); ``provenance``: where it came from (recorded in run.json).
     """
 
     def wrap(fn: CheckFn) -> CriticFactory:
@@ -262,6 +294,8 @@ def critic(
             timeout_s=timeout_s,
             heavy=heavy,
             options=options,
+            untrusted=untrusted,
+            provenance=provenance,
         )
 
     return wrap
@@ -277,6 +311,8 @@ def critic_meta(obj: Any) -> dict[str, Any]:
         "priority": int(getattr(obj, "priority", 100)),
         "source": getattr(obj, "source", "reimplemented"),
         "options": tuple(getattr(obj, "options", ())),
+        "untrusted": bool(getattr(obj, "untrusted", False)),
+        "provenance": dict(getattr(obj, "provenance", None) or {}),
     }
 
 

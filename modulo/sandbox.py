@@ -91,20 +91,23 @@ class SandboxSpec:
     data_dir: str | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
     critic_args: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    #: modules that register critics in-process (not through entry points); imported by the worker
+    #: modules that register critics in-process (not through entry points); imported by the worker.
+    #: An absolute path to a ``.py`` file is loaded from that file (the parent never imports it)
     imports: tuple[str, ...] = ()
 
 
 def sandboxed_names(request: Any, critics: Sequence[Critic]) -> list[str]:
-    """The critics to sandbox: ``request`` is a list of names, ``plugins`` or ``none``/empty."""
+    """The critics to sandbox: ``request`` is a list of names, ``plugins`` or ``none``/empty; critics
+    marked ``untrusted`` (LLM-extracted ones) are sandboxed in every case."""
     from . import components
 
-    if request in (None, "", "none", []):
-        return []
     active = [c.name for c in critics]
+    untrusted = {c.name for c in critics if c.untrusted}  # always sandboxed, whatever was requested
+    if request in (None, "", "none", []):
+        return [n for n in active if n in untrusted]
     if request == "plugins":
         entries = components.critics.entries()
-        return [n for n in active if not entries[n].builtin]
+        return [n for n in active if not entries[n].builtin or n in untrusted]
     names = [request] if isinstance(request, str) else [str(n) for n in request]
     unknown = [n for n in names if n not in active]
     if unknown:
@@ -112,7 +115,7 @@ def sandboxed_names(request: Any, critics: Sequence[Critic]) -> list[str]:
             f"metacontroller.sandbox names {unknown}, which are not among the active critics {active} "
             "(give critic names, plugins, or none)"
         )
-    return [n for n in active if n in names]
+    return [n for n in active if n in names or n in untrusted]
 
 
 def in_process_modules(names: Iterable[str]) -> tuple[str, ...]:
@@ -410,11 +413,103 @@ def _guard_processes() -> None:
     sp.Popen = refused  # type: ignore[misc]
 
 
-def _worker_main() -> None:  # pragma: no cover - runs in the worker process (tested through the executor)
+NO_WRITES = "writing outside the sandbox's scratch directory is disabled in the modulo sandbox"
+#: audit events that start a process or open a connection (refused, a second layer under the guards above)
+_REFUSED_EVENTS = {
+    "os.fork": NO_PROCESSES,
+    "os.forkpty": NO_PROCESSES,
+    "os.system": NO_PROCESSES,
+    "os.exec": NO_PROCESSES,
+    "os.posix_spawn": NO_PROCESSES,
+    "os.spawn": NO_PROCESSES,
+    "subprocess.Popen": NO_PROCESSES,
+    "socket.connect": NO_NETWORK,
+    "socket.bind": NO_NETWORK,
+    "socket.sendto": NO_NETWORK,
+    "socket.getaddrinfo": NO_NETWORK,
+    "socket.gethostbyname": NO_NETWORK,
+    "socket.__new__": NO_NETWORK,
+}
+#: audit events that change the file system, and the positions of their path arguments
+_PATH_EVENTS = {
+    "os.remove": (0,),
+    "os.rename": (0, 1),
+    "os.rmdir": (0,),
+    "os.mkdir": (0,),
+    "os.chmod": (0,),
+    "os.chown": (0,),
+    "os.link": (0, 1),
+    "os.symlink": (1,),
+    "os.truncate": (0,),
+    "os.utime": (0,),
+    "os.chflags": (0,),
+    "os.mkfifo": (0,),
+    "os.mknod": (0,),
+    "shutil.copyfile": (1,),
+    "shutil.copytree": (1,),
+    "shutil.move": (0, 1),
+    "shutil.rmtree": (0,),
+}
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+
+
+def _guard_files(scratch: str) -> None:
+    """An audit hook (it cannot be removed from Python) that refuses writes outside ``scratch``, and, as a
+    second layer under :func:`_guard_network` and :func:`_guard_processes`, connections and new processes."""
+    root = os.path.realpath(scratch)
+
+    def outside(path: object) -> bool:
+        if isinstance(path, int) or path is None:  # an open descriptor, or the dir_fd form
+            return False
+        try:
+            full = os.path.realpath(os.fsdecode(path))  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            return True
+        return full != root and not full.startswith(root + os.sep)
+
+    def hook(event: str, args: tuple[Any, ...]) -> None:
+        refused = _REFUSED_EVENTS.get(event)
+        if refused is not None:
+            raise PermissionError(refused)
+        if event == "open":
+            path, mode, flags = (*tuple(args), None, None, None)[:3]
+            writes = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+                isinstance(flags, int) and flags & _WRITE_FLAGS
+            )
+            if writes and outside(path):
+                raise PermissionError(f"{NO_WRITES}: {os.fsdecode(path) if isinstance(path, (str, bytes)) else path}")
+            return
+        positions = _PATH_EVENTS.get(event)
+        if positions is not None:
+            for i in positions:
+                if i < len(args) and outside(args[i]):
+                    raise PermissionError(f"{NO_WRITES} ({event})")
+
+    sys.addaudithook(hook)
+
+
+def _load_module(entry: str) -> None:
+    """Import ``entry``: a module name, or an absolute path to a ``.py`` file (loaded from that file)."""
     import importlib
+    import importlib.util
+
+    if not (entry.endswith(".py") and os.path.isabs(entry)):
+        importlib.import_module(entry)
+        return
+    name = "modulo_sandboxed_" + os.path.splitext(os.path.basename(entry))[0].replace("-", "_")
+    spec = importlib.util.spec_from_file_location(name, entry)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {entry}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+
+
+def _worker_main() -> None:  # pragma: no cover - runs in the worker process (tested through the executor)
     import resource
 
     from .binding import bind_benchmark, bind_critics
+    from .critic import enter_sandbox
     from .types import canonical_json
 
     out = os.fdopen(os.dup(1), "wb")  # the private reply pipe; fd 1 and 2 now go nowhere
@@ -434,8 +529,10 @@ def _worker_main() -> None:  # pragma: no cover - runs in the worker process (te
         _guard_network()
         _guard_processes()
         sys.path[:] = [*init["sys_path"], *(p for p in sys.path if p not in init["sys_path"])]
+        _guard_files(os.getcwd())
+        enter_sandbox()
         for module in init["imports"]:
-            importlib.import_module(module)
+            _load_module(module)
         bench = bind_benchmark(init["benchmark"], init["benchmark_args"], init["data_dir"])
         [critic] = bind_critics([init["critic"]], bench, init["options"], init["critic_args"])
     except BaseException as exc:

@@ -221,8 +221,9 @@ class ToolCall(BaseModel):
 
 
 #: where a model call comes from: the planner, the reformulator, a user simulator (:mod:`modulo.users`), a
-#: tool simulator standing in for a benchmark's tools, a judge grading a trajectory
-Stage = Literal["generate", "reformulate", "user", "tool", "judge"]
+#: tool simulator standing in for a benchmark's tools, a judge grading a trajectory, an extraction writing a
+#: critic (``modulo critics extract``)
+Stage = Literal["generate", "reformulate", "user", "tool", "judge", "extract"]
 
 
 class LLMCall(BaseModel):

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from modulo.benchmark import Benchmark, DataReport, EvalResult, MetricSpec
+from modulo.benchmark import Benchmark, ConstraintInfo, DataReport, EvalResult, GateCase, MetricSpec
 from modulo.errors import ConfigError, DataError, PlanFormatError
 from modulo.prompts import role_templates
 from modulo.types import PlanJSON, Problem
@@ -295,6 +295,22 @@ class SynthBenchmark(Benchmark):
     def fuzz_cases(self, n: int) -> list[tuple[Problem, PlanJSON]]:
         """The first ``n`` problems of this configuration with their witness plans (solvable ones)."""
         return [(p, p.metadata["witness"]) for p in self.generate(n) if p.metadata.get("witness") is not None]
+
+    def extraction_constraints(self) -> list[ConstraintInfo]:
+        """One constraint per built-in critic of the family (``modulo critics extract``)."""
+        from .extract import extraction_constraints
+
+        return extraction_constraints(self)
+
+    def critic_view(self, problem: Problem) -> dict[str, Any]:
+        """The query and the structured constraints; never the metadata (it holds the witness)."""
+        return {"query": problem.query, "constraints": problem.constraints}
+
+    def gate_cases(self, constraint: str, *, problems: int, seed: int) -> list[GateCase]:
+        """Z3 witnesses and their mutants labelled by Z3 (see :mod:`critics.synth.extract`)."""
+        from .extract import gate_cases
+
+        return gate_cases(self, constraint, problems=problems, seed=seed)
 
     def synth_command(self, argv: list[str]) -> int:
         """``modulo synth synth/FAMILY --n N --seed S --out FILE.jsonl [...]`` (see ``critics.synth.cli``)."""

@@ -162,6 +162,8 @@ def list_kind(kind: str, names_only: bool, benchmark: str | None = None) -> None
     if key == "critics":
         table.add_column("group")
     table.add_column("description")
+    if key == "critics":
+        table.add_column("source")
     table.add_column("from")
     for name in sorted(entries):
         info = entries[name]
@@ -170,7 +172,7 @@ def list_kind(kind: str, names_only: bool, benchmark: str | None = None) -> None
             obj = registry.get(name)
         except PluginLoadError as exc:
             row = (
-                [name, "?", f"[red]failed to load: {exc}[/]", origin]
+                [name, "?", f"[red]failed to load: {exc}[/]", "?", origin]
                 if key == "critics"
                 else [name, f"[red]{exc}[/]", origin]
             )
@@ -181,7 +183,12 @@ def list_kind(kind: str, names_only: bool, benchmark: str | None = None) -> None
             scope = critic_meta(obj)["benchmarks"]
             if scope and benchmark not in scope:
                 continue
-        table.add_row(*([name, group, desc, origin] if key == "critics" else [name, desc, origin]))
+        if key == "critics":
+            meta = critic_meta(obj)
+            source = str(meta["source"]) + (" (untrusted: sandboxed)" if meta["untrusted"] else "")
+            table.add_row(name, group, desc, source, origin)
+        else:
+            table.add_row(name, desc, origin)
     console.print(table)
 
 
@@ -196,7 +203,7 @@ def list_cmd(kind: str, names_only: bool, benchmark: str | None) -> None:
 
 @cli.group()
 def critics() -> None:
-    """Critics: list them, audit them."""
+    """Critics: list them, audit them, extract them with an LLM."""
 
 
 @critics.command("list")
@@ -205,6 +212,15 @@ def critics() -> None:
 def critics_list(names_only: bool, benchmark: str | None) -> None:
     """Names, groups and one-line descriptions of every registered critic."""
     list_kind("critics", names_only, benchmark)
+
+
+def _add_extract() -> None:
+    from .extract import critics_extract
+
+    critics.add_command(critics_extract)
+
+
+_add_extract()
 
 
 def _call_hook(module: str, func: str, argv: list[str]) -> None:
