@@ -1,12 +1,12 @@
 """What ``modulo critics extract synth/FAMILY`` needs: each critic's constraint in words, and gate sets
 labelled by Z3.
 
-A gate set for one constraint (one built-in critic: ``synth_busy``, ...) is every Z3 witness of freshly
-synthesized problems that hold a requirement of the constraint's kinds (medium and hard alternately; a
-few that hold none are kept too) and that witness's mutants (the same operators as ``modulo critics audit``: swaps, shifts, collisions, and
-boundary mutants one step outside or exactly on a limit), each labelled with Z3's verdict on the
-constraints of that critic's kinds alone. Plans the format check refuses are left out (the format
-critic gates every other critic).
+A gate set for one constraint (one built-in critic: ``synth_busy``, ...) holds, for freshly synthesized
+problems that have a requirement of the constraint's kinds (medium and hard alternately; a few that have
+none are kept too), the Z3 witness and its mutants (the operators of ``modulo critics audit``: swaps,
+shifts, collisions, and boundary mutants one step outside or exactly on a limit), each labelled with
+Z3's verdict on the constraints of that critic's kinds alone. Plans the format check refuses are left
+out (the format critic gates every other critic).
 """
 
 from __future__ import annotations

@@ -201,6 +201,7 @@ class _Builder:
         self._table1(bench, runs)
         self._first_vs_final(bench, runs)
         self._comparisons(bench, runs)
+        self._extracted(bench, runs)
         self._table4(bench, runs)
         self._dialogue(bench, runs)
         self._abstention(bench, runs)
@@ -547,6 +548,63 @@ class _Builder:
         ]
         self.text += [f"Paired comparisons ({label}):", text_table(headers[:-1], [r[:-1] for r in rows]), ""]
         self._csv(self._name("comparisons", bench, "csv"), csv_rows)
+
+    def _extracted(self, bench: str, runs: list[RunData]) -> None:
+        """LLM-extracted critics against the built-ins they stand for (see :mod:`modulo.reports.extracted`)."""
+        from .extracted import extracted_rows
+
+        rows = extracted_rows(runs)
+        if not rows:
+            return
+
+        def share(x: Any) -> str:
+            return "-" if x is None else f"{100 * x:.1f}"
+
+        headers = [
+            "run",
+            "extracted critic",
+            "built-in",
+            "plans re-checked",
+            "agreement (%)",
+            "extracted accepts, built-in rejects",
+            "extracted rejects, built-in accepts",
+            "extracted errors",
+            "extracted pass rate (% of n)",
+            "built-in run",
+            "built-in pass rate (% of n)",
+            "difference (points)",
+        ]
+        table = [
+            [
+                r["run"],
+                r["extracted"],
+                r["builtin"],
+                r["plans"],
+                share(r["agreement"]),
+                r["extracted_accepts_builtin_rejects"],
+                r["extracted_rejects_builtin_accepts"],
+                r["extracted_errors"],
+                f"{share(r['extracted_pass_rate'])} (of {r['extracted_judged']})",
+                r["builtin_run"] or "-",
+                "-" if r["builtin_run"] is None else f"{share(r['builtin_pass_rate'])} (of {r['builtin_judged']})",
+                "-" if r["pass_rate_difference_points"] is None else f"{r['pass_rate_difference_points']:+.1f}",
+            ]
+            for r in rows
+        ]
+        self.md += [
+            "### LLM-extracted critics against the built-ins",
+            "",
+            "Agreement: on every plan an extracted critic judged in its run, the built-in it stands for (from its "
+            "gate report) is run again and the verdicts compared; the recorded verdicts of the extracted critic "
+            "are used (it is never re-run outside the sandbox). 'Extracted accepts, built-in rejects' are the "
+            "permissive disagreements. Pass rates: the share of the plans each critic judged that it accepted, "
+            "each in its own run (the plans differ between runs).",
+            "",
+            md_table(headers, table, ["l", "l", "l"] + ["r"] * 6 + ["l", "r", "r"]),
+            "",
+        ]
+        self.text += ["LLM-extracted critics against the built-ins:", text_table(headers, table), ""]
+        self._csv(self._name("extracted_critics", bench, "csv"), rows)
 
     def _table4(self, bench: str, runs: list[RunData]) -> None:
         csv_rows: list[dict[str, Any]] = []
