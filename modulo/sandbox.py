@@ -1,8 +1,10 @@
 """The sandbox executor: untrusted critics run in worker processes.
 
 Which critics: ``metacontroller.sandbox`` lists them by name, or is ``plugins`` (every active critic
-that did not ship with modulo). The user who runs the experiment decides what is trusted, not the
-plugin; built-in critics stay in-process (:class:`~modulo.executor.ThreadExecutor`) unless named.
+that did not ship with modulo). The user who runs the experiment decides what else is trusted; a critic
+marked ``untrusted`` (every LLM-extracted critic, :mod:`modulo.extract`) is sandboxed in every case and
+refuses to run in-process. Built-in critics stay in-process (:class:`~modulo.executor.ThreadExecutor`)
+unless named.
 ``run.json`` records the sandboxed critics and the limits under ``sandbox``.
 
 Each sandboxed critic has its own small pool of worker processes (``metacontroller.sandbox_workers``,
@@ -11,17 +13,20 @@ event-loop process). A worker, before it imports the critic's module:
 
 - gets a **scrubbed environment**: only ``PATH``, the locale variables and a few thread-count knobs
   pass; ``HOME`` and ``TMPDIR`` point at its scratch directory. API keys never reach it.
-- runs in a **fresh scratch directory** (its cwd, removed when the worker ends). *Not enforced*: a
-  critic can still write by absolute path wherever the user running modulo may write; the scratch
-  directory only makes relative paths and temp files land there. Use OS-level isolation (a
-  container, a read-only mount) when that matters.
+- runs in a **fresh scratch directory** (its cwd, removed when the worker ends) and **writes nowhere
+  else**: an audit hook (:func:`sys.addaudithook`, which Python code cannot remove) refuses every
+  ``open`` for writing and every file-system change (remove, rename, mkdir, chmod, links, shutil's
+  copies and moves) outside it. A *guard, not a kernel boundary* too: native code (ctypes) gets
+  past it; use OS-level isolation (a container, a read-only mount) where that matters.
 - has **memory and CPU limits** (``RLIMIT_AS`` = ``sandbox_memory_mb``; ``RLIMIT_CPU`` set before
   each call to the worker's CPU time so far plus ``sandbox_cpu_s``, default the call's deadline + 1).
 - has **no network**, as a *guard, not a kernel boundary*: socket creation, ``create_connection``
   and name lookups in the ``socket``/``_socket`` modules are replaced by functions that raise. Code
   that reaches the OS another way (ctypes) is not stopped.
 - cannot **start processes** through ``os.fork``/``os.system``/``os.posix_spawn``/``subprocess``
-  (guard too); it runs in its own session, and the whole process group is killed with it.
+  (guard too); it runs in its own session, and the whole process group is killed with it. The same
+  audit hook refuses process and socket events as a second layer (so re-importing ``socket`` or
+  reaching ``os.fork`` another way is refused as well).
 - talks to the parent over a private pipe in JSON (never pickle): stdout and stderr are discarded.
 
 Every call has a wall-clock deadline; a worker past it is killed (SIGKILL to its process group)

@@ -55,7 +55,7 @@ def test_extract_then_install_then_run_and_compare(tmp_path: Path) -> None:
                 ]
             }
         )
-    )  # noqa: E501
+    )
     common = ["run", "benchmark=synth/calendar", "benchmark.n=3", "llm=scripted", f"llm.script={script}",
               "generator.prompt=json", "run.report=false"]  # fmt: skip
     run_a = modulo(env, *common, "critics=[format,extracted/synth_busy,synth_meeting_duration]",

@@ -79,6 +79,12 @@ COMMANDS = [c for doc in DOCS for c in extract(doc)]
 NETWORK_LLM = re.compile(r"\bllm=(openai|anthropic|vllm)\b|\+experiment=|LLM=")
 RULES: list[tuple[str, str, str]] = [
     # (regex on the command, action, reason)
+    (
+        r"^pip install -e extracted/",
+        "skip",
+        "installs the package an extraction wrote into this environment (tests/extract/test_cli.py installs it "
+        "with pip --target and lists it)",
+    ),
     (r"^python3 -m venv|^pip install", "install", "installs packages: .ci/run runs the install lines"),
     (r"^export ", "env", "sets the environment"),
     (r"hydra/launcher=ray .*address=|hydra/launcher=slurm", "skip", "needs a Ray cluster or SLURM"),
@@ -89,6 +95,12 @@ RULES: list[tuple[str, str, str]] = [
         "skip",
         "a speed or scale measurement: benchmarks/ checks its own targets, tests never time",
     ),
+    (
+        r"^modulo critics extract .*\bllm=(openai|anthropic|vllm)\b",
+        "skip",
+        "calls a network model (the same command runs offline with llm=scripted)",
+    ),
+    (r"^modulo critics (list|extract|audit) ", "run", ""),
     (r"^modulo (run|check) ", "modulo-run", ""),
     (r"^modulo (resume|report|show|dissect|export|evaluate|data|tools|track|list) ", "run", ""),
     (r"^python experiments/offline\.py", "run", ""),

@@ -82,6 +82,31 @@ def wrong_type(problem: Problem, plan: Any) -> Verdict:
     return "pass"  # type: ignore[return-value]
 
 
+@critic("sandbox_write", description="writes, removes and renames by absolute path, and in its scratch directory")
+def write_outside(problem: Problem, plan: Any) -> Verdict:
+    import shutil
+
+    action = plan["action"]
+    if action == "scratch":  # relative paths land in the scratch directory, which is allowed
+        with open("note.txt", "w") as fh:
+            fh.write("ok")
+        os.remove("note.txt")
+        return Verdict.ok()
+    target = plan["path"]
+    if action == "open":
+        with open(target, "a") as fh:
+            fh.write("escaped")
+    elif action == "os_open":
+        os.close(os.open(target, os.O_WRONLY | os.O_CREAT))
+    elif action == "remove":
+        os.remove(target)
+    elif action == "rename":
+        os.rename(target, target + ".moved")
+    elif action == "copy":
+        shutil.copyfile(__file__, target)
+    return Verdict.ok()
+
+
 @critic("sandbox_honest", description="passes plans with ok=true")
 def honest(problem: Problem, plan: Any) -> Verdict:
     if isinstance(plan, dict) and plan.get("ok") is True:
@@ -101,6 +126,7 @@ for _factory in (
     system_exit,
     mutate,
     wrong_type,
+    write_outside,
     honest,
 ):
     components.critics.register(_factory.name, _factory, replace=True)

@@ -34,6 +34,7 @@ NAMES = [
     "sandbox_system_exit",
     "sandbox_mutate",
     "sandbox_wrong_type",
+    "sandbox_write",
     "sandbox_honest",
 ]
 
@@ -136,6 +137,22 @@ def test_a_misbehaving_critic_is_a_critic_error(
 ) -> None:
     message = error_of(executor, critics[name], {"ok": False})
     assert expected in message
+
+
+@pytest.mark.parametrize("action", ["open", "os_open", "remove", "rename", "copy"])
+def test_no_write_outside_the_scratch_directory(
+    executor: SandboxExecutor, critics: dict, action: str, tmp_path: Any
+) -> None:
+    target = tmp_path / "victim.txt"
+    target.write_text("original")
+    path = str(target if action != "copy" else tmp_path / "copied.py")
+    message = error_of(executor, critics["sandbox_write"], {"action": action, "path": path})
+    assert "writing outside the sandbox's scratch directory is disabled" in message
+    assert target.read_text() == "original" and sorted(p.name for p in tmp_path.iterdir()) == ["victim.txt"]
+
+
+def test_writes_inside_the_scratch_directory_are_allowed(executor: SandboxExecutor, critics: dict) -> None:
+    assert run(executor, critics["sandbox_write"], {"action": "scratch"}).passed
 
 
 def test_the_same_critic_works_again_after_its_worker_died(executor: SandboxExecutor, critics: dict) -> None:
