@@ -28,6 +28,7 @@ _CATEGORY = (
     *(c for c in LABEL_COLUMNS if c not in ("max_iterations", "sample")),
     "outcome",
     "stop_reason",
+    "act",
     "evaluation",
     "critic",
     "group",
@@ -52,6 +53,9 @@ _INT = (
     "total_tokens",
     "n_verdicts",
     "n_rejected",
+    "questions",
+    "unnecessary_questions",
+    "updates",
     "n_gated",
     "flips",
     "repeat_of",
@@ -62,6 +66,9 @@ _INT = (
 )
 _BOOL = (
     "certified",
+    "solvable",
+    "abstained",
+    "abstention_verified",
     "has_plan",
     "all_accept",
     "passed",
@@ -154,6 +161,7 @@ def problem_rows(meta: RunMeta, record: dict[str, Any], evaluated: dict[str, dic
         "error": record.get("error"),
         "explanation": record.get("explanation"),
         "evaluation": "recorded" if meta.evaluation is not None else "missing",
+        **_dialogue(record, iterations),
     }
     metadata = record.get("metadata")
     if isinstance(metadata, dict):
@@ -163,6 +171,21 @@ def problem_rows(meta: RunMeta, record: dict[str, Any], evaluated: dict[str, dic
         if key != "problem_id":
             row[f"eval.{key}"] = _scalar(value)
     yield row
+
+
+def _dialogue(record: dict[str, Any], iterations: list[Any]) -> Row:
+    """A problem's multi-turn columns: questions (unnecessary ones), updates, ground truth, abstention."""
+    its = [it for it in iterations if isinstance(it, dict)]
+    answers = [it.get("answer") for it in its if it.get("act") == "question"]
+    abstention = record.get("abstention") if isinstance(record.get("abstention"), dict) else None
+    return {
+        "questions": len(answers),
+        "unnecessary_questions": sum(1 for a in answers if isinstance(a, dict) and a.get("unnecessary")),
+        "updates": sum(len(it.get("updates") or []) for it in its),
+        "solvable": record.get("solvable"),
+        "abstained": record.get("outcome") == "abstained",
+        "abstention_verified": abstention.get("verified") if abstention else None,
+    }
 
 
 def iteration_rows(meta: RunMeta, record: dict[str, Any], evaluated: dict[str, dict[str, Any]]) -> Iterator[Row]:
@@ -180,6 +203,7 @@ def iteration_rows(meta: RunMeta, record: dict[str, Any], evaluated: dict[str, d
         row: Row = {
             "problem_id": pid,
             "iteration": it.get("index"),
+            "act": it.get("act", "plan"),
             "has_plan": plan is not None,
             "format_error": it.get("format_error"),
             "all_accept": plan is not None and not gated and accepted,

@@ -102,3 +102,21 @@ def test_an_llm_user_answers_through_the_runs_model_or_its_own(tmp_path: Path) -
     cfg.user.llm = {"modle": "x"}
     with pytest.raises(ConfigError, match=r"user.llm: unknown key\(s\) modle"):
         build_session(cfg)
+
+
+def test_the_problems_frame_has_the_multi_turn_columns(tmp_path: Path) -> None:
+    from modulo.analysis import load
+
+    replies = {"toy-0": ["QUESTION: Any digit you dislike?", "[2, 3]"]}
+    cfg = config("toy", 1, replies)
+    # due after turn 5, the update meets the plan certified at turn 1 at once; text only, it still holds
+    cfg.user.name, cfg.user.updates = "scripted", [{"after": 5, "text": "Any time is fine."}]
+    cfg.user.args = {"script": {"answers": [{"match": "dislike", "answer": "Said so already.", "unnecessary": True}]}}
+    asyncio.run(run_session(build_session(cfg), RunDir(tmp_path)))
+    results = load(tmp_path)
+    problems = results.problems()
+    row = problems.iloc[0]
+    assert (row["questions"], row["unnecessary_questions"], row["updates"]) == (1, 1, 1)
+    assert not row["abstained"] and bool(row["certified"])
+    iterations = results.iterations()
+    assert list(iterations["act"]) == ["question", "plan"]
