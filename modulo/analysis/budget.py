@@ -46,7 +46,7 @@ def pass_rate_at_budget(meta: RunMeta) -> tuple[str, list[tuple[int, float]]] | 
     from ..reports import budget_curve, load_run
 
     try:
-        run = load_run(meta.path)
+        run = load_run(meta.path, light=True)
         run.name = meta.name
         curve = budget_curve(run)
     except (ModuloError, NotImplementedError) as exc:

@@ -132,7 +132,7 @@ def show_main(argv: list[str]) -> int:
     """``modulo show RUN_DIR PROBLEM_ID``. Exit code."""
     args = show_parser().parse_args(argv)
     try:
-        run = load_run(args.run_dir)
+        run = load_run(args.run_dir, only={str(args.problem_id)})  # that one record, in full
         run.name = run.run_id
         story = build_story(run, str(args.problem_id), show_prompt=args.prompts, show_reply=args.replies)
     except ModuloError as exc:

@@ -11,17 +11,17 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from ..benchmark import Benchmark, EvalResult, MetricSpec
 from ..errors import ModuloError, RunError
 from ..runs import error_digest
-from ..types import Outcome, PlanJSON, Problem, ProblemResult
+from ..types import Outcome, PlanJSON, Problem, ProblemResult, Usage, Verdict
 from ..users import in_force
 
 RUN_FILE = "run.json"
@@ -294,38 +294,121 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     return value
 
 
-def iter_records(path: Path, notes: list[str] | None = None) -> Iterator[ProblemResult]:
+def iter_records(
+    path: Path, notes: list[str] | None = None, *, light: bool = False, only: Collection[str] | None = None
+) -> Iterator[ProblemResult]:
     """Records of ``records.jsonl`` one at a time, in file order (a problem recorded twice comes twice).
 
     A truncated last line (a killed run) is skipped with a note; so is any other unreadable line.
+    ``light`` leaves out what no report reads (see :class:`LightReader`); ``only`` parses the records
+    of those problem ids alone (the others are skipped unread).
     """
     notes = notes if notes is not None else []
     if not path.is_file():
         return
+    parse = LightReader() if light else _full
+    wanted = _IdFilter(only) if only is not None else None
     with path.open("rb") as fh:
         previous: bytes | None = None
         number = 0
         for raw in fh:
-            if previous is not None:
-                rec = _parse_record(previous, number, notes, last=False)
+            if previous is not None and (wanted is None or wanted(previous)):
+                rec = _parse_record(parse, previous, number, notes, last=False)
                 if rec is not None:
                     yield rec
             number += 1
             previous = raw if raw.strip() else None
-        if previous is not None:
-            rec = _parse_record(previous, number, notes, last=True)
+        if previous is not None and (wanted is None or wanted(previous)):
+            rec = _parse_record(parse, previous, number, notes, last=True)
             if rec is not None:
                 yield rec
 
 
-def _parse_record(raw: bytes, number: int, notes: list[str], *, last: bool) -> ProblemResult | None:
+def _full(raw: bytes) -> ProblemResult:
+    return ProblemResult.model_validate_json(raw.decode("utf-8", errors="replace"))
+
+
+class _IdFilter:
+    """Whether a record line may be one of ``ids`` (its leading ``problem_id``, else a full parse)."""
+
+    def __init__(self, ids: Collection[str]) -> None:
+        self.ids = set(ids)
+
+    def __call__(self, raw: bytes) -> bool:
+        match = _ID_AT_START.match(raw)
+        if match is None:
+            return True  # not written by modulo's own writer: let the parser decide
+        try:
+            return str(json.loads(match.group(1))) in self.ids
+        except ValueError:
+            return True
+
+
+#: ``model_dump_json`` writes ``problem_id`` first
+_ID_AT_START = re.compile(rb'^\{"problem_id":("(?:[^"\\]|\\.)*")')
+#: what reports never read of an iteration (the texts: prompts, replies, backprompts, call logs)
+LIGHT_DROPPED_ITERATION_KEYS = ("prompt", "raw_reply", "backprompt", "calls", "timings", "tool_use")
+#: what reports never read of a verdict (its explanation and evidence)
+LIGHT_DROPPED_VERDICT_KEYS = ("feedback", "details", "hint")
+
+
+class LightReader:
+    """Parses record lines for reports: each iteration without its texts (prompt, reply, backprompt,
+    call log, timings, tool steps), each verdict without feedback, details and hint, the record without
+    its template labels; equal verdicts and equal usages are shared between records. What is kept is
+    what tables, metrics, budget curves and figures read (plans, verdict outcomes, usage, outcome,
+    metadata, the turns' acts, answers and updates), so a report over a sweep holds a small part of
+    the records' size. ``modulo show`` reads its one record in full.
+    """
+
+    def __init__(self) -> None:
+        self._verdicts: dict[tuple[Any, ...], Verdict] = {}
+        self._usages: dict[tuple[Any, ...], Usage] = {}
+
+    def __call__(self, raw: bytes) -> ProblemResult:
+        data = json.loads(raw)
+        if not isinstance(data, dict):
+            raise ValueError("a record is a JSON object")
+        data.pop("templates", None)
+        iterations = data.get("iterations")
+        for it in iterations if isinstance(iterations, list) else ():
+            if not isinstance(it, dict):
+                continue
+            for key in LIGHT_DROPPED_ITERATION_KEYS:
+                it.pop(key, None)
+            for v in it.get("verdicts") or ():
+                if isinstance(v, dict):
+                    for key in LIGHT_DROPPED_VERDICT_KEYS:
+                        v.pop(key, None)
+        rec = ProblemResult.model_validate(data)
+        for it in rec.iterations:
+            it.verdicts = [self._verdict(v) for v in it.verdicts]
+            it.usage = self._usage(it.usage)
+        return rec
+
+    def _verdict(self, v: Verdict) -> Verdict:
+        return self._verdicts.setdefault(_value_key(v), v)
+
+    def _usage(self, u: Usage) -> Usage:
+        return self._usages.setdefault(_value_key(u), u)
+
+
+def _value_key(model: BaseModel) -> tuple[Any, ...]:
+    """A hashable key equal for models of equal field values (containers compared by their repr)."""
+    return (type(model), *(x if isinstance(x, str | int | float | None) else repr(x) for x in model.__dict__.values()))
+
+
+def _parse_record(
+    parse: Callable[[bytes], ProblemResult], raw: bytes, number: int, notes: list[str], *, last: bool
+) -> ProblemResult | None:
     try:
-        return ProblemResult.model_validate_json(raw.decode("utf-8", errors="replace"))
-    except ValidationError as exc:
+        return parse(raw)
+    except ValueError as exc:  # ValidationError and JSONDecodeError are ValueErrors
         if last and not raw.endswith(b"\n"):
             notes.append(f"records.jsonl: skipped a truncated last line (line {number}; the run was killed mid-write)")
         else:
-            first = exc.errors()[0] if exc.errors() else {"msg": str(exc)}
+            errors = exc.errors() if isinstance(exc, ValidationError) else []
+            first = errors[0] if errors else {"msg": str(exc).splitlines()[0][:200]}
             notes.append(f"records.jsonl: skipped unreadable line {number}: {first.get('msg')}")
         return None
 
@@ -339,11 +422,14 @@ def _read_derived(path: Path, notes: list[str]) -> dict[str, Any] | None:
         return None
 
 
-def read_records(path: Path, notes: list[str] | None = None) -> dict[str, ProblemResult]:
-    """Read ``records.jsonl``: skip a truncated last line (a killed run); note other bad lines and skip them."""
+def read_records(
+    path: Path, notes: list[str] | None = None, *, light: bool = False, only: Collection[str] | None = None
+) -> dict[str, ProblemResult]:
+    """Read ``records.jsonl``: skip a truncated last line (a killed run); note other bad lines and skip them.
+    ``light`` and ``only``: see :func:`iter_records`."""
     notes = notes if notes is not None else []
     records: dict[str, ProblemResult] = {}
-    for rec in iter_records(path, notes):
+    for rec in iter_records(path, notes, light=light, only=only):
         if rec.problem_id in records:
             notes.append(f"records.jsonl: problem {rec.problem_id} recorded more than once; the last record is used")
             del records[rec.problem_id]
@@ -351,11 +437,15 @@ def read_records(path: Path, notes: list[str] | None = None) -> dict[str, Proble
     return records
 
 
-def load_run(path: str | Path, *, with_records: bool = True) -> RunData:
+def load_run(
+    path: str | Path, *, with_records: bool = True, light: bool = False, only: Collection[str] | None = None
+) -> RunData:
     """Read one run directory. Raises RunError when ``run.json`` is missing or unreadable.
 
     ``with_records=False`` leaves ``records`` empty, for a caller that streams them with
-    :func:`iter_records` (and then calls :func:`note_unfinished`).
+    :func:`iter_records` (and then calls :func:`note_unfinished`). ``light`` reads the records without
+    what reports never read (:class:`LightReader`: bounded memory over large sweeps); ``only`` reads
+    the records of those problem ids alone (``modulo show``).
     """
     path = Path(path)
     info = _read_json(path / RUN_FILE)
@@ -369,14 +459,14 @@ def load_run(path: str | Path, *, with_records: bool = True) -> RunData:
     if derived:
         shown = ", ".join(str(d) for d in derived[:8]) + (f" and {len(derived) - 8} more" if len(derived) > 8 else "")
         notes.append(f"{len(derived)} problem(s) carry data the benchmark derived, not official data: {shown}")
-    records = read_records(path / RECORDS_FILE, notes) if with_records else {}
+    records = read_records(path / RECORDS_FILE, notes, light=light, only=only) if with_records else {}
     run = RunData(path=path, info=info, records=records, notes=notes)
     # a damaged summary or evaluation never hides intact records: they are rebuilt from records.jsonl
     run.summary = _read_derived(path / SUMMARY_FILE, notes)
     run.evaluation = _read_derived(path / EVALUATION_FILE, notes)
     if run.evaluation is not None:
         run.evaluation_status = EVAL_RECORDED
-    if with_records:
+    if with_records and only is None:
         note_unfinished(run)
     return run
 
@@ -387,9 +477,10 @@ def note_unfinished(run: RunData) -> None:
         run.notes.append(f"{done} of {len(run.problem_ids)} problems finished")
 
 
-def load_runs(paths: Iterable[str | Path], *, with_records: bool = True) -> list[RunData]:
-    """Find and read every run under ``paths``; give each a short unique display name."""
-    runs = [load_run(p, with_records=with_records) for p in find_runs(paths)]
+def load_runs(paths: Iterable[str | Path], *, with_records: bool = True, light: bool = False) -> list[RunData]:
+    """Find and read every run under ``paths``; give each a short unique display name (``light``: see
+    :func:`load_run`)."""
+    runs = [load_run(p, with_records=with_records, light=light) for p in find_runs(paths)]
     _assign_names(runs)
     return runs
 

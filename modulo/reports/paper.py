@@ -284,7 +284,7 @@ def paper_tables(
     """One :class:`PaperTable` per benchmark for the runs under ``paths`` (or already loaded runs)."""
     runs = [p for p in paths if isinstance(p, RunData)]
     if len(runs) != len(paths):
-        runs = load_runs([p for p in paths if not isinstance(p, RunData)])
+        runs = load_runs([p for p in paths if not isinstance(p, RunData)], light=True)
     by_bench: dict[str, list[RunData]] = {}
     for run in runs:
         ensure_evaluation(run, reevaluate=reevaluate)

@@ -49,13 +49,13 @@ def find_record(run: RunData, problem_id: str) -> ProblemResult:
     rec = run.records.get(problem_id)
     if rec is not None:
         return rec
-    known = list(run.records)
+    known = list(dict.fromkeys([*run.records, *run.problem_ids]))
     close = difflib.get_close_matches(problem_id, known, n=3, cutoff=0.5)
     hint = f" Did you mean {' or '.join(close)}?" if close else ""
     if problem_id in run.problem_ids:
         raise RunError(f"{run.path}: problem {problem_id!r} is part of the run but has not finished.{hint}")
     sample = ", ".join(known[:5]) + (", ..." if len(known) > 5 else "")
-    raise RunError(f"{run.path}: no problem {problem_id!r} in this run.{hint} Recorded ids: {sample or 'none'}")
+    raise RunError(f"{run.path}: no problem {problem_id!r} in this run.{hint} Its ids: {sample or 'none'}")
 
 
 def critic_state(v: Verdict) -> str:
