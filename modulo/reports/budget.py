@@ -21,7 +21,7 @@ from typing import Any
 from ..errors import ModuloError, RunError
 from ..metacontroller import best_position
 from ..types import PlanJSON, ProblemResult, canonical_json, plan_fingerprint
-from .load import RunData
+from .load import RunData, evaluate_plans
 from .metrics import metric_parts
 
 CACHE_DIR = "report_cache"
@@ -153,7 +153,7 @@ def budget_curve(run: RunData, *, max_k: int | None = None, use_cache: bool = Tr
         if values is None:
             values = []
             for plans in plans_by_k:
-                result = bench.evaluate(problems, plans)
+                result = evaluate_plans(bench, problems, plans)
                 values.append(float(result.metrics[metric]))
             method = "per-budget"
     except (ModuloError, NotImplementedError, KeyError) as exc:
@@ -177,7 +177,7 @@ def _by_pairs(
                 slot[(i, fp)] = len(batch_plans)
                 batch_problems.append(problems[i])
                 batch_plans.append(plan)
-    result = bench.evaluate(batch_problems, batch_plans)
+    result = evaluate_plans(bench, batch_problems, batch_plans)
     if len(result.per_problem) != len(batch_plans) or metric not in result.metrics:
         return None, ""
     if any(str(row.get("problem_id", p.id)) != p.id for row, p in zip(result.per_problem, batch_problems, strict=True)):

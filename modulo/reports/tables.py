@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from ..errors import ModuloError
 from ..types import IterationRecord, Usage
 from .budget import plan_at_budget
-from .load import RunData
+from .load import RunData, evaluate_plans
 from .metrics import (
     Parts,
     constraint_info,
@@ -304,7 +304,7 @@ def first_vs_final(
     if not ids or final is None or bench is None:
         return None
     try:
-        result = bench.evaluate(run.problems(ids), [plan_at_budget(run.records[i], 1) for i in ids])
+        result = evaluate_plans(bench, run.problems(ids), [plan_at_budget(run.records[i], 1) for i in ids])
     except (ModuloError, NotImplementedError):
         return None
     first = passed_vector(result.per_problem, ids)

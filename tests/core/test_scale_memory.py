@@ -1,0 +1,177 @@
+"""Memory shape of a run, checked by counting live objects (never by RSS, never timed).
+
+A benchmark that streams its problems runs with only the in-flight problems, records and iterations
+in memory: the counts do not grow with the number of problems. The problem set itself (spooled to
+a temporary file) behaves as the in-memory list it replaces.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from modulo import components
+from modulo.benchmark import EvalResult
+from modulo.build import build_session
+from modulo.errors import ConfigError, DataError
+from modulo.problems import ProblemSet, select_problems
+from modulo.runner import run_session
+from modulo.runs import RunDir, read_records
+from modulo.types import IterationRecord, PlanJSON, Problem, ProblemResult
+
+from . import toy
+from .test_runner import config
+
+pytestmark = pytest.mark.usefixtures("toy_registered")
+
+CONCURRENCY = 2
+BUDGET = 3
+
+
+class StreamingToy(toy.Toy):
+    """The toy benchmark handing its problems over one at a time and scoring them one at a time."""
+
+    #: the most Problem / ProblemResult / IterationRecord objects alive at any moment seen by ``watch``
+    peak: ClassVar[dict[str, int]] = {}
+
+    def iter_problems(self, split: str) -> Iterator[Problem]:
+        for i in range(self.n):
+            yield _problem(i)
+
+    def evaluate_stream(self, pairs: Iterable[tuple[Problem, PlanJSON | None]]) -> EvalResult:
+        per = []
+        for p, plan in pairs:
+            watch()
+            ok = plan is not None and sum(plan) == p.constraints["target"] and len(set(plan)) == 2
+            per.append({"problem_id": p.id, "passed": ok})
+        return EvalResult(metrics={"solved": sum(r["passed"] for r in per) / (len(per) or 1)}, per_problem=per)
+
+
+def _problem(i: int) -> Problem:
+    return Problem(
+        id=f"toy-{i}",
+        benchmark="toy",
+        query=f"Pick 2 distinct digits summing to {i + 5}.",
+        constraints={"k": 2, "target": i + 5},
+    )
+
+
+def watch(*_: Any) -> None:
+    gc.collect()
+    live = {"Problem": 0, "ProblemResult": 0, "IterationRecord": 0}
+    for obj in gc.get_objects():
+        if isinstance(obj, Problem):
+            live["Problem"] += 1
+        elif isinstance(obj, ProblemResult):
+            live["ProblemResult"] += 1
+        elif isinstance(obj, IterationRecord):
+            live["IterationRecord"] += 1
+    for k, v in live.items():
+        StreamingToy.peak[k] = max(StreamingToy.peak.get(k, 0), v)
+
+
+def _run(tmp_path: Path, n: int) -> dict[str, int]:
+    StreamingToy.peak = {}
+    components.benchmarks.register("toy", StreamingToy, replace=True)  # the toy's critics apply
+    try:
+        # every reply is wrong (sum 3): each problem uses its whole budget
+        cfg = config("toy", n, {"*": ["[1, 2]", "[0, 3]", "[3, 0]"]}, concurrency=CONCURRENCY)
+        cfg.metacontroller.max_iterations = BUDGET
+        session = build_session(cfg)
+        assert session.problems.spooled_to_disk
+        result = asyncio.run(run_session(session, RunDir(tmp_path / f"run-{n}"), progress=watch))
+    finally:
+        components.benchmarks.register("toy", toy.Toy, replace=True)
+    assert result.state.done == n and result.summary["iterations"] == n * BUDGET
+    assert [r["problem_id"] for r in (result.evaluation or {})["per_problem"]] == [f"toy-{i}" for i in range(n)]
+    assert len(list(read_records(tmp_path / f"run-{n}"))) == n
+    return dict(StreamingToy.peak)
+
+
+@pytest.mark.slow  # counts every live object at each step
+def test_live_problems_and_records_do_not_grow_with_the_number_of_problems(tmp_path: Path) -> None:
+    # in flight: at most one problem per worker (plus the one a worker has just taken) and the records
+    # of those problems; the bound does not depend on the number of problems, and both runs stay in it
+    bound = {
+        "Problem": CONCURRENCY + 2,
+        "ProblemResult": CONCURRENCY + 1,
+        "IterationRecord": (CONCURRENCY + 1) * BUDGET,
+    }
+    for n in (6, 30):
+        peak = _run(tmp_path, n)
+        assert all(peak[k] <= bound[k] for k in bound), (n, peak, bound)
+        assert peak["Problem"] >= 1 and peak["IterationRecord"] >= 1, peak  # the counting sees them
+
+
+@pytest.mark.slow
+def test_resume_keeps_digests_not_records(tmp_path: Path) -> None:
+    _run(tmp_path, 12)
+    components.benchmarks.register("toy", StreamingToy, replace=True)  # the toy's critics apply
+    try:
+        cfg = config("toy", 12, {"*": ["[1, 2]", "[0, 3]", "[3, 0]"]}, concurrency=CONCURRENCY)
+        cfg.metacontroller.max_iterations = BUDGET
+        StreamingToy.peak = {}
+        result = asyncio.run(run_session(build_session(cfg), RunDir(tmp_path / "run-12"), progress=watch))
+    finally:
+        components.benchmarks.register("toy", toy.Toy, replace=True)
+    assert result.state.resumed == 12 and result.summary["iterations"] == 12 * BUDGET
+    assert StreamingToy.peak["ProblemResult"] == 0 and StreamingToy.peak["IterationRecord"] == 0
+
+
+# -- the problem set ------------------------------------------------------------------------------
+
+
+def _problems(n: int) -> list[Problem]:
+    return [_problem(i) for i in range(n)]
+
+
+@pytest.mark.parametrize("spool", [False, True])
+def test_problem_set_is_the_selected_list(spool: bool) -> None:
+    every = _problems(10)
+    whole = select_problems(iter(every), "toy/dev", spool=spool)
+    assert whole.spooled_to_disk is spool
+    assert list(whole) == every and list(whole) == every  # a second pass reads the same
+    assert whole.ids == [p.id for p in every] and len(whole) == 10
+    assert whole[3] == every[3] and whole[-1] == every[-1] and whole[2:4] == every[2:4]
+    assert whole.get("toy-7") == every[7] and "toy-7" in whole and every[7] in whole and "nope" not in whole
+    with pytest.raises(IndexError):
+        whole[10]
+    first = select_problems(iter(every), "toy/dev", limit=4, spool=spool)
+    assert list(first) == every[:4]
+    chosen = select_problems(iter(every), "toy/dev", ids=["toy-5", "toy-1", "toy-5"], spool=spool)
+    assert chosen.ids == ["toy-5", "toy-1"] and list(chosen) == [every[5], every[1]]
+    assert select_problems(iter(every), "toy/dev", ids=["toy-5", "toy-1"], limit=1, spool=spool).ids == ["toy-5"]
+
+
+def test_problem_set_selection_errors() -> None:
+    every = _problems(5)
+    with pytest.raises(DataError, match="duplicate problem ids \\(toy-2\\)"):
+        select_problems(iter([*every, every[2]]), "toy/dev", spool=True)
+    with pytest.raises(ConfigError, match="toy-9"):
+        select_problems(iter(every), "toy/dev", ids=["toy-9"], spool=True)
+    with pytest.raises(ConfigError, match="at least 0"):
+        select_problems(iter(every), "toy/dev", limit=-1)
+
+
+def test_limit_stops_reading_the_stream() -> None:
+    taken: list[int] = []
+
+    def stream() -> Iterator[Problem]:
+        for i in range(1000):
+            taken.append(i)
+            yield _problem(i)
+
+    assert len(select_problems(stream(), "toy/dev", limit=3, spool=True)) == 3
+    assert len(taken) <= 4
+
+
+def test_a_benchmark_without_a_stream_keeps_its_list() -> None:
+    bench = toy.Toy(n=4)
+    chosen = bench.problem_set("dev", limit=2)
+    assert isinstance(chosen, ProblemSet) and not chosen.spooled_to_disk and chosen.ids == ["toy-0", "toy-1"]
+    assert StreamingToy(n=4).problem_set("dev", ids=["toy-3"]).spooled_to_disk

@@ -1,0 +1,105 @@
+"""Reports read records light (no prompts, replies, backprompts, verdict feedback): same report as in full."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from modulo.reports import ReportOptions, build_report, load_run
+from modulo.reports import report as report_module
+from modulo.reports.load import LIGHT_DROPPED_ITERATION_KEYS, LIGHT_DROPPED_VERDICT_KEYS, load_runs
+from modulo.reports.show import build_story, render_plain
+from modulo.types import ProblemResult
+
+OPTIONS = ReportOptions(n_resamples=500, use_cache=False)
+
+
+def _texts(out: Path) -> dict[str, str]:
+    """Every text file the report wrote (figures are images: compared through their data elsewhere)."""
+    return {
+        str(p.relative_to(out)): p.read_text(encoding="utf-8")
+        for p in sorted(out.rglob("*"))
+        if p.is_file() and p.suffix in (".md", ".csv", ".json", ".txt", ".tex")
+    }
+
+
+def test_report_from_light_records_equals_the_full_load(
+    tmp_path: Path, make_run: Any, run_a_plans: Any, run_b_plans: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_run(tmp_path / "runs" / "a", run_a_plans)
+    make_run(tmp_path / "runs" / "b", run_b_plans, evaluate=False, model="other-model")
+    light = build_report([tmp_path / "runs"], ReportOptions(**{**OPTIONS.__dict__, "out": tmp_path / "light"}))
+    assert all(
+        not it.prompt and it.raw_reply is None and it.backprompt is None
+        for run in light.runs
+        for rec in run.records.values()
+        for it in rec.iterations
+    ), "the report did not read light records"
+
+    full_loader = load_runs
+
+    def load_full(paths: Any, **kwargs: Any) -> Any:
+        return full_loader(paths, **{**kwargs, "light": False})
+
+    monkeypatch.setattr(report_module, "load_runs", load_full)
+    full = build_report([tmp_path / "runs"], ReportOptions(**{**OPTIONS.__dict__, "out": tmp_path / "full"}))
+    assert any(it.prompt for run in full.runs for rec in run.records.values() for it in rec.iterations)
+    assert _same_out(light.text, tmp_path / "light") == _same_out(full.text, tmp_path / "full")
+    assert _same_out(light.markdown, tmp_path / "light") == _same_out(full.markdown, tmp_path / "full")
+    light_files, full_files = _texts(tmp_path / "light"), _texts(tmp_path / "full")
+    assert light_files.keys() == full_files.keys() and light_files
+    for name, text in light_files.items():
+        assert _same_out(text, tmp_path / "light") == _same_out(full_files[name], tmp_path / "full"), name
+
+
+def _same_out(text: str, out: Path) -> str:
+    """The text with the output folder and the generation time (the two reports' only differences) masked."""
+    return re.sub(r"generated \d{4}-\d\d-\d\d \d\d:\d\d UTC", "generated T", text.replace(str(out), "OUT"))
+
+
+def test_light_records_keep_what_reports_read_and_share_equal_values(
+    tmp_path: Path, make_run: Any, run_a_plans: Any
+) -> None:
+    path = make_run(tmp_path / "a", run_a_plans)
+    full = load_run(path).records
+    light = load_run(path, light=True).records
+    assert list(light) == list(full)
+    for pid, rec in full.items():
+        lr = light[pid]
+        assert (lr.outcome, lr.best_plan, lr.usage, lr.metadata, lr.error) == (
+            rec.outcome,
+            rec.best_plan,
+            rec.usage,
+            rec.metadata,
+            rec.error,
+        )
+        assert [(it.plan, it.passed_count, it.usage) for it in lr.iterations] == [
+            (it.plan, it.passed_count, it.usage) for it in rec.iterations
+        ]
+        assert [[(v.critic, v.group, v.accepts, v.error) for v in it.verdicts] for it in lr.iterations] == [
+            [(v.critic, v.group, v.accepts, v.error) for v in it.verdicts] for it in rec.iterations
+        ]
+        for it in lr.iterations:
+            dumped = it.model_dump()
+            assert all(not dumped[k] for k in LIGHT_DROPPED_ITERATION_KEYS if k in dumped)
+            assert all(not v.feedback and not v.details and v.hint is None for v in it.verdicts)
+    # equal verdicts are one object: memory grows with distinct verdicts, not with iterations
+    verdicts = [v for rec in light.values() for it in rec.iterations for v in it.verdicts]
+    assert len({id(v) for v in verdicts}) == len({(v.critic, v.passed, v.applicable, v.error) for v in verdicts})
+    assert "feedback" in LIGHT_DROPPED_VERDICT_KEYS
+
+
+def test_show_reads_its_one_record_in_full(tmp_path: Path, make_run: Any, run_a_plans: Any) -> None:
+    path = make_run(tmp_path / "a", run_a_plans)
+    run = load_run(path, only={"p3"})
+    run.name = run.run_id
+    assert list(run.records) == ["p3"]
+    rec: ProblemResult = run.records["p3"]
+    assert rec == load_run(path).records["p3"]
+    text = render_plain(build_story(run, "p3"))
+    assert "p3" in text
+    with pytest.raises(Exception, match="p9"):
+        build_story(run, "p9")
