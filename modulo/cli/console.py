@@ -63,9 +63,33 @@ def print_check(session: Session) -> None:
     t.add_row("sandboxed critics", ", ".join(sandboxed) or "(none: every critic runs in-process)")
     t.add_row("backprompt", f"{cfg.backprompt.name} {cfg.backprompt.args or ''}".strip())
     t.add_row("budget", f"{cfg.metacontroller.max_iterations} iterations")
+    t.add_row("user", user_line(session))
     t.add_row("templates", ", ".join(session.loop.templates().values()))
     t.add_row("tracker", cfg.tracker.name or "none")
     console.print(t)
+
+
+def user_line(session: Session) -> str:
+    """The user in the loop as ``modulo check`` shows it: who answers, how questions count, the updates."""
+    user = session.info.get("user") or {}
+    loop = session.loop
+    parts = [str(user.get("name") or "none")]
+    if user.get("file"):
+        parts.append(f"file {user['file']}")
+    if loop.user is not None and loop.user.needs_llm:
+        parts.append(f"on model {user.get('llm_model') or '?'}")
+    if loop.user is not None or user.get("abstain"):
+        questions = "a question costs an iteration" if loop.settings.question_costs_iteration else "questions are free"
+        limit = loop.settings.max_questions
+        parts.append(questions + (f", at most {limit} answered" if limit is not None else ""))
+    if loop.settings.updates:
+        parts.append(
+            f"{len(loop.settings.updates)} update(s) after turn(s) "
+            + ", ".join(str(u.after) for u in loop.settings.updates)
+        )
+    if loop.settings.abstain:
+        parts.append("the planner is told it may abstain")
+    return "; ".join(parts)
 
 
 class _Bar:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from modulo.build import build_session
+from modulo.cli.console import user_line
 from modulo.errors import ConfigError, UnknownComponentError
 from modulo.reports.load import load_runs
 from modulo.reports.report import ReportOptions, build_report
@@ -31,6 +32,7 @@ def test_a_run_with_updates_is_evaluated_against_the_final_request(tmp_path: Pat
     cfg.metacontroller.max_iterations = 2
     session = build_session(cfg)
     assert session.info["user"]["updates"] == cfg.user.updates and session.info["user"]["name"] is None
+    assert user_line(session) == "none; 1 update(s) after turn(s) 0"  # what modulo check shows
     result = asyncio.run(run_session(session, RunDir(tmp_path)))
     by_id = {r.problem_id: r for r in read_records(tmp_path)}
     assert by_id["toy-0"].outcome is Outcome.CERTIFIED and by_id["toy-0"].best_plan == [4, 5]
