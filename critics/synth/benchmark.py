@@ -16,6 +16,7 @@ For error dissection, :meth:`SynthBenchmark.variant` re-renders a problem with o
 from __future__ import annotations
 
 import json
+import random
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -24,11 +25,12 @@ from typing import Any, ClassVar
 from modulo.benchmark import Benchmark, ConstraintInfo, DataReport, EvalResult, GateCase, MetricSpec
 from modulo.errors import ConfigError, DataError, PlanFormatError
 from modulo.prompts import role_templates
-from modulo.types import PlanJSON, Problem
+from modulo.types import AbstentionCheck, PlanJSON, Problem, ProblemUpdate
 
-from .common import derive_seed, rng_for
+from .common import capitalize, derive_seed, rng_for
 from .families import get_family
 from .family import Family, problem_from
+from .multiturn import HIDDEN_MODES, apply_changes, check_reason, choose_hidden, constraint_from, intent, visible_spec
 
 SPLIT = "generated"
 
@@ -68,6 +70,10 @@ class SynthBenchmark(Benchmark):
         topic: str | None = None,
         unique: bool | None = None,
         knobs: dict[str, Any] | None = None,
+        hidden: int = 0,
+        hidden_mode: str = "ask",
+        update_after: int = 1,
+        hide_contradiction: bool = False,
     ) -> None:
         super().__init__(data_dir)
         self.family: Family = get_family(self.family_name)
@@ -85,6 +91,14 @@ class SynthBenchmark(Benchmark):
         self.wording_seed, self.topic = wording_seed, topic
         self.unique = self.default_unique() if unique is None else bool(unique)
         self.knobs = self.family.knobs(difficulty, knobs or {})
+        if isinstance(hidden, bool) or not isinstance(hidden, int) or hidden < 0:
+            raise ConfigError(f"{self.name}: hidden must be a non-negative integer, got {hidden!r}")
+        if hidden_mode not in HIDDEN_MODES:
+            raise ConfigError(f"{self.name}: hidden_mode must be one of {list(HIDDEN_MODES)}, got {hidden_mode!r}")
+        if isinstance(update_after, bool) or not isinstance(update_after, int) or update_after < 0:
+            raise ConfigError(f"{self.name}: update_after must be a turn number >= 0, got {update_after!r}")
+        self.hidden, self.hidden_mode, self.update_after = hidden, hidden_mode, update_after
+        self.hide_contradiction = bool(hide_contradiction)
         self._cache: list[Problem] | None = None
 
     @classmethod
@@ -136,7 +150,124 @@ class SynthBenchmark(Benchmark):
         }
         tag = "u" if unsolvable else "s"
         pid = f"{self.family.name}-{self.difficulty}-{self.seed}-{index:04d}{tag}"
-        return problem_from(self.family, synthesis, problem_id=pid, wording_seed=wording, meta=meta)
+        problem = problem_from(self.family, synthesis, problem_id=pid, wording_seed=wording, meta=meta)
+        if self.hidden:
+            problem = self.hold_back(problem, rng_for("hidden", self.seed, index), wording)
+        return problem
+
+    # -- multi-turn: hidden requirements, updates, abstention (see :mod:`.multiturn`) -----------------
+    def hold_back(self, problem: Problem, rng: random.Random, wording: int) -> Problem:
+        """``problem`` with ``self.hidden`` of its stated requirements held back: the query is written again
+        without them; each waits in ``problem.hidden`` (``h1``, ``h2``, ...: its sentence, told when asked)
+        or, with ``hidden_mode=update``, in ``problem.updates`` (the i-th after turn ``update_after + i``)."""
+        spec = problem.constraints
+        keep: list[str] = []
+        first: list[str] = []
+        injected = problem.metadata.get("injected")
+        if injected:
+            (first if self.hide_contradiction else keep).append(str(injected))
+        ids = first + choose_hidden(self.family, spec, self.hidden - len(first), rng, keep=keep + first)
+        by_id = {c["id"]: c for c in spec["constraints"]}
+        held = [by_id[cid] for cid in ids]
+        bare = visible_spec(spec, ids)
+        bare = {**bare, "constraints": [{k: v for k, v in c.items() if k != "text"} for c in bare["constraints"]]}
+        query, shown = self.family.render(bare, rng_for(self.family.name, "wording", wording))
+        known_solvable = self.family.solve(shown) is not None
+        meta = {
+            **problem.metadata,
+            "hidden_ids": ids,
+            "hidden_mode": self.hidden_mode,
+            "known_solvable": known_solvable,
+            "visible_witness": self.family.solve(shown),
+        }
+        update: dict[str, Any] = {"query": query, "constraints": shown, "metadata": meta}
+        if self.hidden_mode == "ask":
+            update["hidden"] = {
+                f"h{i + 1}": {"text": capitalize(c["text"]) + ".", "add": {"constraints": [c]}}
+                for i, c in enumerate(held)
+            }
+        else:
+            update["updates"] = [
+                ProblemUpdate(
+                    after=self.update_after + i,
+                    add={"constraints": [c]},
+                    text=capitalize(c["text"]) + ".",
+                    source="benchmark",
+                )
+                for i, c in enumerate(held)
+            ]
+        return problem.model_copy(update=update)
+
+    def intent(self, problem: Problem) -> dict[str, Any]:
+        """The whole constraint set the user means: the problem's constraints, the hidden requirements not
+        yet told and the scheduled updates not yet applied (the oracle judges plans against it)."""
+        return intent(problem.constraints, _pending(problem))
+
+    def apply_update(self, problem: Problem, update: ProblemUpdate) -> Problem:
+        """The problem after ``update``, re-derived from its constraint set. ``update.add`` may hold
+        ``constraints`` (objects ``{"kind": ..., ...}`` or sentences in the query's words; one that carries
+        the id of a held-back requirement reveals it), ``remove`` (ids) and ``reveal`` (keys of
+        ``problem.hidden``, or ``"all"``). Z3 decides again whether the intent has a plan
+        (``problem.solvable``, ``metadata['witness']``); the text the planner is told is ``update.text``
+        or, when empty, the sentences of what was added."""
+        add = dict(update.add)
+        unknown = sorted(set(add) - {"constraints", "remove", "reveal"})
+        if unknown:
+            raise ConfigError(
+                f"{self.name}: an update's add takes constraints, remove, reveal; not {', '.join(unknown)}"
+            )
+        spec = problem.constraints
+        hidden = dict(problem.hidden)
+        reveal = add.get("reveal") or []
+        keys = list(hidden) if reveal == "all" else [reveal] if isinstance(reveal, str) else list(reveal)
+        wanted: list[Any] = []
+        for key in keys:
+            item = hidden.pop(str(key), None)
+            if item is None:
+                raise ConfigError(f"{self.name}: problem {problem.id} holds no hidden item {key!r}")
+            wanted += item.get("add", {}).get("constraints", [])
+        raw = add.get("constraints") or []
+        if not isinstance(raw, list):
+            raw = [raw]
+        try:
+            wanted += [constraint_from(self.family, c, spec) for c in raw]
+            remove = [str(r) for r in (add.get("remove") or [])]
+            pending = _pending(problem)
+            new_spec, _still, facts = apply_changes(self.family, spec, pending, add=wanted, remove=remove)
+        except ValueError as exc:
+            raise ConfigError(f"{self.name}: problem {problem.id}: {exc}") from None
+        revealed = {c["id"] for c in wanted if "id" in c}
+        for key, item in list(hidden.items()):  # a hidden item told through its constraint's id
+            if {c.get("id") for c in item.get("add", {}).get("constraints", [])} & revealed:
+                hidden.pop(key)
+        added = [c for c in new_spec["constraints"] if c["id"] in facts["added"]]
+        text = update.text or " ".join(capitalize(c["text"]) + "." for c in added)
+        if remove:
+            gone = [c for c in spec["constraints"] if c["id"] in remove]
+            text = text or " ".join(f'No longer: "{c.get("text") or self.family.describe(c)}".' for c in gone)
+        query = problem.query + (f"\n\nUpdate: {text}" if text else "")
+        meta = {
+            **problem.metadata,
+            "solvable": facts["solvable"],
+            "witness": facts["witness"],
+            "known_solvable": facts["known_solvable"],
+            "n_constraints": len(self.intent(problem.model_copy(update={"constraints": new_spec}))["constraints"]),
+        }
+        return problem.model_copy(
+            update={
+                "constraints": new_spec,
+                "query": query,
+                "hidden": hidden,
+                "solvable": facts["solvable"],
+                "metadata": meta,
+            }
+        )
+
+    def check_abstention(self, problem: Problem, reason: str) -> AbstentionCheck:
+        """Accepted only when Z3 proves the intent unsatisfiable and the reason names a requirement of the
+        unsat core (see :func:`critics.synth.multiturn.check_reason` for what *names* and *consistent* mean)."""
+        result = check_reason(self.family, self.intent(problem), reason)
+        return AbstentionCheck(verified=result.accepted, detail=result.message)
 
     def read(self, path: Path) -> list[Problem]:
         """Problems from a JSONL file written by :func:`write_problems` (``modulo synth ... --out``)."""
@@ -256,7 +387,7 @@ class SynthBenchmark(Benchmark):
         )
 
     def _score(self, problem: Problem, plan: PlanJSON | None) -> dict[str, Any]:
-        spec = problem.constraints
+        spec = self.intent(problem)
         solvable = self.family.unsat_core_ids(spec) is None
         row: dict[str, Any] = {
             "problem_id": problem.id,
@@ -331,6 +462,19 @@ class SynthBenchmark(Benchmark):
             lines.append(f"problem file {self.path}: {'present' if ok else 'MISSING'}")
             return DataReport(ok=ok, lines=lines)
         return DataReport(ok=True, lines=lines)
+
+
+def _pending(problem: Problem) -> list[dict[str, Any]]:
+    """Requirements the user holds that are not yet in force: hidden items and scheduled updates."""
+    seen = {c.get("id") for c in problem.constraints.get("constraints", [])}
+    out: list[dict[str, Any]] = []
+    items = [i.get("add", {}) for i in problem.hidden.values() if isinstance(i, dict)]
+    for add in [*items, *(u.add for u in problem.updates)]:
+        for c in add.get("constraints", []) if isinstance(add, dict) else []:
+            if isinstance(c, dict) and c.get("id") not in seen:  # an applied update is in force already
+                seen.add(c.get("id"))
+                out.append(c)
+    return out
 
 
 def _size(problem: Problem) -> int:
@@ -410,6 +554,10 @@ class SynthTasks(SynthBenchmark):
         wording_seed: int | None = None,
         topic: str | None = None,
         unique: bool | None = None,
+        hidden: int = 0,
+        hidden_mode: str = "ask",
+        update_after: int = 1,
+        hide_contradiction: bool = False,
         n_actions: int | None = None,
         n_constraints: int | None = None,
         slack: int | None = None,
@@ -434,6 +582,10 @@ class SynthTasks(SynthBenchmark):
             topic=topic,
             unique=unique,
             knobs=knobs,
+            hidden=hidden,
+            hidden_mode=hidden_mode,
+            update_after=update_after,
+            hide_contradiction=hide_contradiction,
         )
 
     def example_plan(self) -> PlanJSON:
@@ -466,6 +618,10 @@ class SynthCalendar(SynthBenchmark):
         wording_seed: int | None = None,
         topic: str | None = None,
         unique: bool | None = None,
+        hidden: int = 0,
+        hidden_mode: str = "ask",
+        update_after: int = 1,
+        hide_contradiction: bool = False,
         n_people: int | None = None,
         n_days: int | None = None,
         blocks: int | None = None,
@@ -494,6 +650,10 @@ class SynthCalendar(SynthBenchmark):
             topic=topic,
             unique=unique,
             knobs=knobs,
+            hidden=hidden,
+            hidden_mode=hidden_mode,
+            update_after=update_after,
+            hide_contradiction=hide_contradiction,
         )
 
     @classmethod
@@ -525,6 +685,10 @@ class SynthTrip(SynthBenchmark):
         wording_seed: int | None = None,
         topic: str | None = None,
         unique: bool | None = None,
+        hidden: int = 0,
+        hidden_mode: str = "ask",
+        update_after: int = 1,
+        hide_contradiction: bool = False,
         n_cities: int | None = None,
         n_events: int | None = None,
         max_stay: int | None = None,
@@ -549,6 +713,10 @@ class SynthTrip(SynthBenchmark):
             topic=topic,
             unique=unique,
             knobs=knobs,
+            hidden=hidden,
+            hidden_mode=hidden_mode,
+            update_after=update_after,
+            hide_contradiction=hide_contradiction,
         )
 
     @classmethod

@@ -747,3 +747,55 @@ class CalendarFamily(Family):
 
     def structural_kinds(self) -> tuple[str, ...]:
         return ("meeting_duration", "work_hours", "earliest")
+
+    # -- multi-turn -------------------------------------------------------------------------------
+    def may_hide(self, c: Constraint, visible: Spec) -> bool:
+        """A busy block only while its person keeps another one in the query (the query would otherwise
+        call them free the entire day, which the held-back block contradicts)."""
+        if c["kind"] != "busy":
+            return True
+        return any(x["kind"] == "busy" and x["person"] == c["person"] for x in visible["constraints"])
+
+    def validate_constraint(self, c: Constraint, spec: Spec) -> None:
+        super().validate_constraint(c, spec)
+        if "person" in c and c["person"] not in spec["people"]:
+            raise ValueError(f"synth/calendar: {c['person']!r} is not one of {spec['people']}")
+        if "day" in c and c["day"] not in spec["days"]:
+            raise ValueError(f"synth/calendar: {c['day']!r} is not one of the days {spec['days']}")
+        for key in ("time", "start", "end"):
+            if key in c and (not isinstance(c[key], int) or not 0 <= c[key] <= 24 * 60):
+                raise ValueError(f"synth/calendar: {key} must be minutes after midnight, got {c[key]!r}")
+
+    def sentence(self, c: Constraint, spec: Spec) -> str:
+        template = "{p} is busy on {day} during {t1} to {t2}" if c["kind"] == "busy" else TEMPLATES[c["kind"]][0]
+        return fill(template, **self._values(c, spec))
+
+    def parse_requirement(self, text: str, spec: Spec) -> Constraint:
+        person_alt, day_alt = alternation(spec["people"]), alternation(WEEKDAYS)
+        m = re.fullmatch(
+            rf"(?P<p>{person_alt}) (?:{alternation(_BUSY_VERBS)}) on (?P<day>{day_alt}) during "
+            rf"(?P<t1>{TIME_RE}) to (?P<t2>{TIME_RE})",
+            text,
+            re.IGNORECASE,
+        )
+        if m:
+            return {
+                "kind": "busy",
+                "person": match_name(m.group("p"), spec["people"]) or m.group("p"),
+                "day": match_name(m.group("day"), WEEKDAYS) or m.group("day"),
+                "start": parse_time(m.group("t1")),
+                "end": parse_time(m.group("t2")),
+            }
+        meetings = spec.get("meetings") or spec["meeting"] + "s"
+        slots = {
+            "p": person_alt,
+            "day": day_alt,
+            "t": TIME_RE,
+            "meeting": re.escape(spec["meeting"]),
+            "meetings": re.escape(meetings),
+        }
+        parsers = [(k, template_regex(t, slots)) for k in (*PREF_KINDS, "earliest") for t in TEMPLATES[k]]
+        try:
+            return self._parse_sentence(text, parsers)
+        except DataError as exc:
+            raise ValueError(str(exc)) from None

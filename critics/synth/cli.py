@@ -36,6 +36,26 @@ def _parser() -> argparse.ArgumentParser:
     uniq.add_argument("--unique", dest="unique", action="store_true", default=None, help="force a unique solution")
     uniq.add_argument("--no-unique", dest="unique", action="store_false", help="do not force uniqueness")
     p.add_argument(
+        "--hidden",
+        type=int,
+        default=0,
+        metavar="K",
+        help="hold back K stated requirements per problem (told by a user in the loop; see --hidden-mode)",
+    )
+    p.add_argument(
+        "--hidden-mode",
+        default="ask",
+        choices=("ask", "update"),
+        help="ask: told when the planner asks (problem.hidden); update: injected after turns k, k+1, ...",
+    )
+    p.add_argument("--update-after", type=int, default=1, metavar="k", help="--hidden-mode update: the first turn")
+    p.add_argument(
+        "--hide-contradiction",
+        action="store_true",
+        help="with --unsolvable-fraction: hold back the injected contradiction first (a user's update makes "
+        "the problem unsolvable)",
+    )
+    p.add_argument(
         "--knob",
         "--arg",
         dest="knob",
@@ -78,6 +98,10 @@ def synth_main(argv: list[str], out: TextIO | None = None) -> int:
             "topic": args.topic,
             "wording_seed": args.wording_seed,
             "unique": args.unique,
+            "hidden": args.hidden,
+            "hidden_mode": args.hidden_mode,
+            "update_after": args.update_after,
+            "hide_contradiction": args.hide_contradiction,
             **_knobs(args.knob),
         }
         bench = cls(**bind_arguments("benchmark", cls.name, cls, given))
@@ -89,8 +113,12 @@ def synth_main(argv: list[str], out: TextIO | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     unsolvable = sum(1 for p in problems if not p.metadata["solvable"])
+    held = sum(len(p.metadata.get("hidden_ids", [])) for p in problems)
+    where = "as updates" if args.hidden_mode == "update" else "told when asked"
+    extra = f", {held} requirements held back ({where})" if args.hidden else ""
     out.write(
-        f"wrote {len(problems)} {bench.name} problems ({unsolvable} unsolvable) to {args.out} in {seconds:.1f} s\n"
+        f"wrote {len(problems)} {bench.name} problems ({unsolvable} unsolvable{extra}) to {args.out} "
+        f"in {seconds:.1f} s\n"
     )
     return 0
 

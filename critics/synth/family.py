@@ -364,6 +364,40 @@ class Family(ABC):
         args = ", ".join(f"{k}={v}" for k, v in c.items() if k not in ("id", "kind", "text"))
         return f"{c['kind']}({args})"
 
+    def solve(self, spec: Spec) -> PlanJSON | None:
+        """A plan meeting every constraint of ``spec`` (selection ones included), found by Z3, or None when
+        there is none. A fresh context, so the plan depends on the constraint set only."""
+        ctx = z3.Context()
+        rows, domain = self.symbolic_rows(spec, ctx)
+        solver = self._solver(spec, rows, domain, include_meta=True, ctx=ctx)
+        if solver.check() != z3.sat:
+            return None
+        return self.model_plan(spec, solver.model(), rows)
+
+    # -- multi-turn: requirements held back, added or changed (see :mod:`.multiturn`) -----------
+    def may_hide(self, c: Constraint, visible: Spec) -> bool:
+        """Whether ``c`` may be held back when ``visible`` is what the query still states."""
+        return True
+
+    def validate_constraint(self, c: Constraint, spec: Spec) -> None:
+        """Raise ValueError when ``c`` is not a constraint of this family over ``spec``'s entities."""
+        if c.get("kind") not in self.kinds():
+            known = list(self.kinds())
+            raise ValueError(f"{self.benchmark}: unknown constraint kind {c.get('kind')!r} (kinds: {known})")
+        try:
+            rows, _domain = self.symbolic_rows(spec)
+            self.encode(c, spec, rows)
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            raise ValueError(f"{self.benchmark}: constraint {c} does not fit this problem ({exc})") from None
+
+    def sentence(self, c: Constraint, spec: Spec) -> str:
+        """``c`` in the query's words (its first wording)."""
+        return self.describe(c)
+
+    def parse_requirement(self, text: str, spec: Spec) -> Constraint:
+        """One requirement written in the query's words, as a constraint (ValueError when not understood)."""
+        raise ValueError(f"{self.benchmark}: give an added requirement as an object with its 'kind', not as text")
+
     def z3_truths(self, spec: Spec, plan: PlanJSON) -> dict[str, bool] | None:
         """Z3's verdict on each constraint for ``plan``; None when the plan cannot be read at all."""
         try:
@@ -445,4 +479,11 @@ def problem_from(
         **synthesis.stats,
         **meta,
     }
-    return Problem(id=problem_id, benchmark=family.benchmark, query=query, constraints=spec, metadata=metadata)
+    return Problem(
+        id=problem_id,
+        benchmark=family.benchmark,
+        query=query,
+        constraints=spec,
+        metadata=metadata,
+        solvable=synthesis.injected is None,
+    )

@@ -613,6 +613,22 @@ class TasksFamily(Family):
     def structural_kinds(self) -> tuple[str, ...]:
         return ("coverage", "no_overlap", "horizon", "duration")
 
+    # -- multi-turn -------------------------------------------------------------------------------
+    def validate_constraint(self, c: Constraint, spec: Spec) -> None:
+        super().validate_constraint(c, spec)
+        for key in ("action", "first", "then"):
+            if key in c and c[key] not in spec["actions"]:
+                raise ValueError(f"synth/tasks: {c[key]!r} is not one of the tasks {spec['actions']}")
+
+    def sentence(self, c: Constraint, spec: Spec) -> str:
+        return fill(TEMPLATES[c["kind"]][0], **self._values(c))
+
+    def parse_requirement(self, text: str, spec: Spec) -> Constraint:
+        try:
+            return _parse_clause(text, _clause_parsers(tuple(spec["actions"])), spec["actions"])
+        except DataError as exc:
+            raise ValueError(str(exc)) from None
+
 
 @lru_cache(maxsize=512)
 def _clause_parsers(actions: tuple[str, ...]) -> list[tuple[str, re.Pattern[str]]]:

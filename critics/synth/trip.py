@@ -577,6 +577,23 @@ class TripFamily(Family):
     def structural_kinds(self) -> tuple[str, ...]:
         return ("total_days", "cities", "flights", "stay")
 
+    # -- multi-turn -------------------------------------------------------------------------------
+    def validate_constraint(self, c: Constraint, spec: Spec) -> None:
+        super().validate_constraint(c, spec)
+        if "city" in c and c["city"] not in spec["cities"]:
+            raise ValueError(f"synth/trip: {c['city']!r} is not one of the cities {spec['cities']}")
+
+    def sentence(self, c: Constraint, spec: Spec) -> str:
+        values: dict[str, Any] = {
+            "k": len(spec["cities"]),
+            "adj": spec["adjective"],
+            "n": c.get("days", ""),
+            "city": c.get("city", ""),
+        }
+        if c["kind"] == "event":
+            values["event"] = self._event_text(c)
+        return fill(TEMPLATES[c["kind"]][0], **values)
+
 
 def _count(rows: Sequence[Row], j: int) -> Any:
     if all(isinstance(r[0], int) for r in rows):
