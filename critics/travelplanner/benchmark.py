@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel
 from modulo import settings
 from modulo.benchmark import Benchmark, DataReport, EvalResult, MetricSpec, PerProblem, PlanTable, frozen_data
 from modulo.errors import ConfigError, DataError
-from modulo.types import PlanJSON, Problem
+from modulo.types import PlanJSON, Problem, ProblemUpdate
 
 from . import data as tpdata
 from .checks import DAY_FIELDS
@@ -189,6 +189,13 @@ class TravelPlanner(Benchmark):
             tmp.write_text(json.dumps(derived), encoding="utf-8")
             tmp.replace(cache)
         return out
+
+    def apply_update(self, problem: Problem, update: ProblemUpdate) -> Problem:
+        """A budget or a local constraint changed mid-loop (see :mod:`.updates`); the critics and the
+        official evaluator read the new structured query."""
+        from .updates import updated_problem
+
+        return updated_problem(problem, update)
 
     def query_of(self, problem: Problem) -> dict[str, Any]:
         """The structured query the checks read (validated): a new dict, the caller's to change."""

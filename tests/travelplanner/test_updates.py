@@ -1,0 +1,93 @@
+"""TravelPlanner updates mid-loop: a budget or a house rule changes, critics and the official evaluator follow."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from critics.travelplanner.benchmark import TravelPlanner
+from critics.travelplanner.data import load_annotated_plans
+from modulo.binding import bind_critics
+from modulo.errors import ConfigError
+from modulo.types import Problem, ProblemUpdate
+
+
+@pytest.fixture(scope="module")
+def annotated(tp: TravelPlanner, tp_dir: Path) -> list[tuple[Problem, list[dict[str, Any]]]]:
+    """Train problems with their human-annotated plans (each passes every official check)."""
+    plans = load_annotated_plans(tp_dir)
+    return [(p, [d for d in plans[p.metadata["idx"]] if d]) for p in tp.load("train")]
+
+
+def _row(tp: TravelPlanner, p: Problem, plan: Any) -> dict[str, Any]:
+    return tp.evaluate([p], [plan], mode="official").per_problem[0]
+
+
+def test_a_lower_budget_is_read_by_the_critic_and_the_official_evaluator(
+    tp: TravelPlanner, annotated: list[tuple[Problem, list[dict[str, Any]]]]
+) -> None:
+    p, plan = annotated[0]
+    assert _row(tp, p, plan)["passed"] is True
+    q = tp.apply_update(p, ProblemUpdate(add={"budget": "-60%"}, after=1))
+    assert q.constraints["budget"] == round(p.constraints["budget"] * 0.4)
+    assert p.constraints["budget"] == 1700  # the problem the update came from is left as it was
+    assert q.query.startswith(p.query) and q.query.endswith(f"Update: The budget is now ${q.constraints['budget']:,}.")
+    row = _row(tp, q, plan)
+    assert row["valid_cost"] is False and row["passed"] is False
+    assert all(row[k] is not False for k in row if k.startswith("is_"))  # only the budget check changed
+    for mode in ("official", "strict"):
+        (critic,) = bind_critics(["budget"], tp, {"mode": mode})
+        assert critic(p, plan).accepts, mode
+        verdict = critic(q, plan)
+        assert not verdict.accepts and verdict.details["key"] == "valid_cost", mode
+    # a higher budget keeps the plan valid; an absolute figure is taken as given
+    assert _row(tp, tp.apply_update(p, ProblemUpdate(add={"budget": "+10%"})), plan)["passed"] is True
+    assert tp.apply_update(p, ProblemUpdate(add={"budget": 900})).constraints["budget"] == 900
+
+
+def test_a_new_house_rule_applies_to_the_accommodation_from_then_on(
+    tp: TravelPlanner, annotated: list[tuple[Problem, list[dict[str, Any]]]]
+) -> None:
+    (room_rule,) = bind_critics(["room_rule"], tp, {"mode": "official"})
+    seen: dict[bool, int] = {True: 0, False: 0}
+    for p, plan in annotated[:15]:  # no house rule stated in these
+        assert not room_rule(p, plan).applicable
+        for rule in ("pets", "parties", "smoking"):
+            q = tp.apply_update(p, ProblemUpdate(add={"house_rule": rule}))
+            assert tp.query_of(q)["local_constraint"]["house rule"] == rule
+            assert f"Update: The accommodation must allow {rule}." in q.query
+            verdict = room_rule(q, plan)
+            row = _row(tp, q, plan)
+            assert verdict.applicable and row["valid_room_rule"] is verdict.passed  # critic and evaluator agree
+            assert row["passed"] is verdict.passed
+            seen[verdict.passed] += 1
+    assert seen[False] > 0 and seen[True] > 0  # some annotated stays break a new rule, some do not
+    # dropping a rule again: not applicable any more
+    p, plan = next((p, plan) for p, plan in annotated if tp.query_of(p)["local_constraint"]["house rule"])
+    dropped = tp.apply_update(p, ProblemUpdate(add={"house rule": None}, text="Forget the house rule."))
+    assert not room_rule(dropped, plan).applicable
+    assert dropped.query.endswith("Update: Forget the house rule.")
+
+
+def test_updates_that_would_change_the_trip_or_are_malformed_are_refused(
+    tp: TravelPlanner, annotated: list[tuple[Problem, list[dict[str, Any]]]]
+) -> None:
+    p, _plan = annotated[0]
+    for add, match in (
+        ({"dest": "Paris"}, "may change budget, house_rule"),
+        ({"days": 5}, "reference information"),
+        ({"budget": "cheaper"}, "like '-20%'"),
+        ({"budget": -5}, "non-negative"),
+        ({"house_rule": "dragons"}, "house_rule must be one of"),
+        ({"room_type": "castle"}, "room_type must be one of"),
+        ({"transportation": "no walking"}, "transportation must be one of"),
+        ({"cuisine": "Thai"}, "cuisine must be a list"),
+    ):
+        with pytest.raises(ConfigError, match=match):
+            tp.apply_update(p, ProblemUpdate(add=add))
+    q = tp.apply_update(p, ProblemUpdate(add={"transportation": "no flight", "cuisine": ["Chinese"]}))
+    local = tp.query_of(q)["local_constraint"]
+    assert local["transportation"] == "no flight" and local["cuisine"] == ["Chinese"]
+    assert "The trip must not use flights." in q.query
