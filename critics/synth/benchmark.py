@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import random
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -448,6 +448,12 @@ class SynthBenchmark(Benchmark):
         from .cli import synth_main
 
         return synth_main([self.name, *argv])
+
+    def commands(self) -> dict[str, Callable[[list[str]], int]]:
+        """``modulo bench synth/FAMILY oracle-script ...`` (see :func:`critics.synth.cli.oracle_script_main`)."""
+        from .cli import oracle_script_main
+
+        return {"oracle-script": lambda argv: oracle_script_main(self.name, argv)}
 
     def audit_command(self, argv: list[str]) -> int:
         """``modulo critics audit synth/FAMILY [...]``: mutation testing against Z3."""

@@ -125,3 +125,51 @@ def synth_main(argv: list[str], out: TextIO | None = None) -> int:
 
 if __name__ == "__main__":  # pragma: no cover
     raise SystemExit(synth_main(sys.argv[1:]))
+
+
+def oracle_script_main(benchmark: str, argv: list[str], out: TextIO | None = None) -> int:
+    """``modulo bench synth/FAMILY oracle-script --problems FILE.jsonl --out SCRIPT.json [--updates JSON]``.
+
+    Writes a scripted-model script (``llm=scripted llm.script=SCRIPT.json``) that plans like an oracle that
+    knows only what it has been told: for each problem, the plan Z3 finds for the constraints in force, one
+    reply per version of the problem (before any update, then after each scheduled update and each of
+    ``--updates``, the ``user.updates`` of the run), and ``ABSTAIN:`` with the unsat core once the told
+    constraints have no plan. A run on it exercises the multi-turn machinery (updates, re-judged plans,
+    recovery, abstention checks) with no model; its scores measure the machinery, not a planner.
+    """
+    from modulo.types import ProblemUpdate
+
+    out = out or sys.stdout
+    p = argparse.ArgumentParser(prog=f"modulo bench {benchmark} oracle-script", description=__doc__)
+    p.add_argument("--problems", type=Path, required=True, help="problems written by 'modulo synth ... --out'")
+    p.add_argument("--out", type=Path, required=True, help="the script file to write (JSON)")
+    p.add_argument("--updates", default="[]", help="the run's user.updates as a JSON list ([{after, add, text}])")
+    args = p.parse_args(argv)
+    try:
+        extra = [ProblemUpdate.model_validate({"source": "config", **u}) for u in json.loads(args.updates)]
+        bench = BENCHMARKS[benchmark.removeprefix("synth/")](path=str(args.problems))
+        script: dict[str, list[str]] = {}
+        for problem in bench.load("generated"):
+            updates = [*problem.updates, *extra]
+            turns = sorted({u.after or 0 for u in updates})  # the loop applies updates due at one turn together
+            replies: list[str] = []
+            current, plan = problem, None
+            for turn in [None, *turns]:
+                for update in [u for u in updates if turn is not None and (u.after or 0) == turn]:
+                    current = bench.apply_update(current, update)
+                if plan is not None and bench.family.z3_valid(current.constraints, plan):
+                    continue  # the plan in hand still meets every constraint: no new reply is needed
+                why = bench.family.explain_unsat(current.constraints)
+                if why is not None:
+                    replies.append(f"ABSTAIN: {why}")
+                    break
+                plan = bench.family.solve(current.constraints)
+                replies.append(bench.family.render_plan(plan))
+            script[problem.id] = replies
+    except (ModuloError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(script, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    out.write(f"wrote replies for {len(script)} problems to {args.out}\n")
+    return 0

@@ -256,3 +256,25 @@ def test_synth_command_writes_held_back_requirements(tmp_path: Path) -> None:
     assert synth_main([*args, "--out", str(path2)], io.StringIO()) == 0
     loaded = bench("calendar", path=str(path2)).load("generated")
     assert all([u.after for u in p.updates] == [3] for p in loaded)
+
+
+def test_oracle_script_plans_each_version_and_abstains_with_the_core(tmp_path: Path) -> None:
+    problems = tmp_path / "p.jsonl"
+    assert synth_main(["calendar", "--n", "4", "--hidden", "2", "--hidden-mode", "update", "--out", str(problems)]) == 0
+    b = bench("calendar", path=str(problems))
+    fam = get_family("calendar")
+    script = tmp_path / "s.json"
+    late = [{"after": 5, "add": {"constraints": [{"kind": "deadline", "day": "Monday", "time": 540}]}}]
+    args = ["--problems", str(problems), "--out", str(script), "--updates", json.dumps(late)]
+    assert b.commands()["oracle-script"](args) == 0
+    replies = json.loads(script.read_text())
+    for p in b.load("generated"):
+        mine = replies[p.id]
+        first = b.parse(mine[0], p)
+        assert fam.z3_valid(p.constraints, first)  # the plan for what was told at first
+        whole = b.parse(mine[-2], p)
+        assert fam.z3_valid(b.intent(p), whole)  # the plan once every held-back requirement is in force
+        assert mine[-1].startswith("ABSTAIN: No plan can meet all of these requirements at once")
+        assert "must end by 9:00 on Monday" in mine[-1] or "has to be over by Monday 9:00" in mine[-1]
+        assert len(mine) >= 3
+    assert b.commands()["oracle-script"](["--problems", str(tmp_path / "none.jsonl"), "--out", str(script)]) == 2
