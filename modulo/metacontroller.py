@@ -408,6 +408,14 @@ class Metacontroller:
                 pending = [u for u in pending if all(u is not d for d in due)]
                 try:
                     in_force = await self._apply(in_force, due, rec)
+                    # a plan that still meets every constraint meets the next updates now too, until one
+                    # rejects it or none is left (certified means certified after the last update)
+                    while pending and rec.rejudged is not None and rec.rejudged.accepts:
+                        group = [u for u in pending if u.after == pending[0].after]
+                        pending = [u for u in pending if all(u is not d for d in group)]
+                        so_far = rec.updates
+                        in_force = await self._apply(in_force, group, rec)
+                        rec.updates = [*so_far, *group]
                 except CriticError as exc:
                     result = self._result(common, history, usage, started, "critic_error", f"{exc}")
                     raise RunAborted(result) from exc

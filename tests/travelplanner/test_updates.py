@@ -91,3 +91,64 @@ def test_updates_that_would_change_the_trip_or_are_malformed_are_refused(
     local = tp.query_of(q)["local_constraint"]
     assert local["transportation"] == "no flight" and local["cuisine"] == ["Chinese"]
     assert "The trip must not use flights." in q.query
+
+
+@pytest.mark.slow
+def test_a_budget_cut_mid_loop_end_to_end_with_a_scripted_model(
+    tp: TravelPlanner, annotated: list[tuple[Problem, list[dict[str, Any]]]], tmp_path: Path
+) -> None:
+    """Turn 0 proposes the annotated plan ($1,608, certified under the $1,700 budget); the budget drops to
+    $1,500 after turn 0, the plan is judged again and rejected by the budget critic, and the next plan
+    (the optional travel-day meals dropped, $1,411) is certified. A second run that keeps proposing the
+    first plan ends exhausted, and the official evaluator fails it on the final budget."""
+    import json
+
+    from click.testing import CliRunner
+
+    from modulo.cli.main import cli
+    from modulo.types import ProblemResult
+
+    p, plan = annotated[0]
+    cheaper = [dict(day) for day in plan]
+    cheaper[0]["dinner"] = "-"
+    for meal in ("breakfast", "lunch", "dinner"):
+        cheaper[2][meal] = "-"
+
+    def run(name: str, replies: list[Any]) -> tuple[ProblemResult, dict[str, Any]]:
+        script = tmp_path / f"{name}.json"
+        script.write_text(json.dumps({p.id: [tp.render_plan(r) for r in replies]}))
+        run_dir = tmp_path / name
+        result = CliRunner().invoke(
+            cli,
+            [
+                "run",
+                "benchmark=travelplanner",
+                "benchmark.split=train",
+                f"benchmark.ids=[{p.id}]",
+                "llm=scripted",
+                f"llm.script={script}",
+                "reformulator=parser",
+                "cache.mode=off",
+                "metacontroller.max_iterations=2",
+                "user.updates=[{after: 0, add: {budget: 1500}}]",
+                f"run.dir={run_dir}",
+                f"hydra.run.dir={run_dir}",
+                "run.progress=false",
+            ],
+        )
+        assert result.exit_code == 0, result.output
+        record = ProblemResult.model_validate_json((run_dir / "records.jsonl").read_text().splitlines()[0])
+        return record, json.loads((run_dir / "evaluation.json").read_text())["per_problem"][0]
+
+    record, row = run("recovers", [plan, cheaper])
+    first, second = record.iterations
+    assert first.all_accept and first.rejudged is not None and not first.rejudged.accepts
+    assert [v.critic for v in first.rejudged.verdicts if not v.accepts] == ["budget"]
+    assert [u.add for u in first.updates] == [{"budget": 1500}]
+    assert "The budget is now $1,500." in second.prompt[-1].content
+    assert record.outcome == "certified" and record.best_plan == cheaper
+    assert row["valid_cost"] is True and row["passed"] is True
+
+    record, row = run("stuck", [plan, plan])
+    assert record.outcome == "exhausted" and record.best_rejected_by == ["budget"]
+    assert row["valid_cost"] is False and row["passed"] is False  # judged against $1,500, not $1,700
