@@ -254,9 +254,14 @@ def print_result(session: Session, result: RunResult) -> None:
             table.add_column(labels.get(k, k), justify="right")
         for label, metrics in rows:
             table.add_row(label, *(_pct(metrics.get(k), kinds.get(k, "rate")) for k in keys))
-        for label, metrics in session.benchmark.published_rows(session.split, session.config.generator.name):
+        # a user in the loop or updates mid-loop change the task: published figures are about the original one
+        changed = bool(session.config.user.updates) or session.config.user.name is not None
+        published = [] if changed else session.benchmark.published_rows(session.split, session.config.generator.name)
+        for label, metrics in published:
             table.add_row(f"{label} (published)", *(_pct(metrics.get(k), kinds.get(k, "rate")) for k in keys))
         console.print(table)
+        if changed and session.benchmark.published_rows(session.split, session.config.generator.name):
+            console.print("published figures left out: this run changes the problems mid-loop (user, user.updates)")
     derived = session.problems.derived
     if derived:
         shown = ", ".join(derived[:8]) + (f" and {len(derived) - 8} more" if len(derived) > 8 else "")

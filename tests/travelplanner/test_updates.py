@@ -152,3 +152,25 @@ def test_a_budget_cut_mid_loop_end_to_end_with_a_scripted_model(
     record, row = run("stuck", [plan, plan])
     assert record.outcome == "exhausted" and record.best_rejected_by == ["budget"]
     assert row["valid_cost"] is False and row["passed"] is False  # judged against $1,500, not $1,700
+
+
+@pytest.mark.slow
+def test_published_figures_are_left_out_when_the_problems_change(tp: TravelPlanner, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from modulo.cli.main import cli
+
+    run_dir = tmp_path / "run"
+    args = [
+        "run",
+        "benchmark=travelplanner",
+        "benchmark.split=validation",
+        "benchmark.limit=1",
+        "generator=greedy",
+        f"run.dir={run_dir}",
+        f"hydra.run.dir={run_dir}",
+        "run.progress=false",
+    ]
+    result = CliRunner().invoke(cli, [*args, "user.updates=[{after: 0, add: {budget: '-30%'}}]"])
+    assert result.exit_code == 0, result.output
+    assert "(published)" not in result.output and "published figures left out" in result.output
