@@ -102,7 +102,7 @@ RULES: list[tuple[str, str, str]] = [
     ),
     (r"^modulo critics (list|extract|audit) ", "run", ""),
     (r"^modulo (run|check) ", "modulo-run", ""),
-    (r"^modulo (resume|report|show|dissect|export|evaluate|data|tools|track|list) ", "run", ""),
+    (r"^modulo (resume|report|show|dissect|export|evaluate|data|tools|track|list|synth|bench) ", "run", ""),
     (r"^python experiments/offline\.py", "run", ""),
 ]
 
