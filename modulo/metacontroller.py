@@ -452,7 +452,7 @@ class Metacontroller:
                 rec.timings["backprompt"] = time.perf_counter() - t0
 
         result = self._result(common, history, usage, started, stop_reason, error)
-        result.solvable = problem.solvable
+        result.solvable = in_force.solvable  # ground truth of the request as the updates left it
         result.user = self.user.name if self.user is not None else None
         result.pending_updates = pending
         if abstention is not None and error is None:

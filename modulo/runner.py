@@ -284,7 +284,8 @@ def summarise(
 
 
 def _best(r: Finished) -> PlanJSON:
-    return r.best_plan
+    """The delivered plan: none when the planner's last word was to decline (outcome abstained)."""
+    return None if r.outcome == Outcome.ABSTAINED else r.best_plan
 
 
 def _first(r: Finished) -> PlanJSON:
