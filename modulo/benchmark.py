@@ -481,6 +481,9 @@ class GateCase:
     origin: str = ""
     #: what the oracle said, in words (the requirement an invalid plan breaks)
     oracle: str = ""
+    #: cases of one group go to the same side of the training/held-out split (default: the problem id);
+    #: plans derived from one base plan, for example, so no variant of a held-out plan is trained on
+    group: str = ""
 
 
 @dataclass

@@ -50,6 +50,7 @@ import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
 from .critic import Critic
@@ -496,18 +497,24 @@ def _guard_files(scratch: str) -> None:
 def _load_module(entry: str) -> None:
     """Import ``entry``: a module name, or an absolute path to a ``.py`` file (loaded from that file)."""
     import importlib
-    import importlib.util
 
     if not (entry.endswith(".py") and os.path.isabs(entry)):
         importlib.import_module(entry)
         return
-    name = "modulo_sandboxed_" + os.path.splitext(os.path.basename(entry))[0].replace("-", "_")
-    spec = importlib.util.spec_from_file_location(name, entry)
+    load_file(entry, "modulo_sandboxed_" + os.path.splitext(os.path.basename(entry))[0].replace("-", "_"))
+
+
+def load_file(path: str, name: str) -> ModuleType:
+    """Execute the Python file ``path`` as the module ``name`` (registered in ``sys.modules``)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {entry}")
+        raise ImportError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
+    return module
 
 
 def _worker_main() -> None:  # pragma: no cover - runs in the worker process (tested through the executor)

@@ -14,7 +14,17 @@ from typing import Any, ClassVar, TextIO
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
 from modulo import settings
-from modulo.benchmark import Benchmark, DataReport, EvalResult, MetricSpec, PerProblem, PlanTable, frozen_data
+from modulo.benchmark import (
+    Benchmark,
+    ConstraintInfo,
+    DataReport,
+    EvalResult,
+    GateCase,
+    MetricSpec,
+    PerProblem,
+    PlanTable,
+    frozen_data,
+)
 from modulo.errors import ConfigError, DataError
 from modulo.types import PlanJSON, Problem, ProblemUpdate
 
@@ -306,6 +316,24 @@ class TravelPlanner(Benchmark):
                 handle.write(json.dumps(line, ensure_ascii=False) + "\n")
         tmp.replace(out)
         return len(problems)
+
+    def extraction_constraints(self) -> list[ConstraintInfo]:
+        """One constraint per critic (``modulo critics extract travelplanner``)."""
+        from .extract import extraction_constraints
+
+        return extraction_constraints(self)
+
+    def critic_view(self, problem: Problem) -> dict[str, Any]:
+        """The query, its structured form and the reference information the planner was given."""
+        from .extract import critic_view
+
+        return critic_view(problem)
+
+    def gate_cases(self, constraint: str, *, problems: int, seed: int) -> list[GateCase]:
+        """Golden plans labelled by the official verdicts (see :mod:`critics.travelplanner.extract`)."""
+        from .extract import gate_cases
+
+        return gate_cases(self, constraint, problems=problems, seed=seed)
 
     def audit_command(self, argv: list[str]) -> int:
         """``modulo critics audit travelplanner [...]``: the critics against the golden official verdicts."""

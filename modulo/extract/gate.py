@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..audit import Tally
 from ..benchmark import GateCase
 from ..critic import Critic
 from ..errors import ConfigError, CriticError
@@ -79,16 +80,16 @@ class GateSettings:
 
 
 def split_cases(cases: Sequence[GateCase], fraction: float, seed: int) -> tuple[list[GateCase], list[GateCase]]:
-    """(training, held-out): whole problems go to one side, chosen by a hash of (seed, problem id), so the
+    """(training, held-out): whole problems (groups) go to one side, chosen by a hash of (seed, id), so the
     split does not depend on the order of the cases. Problems with an invalid plan and problems without
     one are split separately, so that both sides can measure recall; each side gets at least one problem."""
-    ids = sorted({c.problem.id for c in cases}, key=lambda pid: hashlib.sha256(f"{seed}:{pid}".encode()).hexdigest())
+    ids = sorted({_group(c) for c in cases}, key=lambda pid: hashlib.sha256(f"{seed}:{pid}".encode()).hexdigest())
     if len(ids) < 2:
         raise ConfigError(
             f"the gate set covers {len(ids)} problem(s): at least 2 are needed (training and held-out); "
             "raise --problems"
         )
-    with_invalid = {c.problem.id for c in cases if not c.valid}
+    with_invalid = {_group(c) for c in cases if not c.valid}
     held: set[str] = set()
     for stratum in ([i for i in ids if i in with_invalid], [i for i in ids if i not in with_invalid]):
         if len(stratum) >= 2:
@@ -97,30 +98,25 @@ def split_cases(cases: Sequence[GateCase], fraction: float, seed: int) -> tuple[
         held = {ids[0]}
     if held >= set(ids):
         held.discard(ids[-1])
-    return [c for c in cases if c.problem.id not in held], [c for c in cases if c.problem.id in held]
+    return [c for c in cases if _group(c) not in held], [c for c in cases if _group(c) in held]
 
 
-@dataclass
-class Confusion:
-    """Valid plans accepted or (wrongly) rejected; invalid plans rejected (caught) or missed."""
+def _group(case: GateCase) -> str:
+    return case.group or case.problem.id
 
-    valid: int = 0
-    false_rejections: int = 0
-    invalid: int = 0
-    caught: int = 0
 
-    @property
-    def missed(self) -> int:
-        return self.invalid - self.caught
+class Confusion(Tally):
+    """Valid plans accepted or wrongly rejected (``false_rejects``); invalid plans rejected (``caught``) or
+    missed: the audit's tally (:class:`modulo.audit.Tally`), read as a gate."""
 
     @property
     def recall(self) -> float | None:
-        return self.caught / self.invalid if self.invalid else None
+        return self.mutation_score
 
     def add(self, valid: bool, rejected: bool) -> None:
         if valid:
             self.valid += 1
-            self.false_rejections += rejected
+            self.false_rejects += rejected
         else:
             self.invalid += 1
             self.caught += rejected
@@ -128,8 +124,8 @@ class Confusion:
     def to_json(self) -> dict[str, Any]:
         return {
             "valid_plans": self.valid,
-            "valid_accepted": self.valid - self.false_rejections,
-            "valid_rejected": self.false_rejections,
+            "valid_accepted": self.valid - self.false_rejects,
+            "valid_rejected": self.false_rejects,
             "invalid_plans": self.invalid,
             "invalid_rejected": self.caught,
             "invalid_accepted": self.missed,
@@ -155,8 +151,8 @@ class PartResult:
         c = self.confusion
         if self.error is not None:
             return False, f"{self.part}: failed on a plan: {self.error['error']}"
-        if c.false_rejections:
-            return False, f"{self.part}: rejected {c.false_rejections} of {c.valid} valid plans"
+        if c.false_rejects:
+            return False, f"{self.part}: rejected {c.false_rejects} of {c.valid} valid plans"
         if c.recall is None:
             return False, f"{self.part}: no invalid plan to measure recall on"
         if c.recall < min_recall:
@@ -186,6 +182,7 @@ def failure_reason(exc: CriticError) -> str:
 def case_json(case: GateCase, view: dict[str, Any] | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {
         "problem_id": case.problem.id,
+        "group": _group(case),
         "plan": case.plan,
         "origin": case.origin,
         "oracle_valid": case.valid,

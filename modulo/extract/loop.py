@@ -291,7 +291,7 @@ async def extract_constraint(ex: Extraction, info: ConstraintInfo) -> Constraint
 
 def _part_summary(cases: Sequence[GateCase]) -> dict[str, Any]:
     return {
-        "problems": len({c.problem.id for c in cases}),
+        "problems": len({c.group or c.problem.id for c in cases}),
         "plans": len(cases),
         "valid": sum(c.valid for c in cases),
         "invalid": sum(not c.valid for c in cases),

@@ -63,7 +63,7 @@ def feedback_message(training: PartResult, reason: str) -> Message:
     c = training.confusion
     lines = [
         f"Your function was tested on {training.checked} labelled plans and not admitted: {reason}.",
-        f"Valid plans: {c.valid - c.false_rejections} accepted, {c.false_rejections} wrongly rejected. "
+        f"Valid plans: {c.valid - c.false_rejects} accepted, {c.false_rejects} wrongly rejected. "
         f"Invalid plans: {c.caught} rejected, {c.missed} wrongly accepted.",
     ]
     if training.error is not None:

@@ -35,10 +35,10 @@ def _matrix(part: PartResult | None) -> list[str]:
         "",
         "| oracle \\ critic | accepted | rejected |",
         "|---|---|---|",
-        f"| valid ({c.valid}) | {c.valid - c.false_rejections} | **{c.false_rejections}** |",
+        f"| valid ({c.valid}) | {c.valid - c.false_rejects} | **{c.false_rejects}** |",
         f"| invalid ({c.invalid}) | **{c.missed}** | {c.caught} |",
         "",
-        f"recall {_rate(c.recall)}; false rejections {c.false_rejections}",
+        f"recall {_rate(c.recall)}; false rejections {c.false_rejects}",
     ]
     if part.error is not None:
         e = part.error
@@ -104,7 +104,7 @@ def render_summary(benchmark: str, results: Sequence[ConstraintResult], package:
         a = r.final
         tr = a.training.confusion if a and a.training else None
         ho = a.held_out.confusion if a and a.held_out else None
-        fr = "-" if tr is None else str(tr.false_rejections + (ho.false_rejections if ho else 0))
+        fr = "-" if tr is None else str(tr.false_rejects + (ho.false_rejects if ho else 0))
         lines.append(
             f"| {r.info.name} | {r.critic} | {'admitted' if r.admitted else r.reason} | {len(r.attempts)} | "
             f"{_rate(tr.recall if tr else None)} | {_rate(ho.recall if ho else None)} | {fr} |"

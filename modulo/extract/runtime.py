@@ -19,14 +19,13 @@ same way. Anything else is a critic error, never a pass.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from ..critic import CriticFactory, CriticSource, critic
+from ..sandbox import load_file
 from ..types import PlanJSON, Problem, Verdict
 
 #: the name of the function a candidate must define
@@ -44,13 +43,7 @@ def load_check(path: str | Path) -> Callable[..., Any]:
     with _lock:
         if key in _loaded:
             return _loaded[key]
-        name = f"modulo_extracted_code_{len(_loaded)}"
-        spec = importlib.util.spec_from_file_location(name, key)
-        if spec is None or spec.loader is None:
-            raise ImportError(f"cannot load the extracted critic's code from {key}")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
+        module = load_file(key, f"modulo_extracted_code_{len(_loaded)}")
         fn = getattr(module, FUNCTION, None)
         if not callable(fn):
             raise TypeError(f"{key} defines no function {FUNCTION}(problem, plan)")

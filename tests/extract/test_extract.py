@@ -55,7 +55,7 @@ def test_a_permissive_critic_is_rejected_with_its_counterexample_and_fixed_after
     result = extraction(tmp_path, {"synth_busy": busy}, ["synth_busy"])
     [r] = result.results
     first, second = r.attempts
-    assert not first.admitted and "training: recall" in first.reason and first.training.confusion.false_rejections == 0
+    assert not first.admitted and "training: recall" in first.reason and first.training.confusion.false_rejects == 0
     example = first.training.counterexamples[0]
     assert example["oracle_valid"] is False and example["critic_rejected"] is False
     assert "Z3: breaks" in example["oracle"]
@@ -64,7 +64,7 @@ def test_a_permissive_critic_is_rejected_with_its_counterexample_and_fixed_after
     held_ids = {c["problem_id"] for c in first.held_out.counterexamples}
     assert held_ids and not any(pid in first.feedback for pid in held_ids)
     assert second.admitted and r.admitted and second.held_out.confusion.recall == 1.0
-    assert second.training.confusion.false_rejections == 0 and second.held_out.confusion.false_rejections == 0
+    assert second.training.confusion.false_rejects == 0 and second.held_out.confusion.false_rejects == 0
     out = result.out
     report = json.loads((out / "modulo_extracted_synth_calendar" / "gate" / "synth_busy.json").read_text())
     assert report["admitted"] and report["gate"]["min_recall"] == 1.0 and len(report["attempts"]) == 2
@@ -168,3 +168,31 @@ def test_hostile_candidates_are_contained_and_rejected_with_the_reason(
     written = files_text(result.out)
     assert written and SECRET not in written  # no environment value in any file written
     assert result.package is None
+
+
+def test_travelplanner_critics_are_gated_by_the_golden_official_verdicts(tmp_path: Path) -> None:
+    script = json.loads((ROOT / "experiments" / "scripts" / "extract_travelplanner.json").read_text())
+    script_file = tmp_path / "script.json"
+    script_file.write_text(json.dumps(script))
+    client = build_client(LLMSettings(name="scripted", model="scripted", script=str(script_file)))
+    bench = bind_benchmark("travelplanner")
+
+    async def go() -> Any:
+        try:
+            return await run_extraction(
+                bench, ["diverse_restaurants"], client, GateSettings(timeout_s=10.0), tmp_path / "out"
+            )
+        finally:
+            await client.aclose()
+
+    [r] = asyncio.run(go()).results
+    first, second = r.attempts
+    assert not first.admitted and "training: recall" in first.reason  # it ignored breakfasts
+    example = first.training.counterexamples[0]
+    assert example["oracle"].startswith("official is_valid_restaurants: False") and not example["critic_rejected"]
+    assert second.admitted and r.admitted
+    # whole families of golden plans on one side of the split: no variant of a held-out plan is trained on
+    train_groups = {c["group"] for c in first.training.counterexamples}
+    held_groups = {c["group"] for c in first.held_out.counterexamples}
+    assert train_groups and held_groups and not train_groups & held_groups
+    assert r.gate_set["training"]["problems"] + r.gate_set["held_out"]["problems"] == 12

@@ -44,9 +44,9 @@ def test_a_gate_set_of_one_problem_cannot_be_split() -> None:
 
 
 def test_the_gate_admits_only_zero_false_rejections_and_enough_recall() -> None:
-    part = PartResult(part="training", cases=4, confusion=Confusion(valid=2, false_rejections=0, invalid=2, caught=2))
+    part = PartResult(part="training", cases=4, confusion=Confusion(valid=2, false_rejects=0, invalid=2, caught=2))
     assert part.passes(1.0) == (True, "")
-    part.confusion.false_rejections = 1
+    part.confusion.false_rejects = 1
     assert part.passes(0.0)[0] is False and "rejected 1 of 2 valid plans" in part.passes(0.0)[1]
     part.confusion = Confusion(valid=2, invalid=4, caught=3)
     assert part.passes(1.0)[0] is False and "recall 0.750 < 1" in part.passes(1.0)[1]
@@ -112,7 +112,7 @@ def test_constraints_are_named_by_the_benchmark() -> None:
     with pytest.raises(ConfigError, match="Did you mean 'synth_busy'"):
         select_constraints(bench, ["synth_bsy"])
     with pytest.raises(ConfigError, match="offers no constraints"):
-        select_constraints(bind_benchmark("travelplanner"), [])
+        select_constraints(bind_benchmark("natural_plan/calendar"), [])
 
 
 def test_the_critic_view_of_a_synthesized_problem_holds_no_witness() -> None:
