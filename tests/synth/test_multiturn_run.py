@@ -142,3 +142,36 @@ def test_a_planner_that_asks_learns_the_held_back_requirements_from_a_scripted_u
         assert final.hidden == {}
         assert fam.z3_valid(final.constraints, r.best_plan) and fam.z3_valid(bench.intent(p), r.best_plan)
     assert evaluation["metrics"]["success"] == 1.0
+
+
+@pytest.mark.slow
+def test_user_updates_from_the_config_certify_plans_that_z3_accepts(tmp_path: Path) -> None:
+    """``user.updates`` tells every held-back requirement after turn 0 and adds one more; each certified
+    plan meets the updated constraint set, and Z3 agrees on every one."""
+    problems = tmp_path / "p.jsonl"
+    assert synth_main(["calendar", "--n", "6", "--seed", "4", "--hidden", "2", "--out", str(problems)]) == 0
+    late = {"kind": "deadline", "day": "Monday", "time": 1020}
+    updates = [{"after": 0, "add": {"reveal": "all", "constraints": [late]}, "text": "Two more things."}]
+    script = tmp_path / "oracle.json"
+    args = ["--problems", str(problems), "--out", str(script), "--updates", json.dumps(updates)]
+    assert SynthCalendar().commands()["oracle-script"](args) == 0
+    records, evaluation = run(
+        tmp_path,
+        "run",
+        problems,
+        json.loads(script.read_text()),
+        "user.updates=[{after: 0, add: {reveal: all, constraints: [{kind: deadline, day: Monday, time: 1020}]}, "
+        "text: 'Two more things.'}]",
+    )
+    bench = SynthCalendar(path=str(problems))
+    fam = bench.family
+    broken = 0
+    for r in records:
+        assert r.outcome == "certified", r.problem_id
+        final = final_problem(bench, r.problem_id, r)
+        assert final.hidden == {} and any(c["kind"] == "deadline" for c in final.constraints["constraints"])
+        assert fam.z3_valid(final.constraints, r.best_plan), r.problem_id
+        assert all(v for v in fam.z3_truths(final.constraints, r.best_plan).values())
+        broken += r.iterations[0].rejudged is not None and not r.iterations[0].rejudged.accepts
+    assert broken == len(records)  # the told requirements break every first plan (held back for that reason)
+    assert evaluation["metrics"]["success"] == 1.0 and evaluation["metrics"]["critic_z3_disagreements"] == 0.0
