@@ -160,6 +160,9 @@ class Benchmark(ABC):
     #: a plan with more JSON values than this is a recorded format error, never criticised
     #: (``metacontroller.max_plan_items`` overrides it)
     max_plan_items: ClassVar[int] = 20_000
+    #: this benchmark's own critics are CPU-heavy: True or "process" runs them in worker processes,
+    #: "thread" each in a thread of its own (as a critic's own ``heavy``; see ``metacontroller.heavy``)
+    heavy_critics: ClassVar[bool | str] = False
     #: a reply whose first non-blank line starts with one of these (case-insensitive) is a question for
     #: the user, not a plan (the ``dialogue`` template tells the planner so)
     question_markers: ClassVar[tuple[str, ...]] = ("QUESTION:",)

@@ -96,5 +96,13 @@ def bind_critics(
                 given[key] = shared[key]
         kwargs = bind_arguments("critic", name, factory, given, inject={"benchmark": benchmark})
         bound: Critic = construct("critic", name, factory, kwargs)
+        whole = benchmark.heavy_critics
+        if whole and not bound.heavy and name in meta_own(benchmark):  # the benchmark declares its critics heavy
+            setattr(bound, "heavy", "process" if whole is True else whole)  # noqa: B010 - an instance's own value
         out.append(bound.at_level(own))
     return out
+
+
+def meta_own(benchmark: Benchmark) -> set[str]:
+    """The critics a benchmark names as its own (``critic_names()``), the shared ``format`` critic aside."""
+    return set(benchmark.critic_names()) - {"format"}

@@ -295,7 +295,7 @@ def build_session(cfg: ModuloConfig, *, load_problems: bool = True) -> Session:
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
     user, user_llm = build_user(cfg, benchmark, llm)
-    sandboxed, executor = build_sandbox(cfg, benchmark, critics, level)
+    sandboxed, heavy, executor = build_sandbox(cfg, benchmark, critics, level)
     loop = Metacontroller(
         benchmark=benchmark,
         generator=generator,
@@ -328,14 +328,16 @@ def build_session(cfg: ModuloConfig, *, load_problems: bool = True) -> Session:
         feedback=level,
     )
     session.info = run_info(session, sources)
-    if executor is not None:
-        limits = executor.limits
+    if sandboxed:
+        mc = cfg.metacontroller
         session.info["sandbox"] = {
             "critics": sandboxed,
-            "memory_mb": limits.memory_mb,
-            "cpu_s": limits.cpu_s,
-            "workers": limits.workers,
+            "memory_mb": mc.sandbox_memory_mb,
+            "cpu_s": mc.sandbox_cpu_s,
+            "workers": mc.sandbox_workers,
         }
+    if heavy:
+        session.info["heavy"] = {"critics": heavy, "workers": cfg.metacontroller.heavy_workers}
     return session
 
 
@@ -373,26 +375,41 @@ def _llm_overrides(values: dict[str, Any]) -> dict[str, Any]:
 
 def build_sandbox(
     cfg: ModuloConfig, benchmark: Benchmark, critics: list[Critic], level: FeedbackLevel
-) -> tuple[list[str], Any]:
-    """The critics ``metacontroller.sandbox`` names and the executor that runs them in worker processes
-    (None when no critic is sandboxed: every critic then runs in-process)."""
-    from .sandbox import SandboxExecutor, SandboxLimits, SandboxSpec, in_process_modules, sandboxed_names
+) -> tuple[list[str], list[str], Any]:
+    """The critics ``metacontroller.sandbox`` names, the CPU-heavy critics ``metacontroller.heavy``
+    selects (a sandboxed critic stays sandboxed), and the executor that runs them in worker processes
+    (None when there are neither: every critic then runs in-process)."""
+    from .sandbox import (
+        HeavyExecutor,
+        SandboxExecutor,
+        SandboxLimits,
+        SandboxSpec,
+        heavy_names,
+        in_process_modules,
+        sandboxed_names,
+    )
     from .settings import data_dir as resolve_data_dir
 
     mc = cfg.metacontroller
     names = sandboxed_names(mc.sandbox, critics)
+    heavy = [n for n in heavy_names(mc.heavy, critics) if n not in names]
     limits = SandboxLimits(memory_mb=mc.sandbox_memory_mb, cpu_s=mc.sandbox_cpu_s, workers=mc.sandbox_workers)
-    if not names:
-        return [], None
+    if mc.heavy_workers < 1:
+        raise ConfigError(f"metacontroller.heavy_workers must be at least 1, not {mc.heavy_workers}")
+    if not names and not heavy:
+        return [], [], None
     spec = SandboxSpec(
         benchmark=cfg.benchmark.name,
         benchmark_args=dict(cfg.benchmark.args),
         data_dir=str(resolve_data_dir(cfg.data_dir)),
         options=critic_bind_options(cfg, level),
         critic_args={k: dict(v) for k, v in cfg.critic_args.items()},
-        imports=in_process_modules(names),
+        imports=in_process_modules([*names, *heavy]),
     )
-    return names, SandboxExecutor(names, spec, limits)
+    executor: Any = SandboxExecutor(names, spec, limits) if names else None
+    if heavy:
+        executor = HeavyExecutor(heavy, spec, workers=mc.heavy_workers, inner=executor)
+    return names, heavy, executor
 
 
 def _critics_request(spec: Any) -> list[str]:

@@ -97,6 +97,11 @@ class MetacontrollerConf:
     sandbox_memory_mb: int = 2048
     sandbox_cpu_s: Optional[float] = None  # noqa: UP045
     sandbox_workers: int = 2
+    #: CPU-heavy critics in worker processes: declared (those that declare it, or whose benchmark does),
+    #: none (every critic in-process), or a list of critic names
+    heavy: Any = "declared"
+    #: worker processes for the CPU-heavy critics
+    heavy_workers: int = 2
 
 
 @dataclass

@@ -56,6 +56,9 @@ from .types import PlanJSON, Problem, Verdict
 #: where a critic's knowledge comes from; printed next to results (see the reports)
 CriticSource = Literal["oracle", "reimplemented", "llm-extracted", "derived"]
 
+#: how a CPU-heavy critic runs: False (light), True or "process" (a worker process), "thread" (its own thread)
+HeavyKind = bool | Literal["process", "thread"]
+
 #: how much a failing verdict tells the planner (see the module docstring)
 FeedbackLevel = Literal["binary", "explain", "hint"]
 FEEDBACK_LEVELS: tuple[str, ...] = get_args(FeedbackLevel)
@@ -119,8 +122,9 @@ class Critic(ABC):
     source: ClassVar[CriticSource] = "reimplemented"
     #: this critic's own deadline in seconds (None: the run's ``metacontroller.critic_timeout_s``)
     timeout_s: ClassVar[float | None] = None
-    #: CPU-heavy: an executor may run it in another process (see :mod:`modulo.executor`)
-    heavy: ClassVar[bool] = False
+    #: CPU-heavy: True (or "process") runs it in a worker process, "thread" (its work releases the GIL)
+    #: in a thread of its own beside the other critics (see :mod:`modulo.executor`)
+    heavy: ClassVar[HeavyKind] = False
     #: the run-wide critic options (``critic_options.*``) this critic takes, each a keyword parameter
     options: ClassVar[tuple[str, ...]] = ()
     #: untrusted code (an LLM-extracted critic, or a plugin that says so): it always runs in the sandbox
@@ -198,7 +202,7 @@ class CriticFactory:
         priority: int,
         source: CriticSource,
         timeout_s: float | None = None,
-        heavy: bool = False,
+        heavy: HeavyKind = False,
         options: tuple[str, ...] = (),
         untrusted: bool = False,
         provenance: Mapping[str, Any] | None = None,
@@ -268,17 +272,18 @@ def critic(
     priority: int = 100,
     source: CriticSource = "reimplemented",
     timeout_s: float | None = None,
-    heavy: bool = False,
+    heavy: HeavyKind = False,
     options: tuple[str, ...] = (),
     untrusted: bool = False,
     provenance: Mapping[str, Any] | None = None,
 ) -> Callable[[CheckFn], CriticFactory]:
     """Turn ``fn(problem, plan, **options) -> Verdict`` into a registrable critic factory.
 
-    ``timeout_s``: this critic's deadline (default: the run's); ``heavy``: CPU-bound, so an executor
-    may run it in another process (see :mod:`modulo.executor`); ``options`` names the run-wide critic
-    options (``critic_options.*``) the critic takes; ``untrusted``: always run it in the sandbox
-    (LLM-extracted critics are); ``provenance``: where it came from (recorded in run.json).
+    ``timeout_s``: this critic's deadline (default: the run's); ``heavy``: CPU-bound, so the run sends
+    it to a worker process (``True`` or ``"process"``) or, when its work releases the GIL (``"thread"``),
+    to a thread of its own (see :mod:`modulo.executor`, ``metacontroller.heavy``); ``options`` names
+    the run-wide critic options (``critic_options.*``) the critic takes; ``untrusted``: always run it
+    in the sandbox (LLM-extracted critics are); ``provenance``: where it came from (recorded in run.json).
     """
 
     def wrap(fn: CheckFn) -> CriticFactory:

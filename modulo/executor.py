@@ -41,7 +41,7 @@ import queue
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from .critic import Critic
@@ -288,29 +288,18 @@ class ThreadExecutor(CriticExecutor):
         another worker."""
         if len(critics) != len(timeouts):
             raise ValueError("run_all: one timeout per critic")
-        heavy = {i: c for i, c in enumerate(critics) if heavy_kind(c) is not None}
-        if not heavy:
+        aside = [i for i, c in enumerate(critics) if heavy_kind(c) is not None]
+        if not aside:
             return await self._batch(list(critics), problem, frozen, list(timeouts), stop)
-        side = {i: asyncio.ensure_future(self._outcome(c, problem, frozen, timeouts[i])) for i, c in heavy.items()}
-        light = [i for i in range(len(critics)) if i not in heavy]
-        try:
-            ran = await self._batch([critics[i] for i in light], problem, frozen, [timeouts[i] for i in light], stop)
-            done = dict(zip(light, ran, strict=False))  # the batch may have stopped early
-            out: list[Outcome] = []
-            for i, critic in enumerate(critics):
-                if i in side:
-                    outcome = await side[i]
-                elif i in done:
-                    outcome = done[i]
-                else:  # the light batch stopped before this one
-                    break
-                out.append(outcome)
-                if stop(critic, outcome):
-                    break
-            return out
-        finally:
-            for task in side.values():
-                task.cancel()
+
+        async def each(side: list[Critic], side_timeouts: list[float]) -> list[Outcome]:
+            calls = (self._outcome(c, problem, frozen, t) for c, t in zip(side, side_timeouts, strict=True))
+            return list(await asyncio.gather(*calls))
+
+        async def batch(rest: list[Critic], rest_timeouts: list[float]) -> list[Outcome]:
+            return await self._batch(rest, problem, frozen, rest_timeouts, stop)
+
+        return await run_beside(critics, timeouts, stop, aside, each, batch)
 
     async def _outcome(self, critic: Critic, problem: Problem, frozen: FrozenPlan, timeout_s: float) -> Outcome:
         try:
@@ -364,6 +353,38 @@ class ThreadExecutor(CriticExecutor):
 
     def close(self) -> None:
         self._pool.close()
+
+
+Runs = Callable[[list[Critic], list[float]], Awaitable[list[Outcome]]]
+
+
+async def run_beside(
+    critics: Sequence[Critic],
+    timeouts: Sequence[float],
+    stop: StopRule,
+    aside: list[int],
+    run_aside: Runs,
+    run_rest: Runs,
+) -> list[Outcome]:
+    """Run the critics at positions ``aside`` with ``run_aside`` while the others run with ``run_rest``
+    (both given critics and timeouts in order; either may stop early), and put the outcomes back in
+    the critics' order, up to the first that ``stop`` stops at."""
+    rest = [i for i in range(len(critics)) if i not in aside]
+    side = asyncio.ensure_future(run_aside([critics[i] for i in aside], [timeouts[i] for i in aside]))
+    try:
+        ran = await run_rest([critics[i] for i in rest], [timeouts[i] for i in rest]) if rest else []
+        side_ran = await side
+    finally:
+        side.cancel()
+    done = {**dict(zip(rest, ran, strict=False)), **dict(zip(aside, side_ran, strict=False))}
+    out: list[Outcome] = []
+    for i, critic in enumerate(critics):
+        if i not in done:  # a batch stopped before this critic
+            break
+        out.append(done[i])
+        if stop(critic, done[i]):
+            break
+    return out
 
 
 def heavy_kind(critic: Critic) -> str | None:

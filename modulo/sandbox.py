@@ -38,6 +38,7 @@ and replaced on the next call. A critic that hangs, crashes, raises ``SystemExit
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import select
@@ -53,10 +54,22 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
+from .benchmark import PerProblem
 from .critic import Critic
 from .errors import ConfigError, CriticError
-from .executor import CriticExecutor, CriticTimeoutError, FrozenPlan, PlanMutatedError, ThreadExecutor
-from .types import Problem, Verdict
+from .executor import (
+    CriticExecutor,
+    CriticTimeoutError,
+    FrozenPlan,
+    Outcome,
+    PlanMutatedError,
+    StopRule,
+    ThreadExecutor,
+    _never,
+    heavy_kind,
+    run_beside,
+)
+from .types import Problem, Verdict, canonical_json
 
 #: environment variables a worker inherits (everything else, API keys included, is dropped)
 ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
@@ -79,6 +92,9 @@ class SandboxLimits:
     workers: int = 2
     #: seconds a worker may take to start and bind its critic
     startup_timeout_s: float = 60.0
+    #: False: a trusted worker (CPU-heavy critics, see :class:`HeavyExecutor`): the parent's environment
+    #: and working directory, no limits and no guards; killed at its deadline all the same
+    isolated: bool = True
 
     def __post_init__(self) -> None:
         if self.memory_mb < 64 or self.workers < 1 or (self.cpu_s is not None and self.cpu_s <= 0):
@@ -144,17 +160,13 @@ def in_process_modules(names: Iterable[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
+#: one thread per numeric library in a worker (the pool is the parallelism)
+THREAD_KNOBS = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
 def worker_env(scratch: str) -> dict[str, str]:
     env = {k: os.environ[k] for k in ENV_ALLOW if k in os.environ}
-    env.update(
-        HOME=scratch,
-        TMPDIR=scratch,
-        PYTHONNOUSERSITE="1",
-        PYTHONDONTWRITEBYTECODE="1",
-        OMP_NUM_THREADS="1",
-        OPENBLAS_NUM_THREADS="1",
-        MKL_NUM_THREADS="1",
-    )
+    env.update(HOME=scratch, TMPDIR=scratch, PYTHONNOUSERSITE="1", PYTHONDONTWRITEBYTECODE="1", **THREAD_KNOBS)
     return env
 
 
@@ -165,28 +177,32 @@ class _WorkerGone(Exception):
 class _Worker:
     """One worker process bound to one critic."""
 
-    def __init__(self, critic: str, spec: SandboxSpec, limits: SandboxLimits) -> None:
-        self.scratch = tempfile.mkdtemp(prefix="modulo-sandbox-")
+    def __init__(self, critic: str | tuple[str, ...], spec: SandboxSpec, limits: SandboxLimits) -> None:
+        critics = (critic,) if isinstance(critic, str) else critic
+        self.scratch = tempfile.mkdtemp(prefix="modulo-sandbox-" if limits.isolated else "modulo-worker-")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "modulo.sandbox"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
-            cwd=self.scratch,
-            env=worker_env(self.scratch),
+            cwd=self.scratch if limits.isolated else None,
+            env=worker_env(self.scratch) if limits.isolated else {**os.environ, **THREAD_KNOBS},
             start_new_session=True,
         )
         self._buf = b""
+        #: the problems this worker holds (sent once, then named by key; see HeavyExecutor)
+        self.known: set[str] = set()
         init = {
-            "critic": critic,
+            "critics": list(critics),
             "benchmark": spec.benchmark,
             "benchmark_args": dict(spec.benchmark_args),
             "data_dir": spec.data_dir,
             "options": dict(spec.options),
-            "critic_args": {k: dict(v) for k, v in spec.critic_args.items() if k == critic},
+            "critic_args": {k: dict(v) for k, v in spec.critic_args.items() if k in critics},
             "imports": list(spec.imports),
             "sys_path": [p for p in sys.path if p],
             "memory_mb": limits.memory_mb,
+            "isolated": limits.isolated,
         }
         reply = self.exchange(init, limits.startup_timeout_s)
         if "error" in reply:
@@ -195,12 +211,20 @@ class _Worker:
 
     def exchange(self, message: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         """Send one message and wait for the reply; TimeoutError past ``timeout_s``."""
-        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.send(message)
+        return self.receive(timeout_s)
+
+    def send(self, message: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
         try:
             self.proc.stdin.write(json.dumps(message).encode() + b"\n")
             self.proc.stdin.flush()
         except OSError as exc:
             raise _WorkerGone(f"the sandbox worker is gone ({self._exit()})") from exc
+
+    def receive(self, timeout_s: float) -> dict[str, Any]:
+        """The next reply line; TimeoutError past ``timeout_s``."""
+        assert self.proc.stdout is not None
         fd = self.proc.stdout.fileno()
         deadline = time.monotonic() + timeout_s
         while b"\n" not in self._buf:
@@ -252,9 +276,9 @@ class _Worker:
 
 
 class _Pool:
-    """Up to ``size`` workers for one critic; a killed worker is replaced on the next call."""
+    """Up to ``size`` workers for one critic (or several); a killed worker is replaced on the next call."""
 
-    def __init__(self, critic: str, spec: SandboxSpec, limits: SandboxLimits) -> None:
+    def __init__(self, critic: str | tuple[str, ...], spec: SandboxSpec, limits: SandboxLimits) -> None:
         self.critic, self.spec, self.limits = critic, spec, limits
         self._idle: list[_Worker] = []
         self._count = 0
@@ -333,7 +357,8 @@ class SandboxExecutor(CriticExecutor):
             return pool.acquire()
         except (_WorkerGone, TimeoutError, OSError) as exc:
             message = str(exc) or "the sandbox worker did not start in time"
-            raise CriticError(pool.critic, SandboxError(message)) from exc
+            name = pool.critic if isinstance(pool.critic, str) else ", ".join(pool.critic)
+            raise CriticError(name, SandboxError(message)) from exc
 
     def _pool(self, name: str) -> _Pool:
         with self._lock:
@@ -379,6 +404,172 @@ class SandboxExecutor(CriticExecutor):
         for pool in pools:
             pool.close()
         self.inner.close()
+
+
+class HeavyExecutor(CriticExecutor):
+    """CPU-heavy critics in worker processes, so they neither hold the event loop's GIL nor wait for
+    it; the other critics in ``inner`` (the thread kind), at the same time.
+
+    Which critics: those declared ``heavy=True`` (or ``"process"``) by their author, or whose benchmark
+    declares its critics heavy (``Benchmark.heavy_critics``); ``metacontroller.heavy`` decides (see
+    :func:`heavy_names`). The workers are *trusted*: started like the sandbox's (``python -m
+    modulo.sandbox``, a fresh interpreter, never a fork of the event-loop process) but with the
+    parent's environment and working directory and without limits or guards; each binds every heavy
+    critic by registry name plus arguments, the way the loop did. A plan's heavy critics go to one
+    worker as one request (the plan as its canonical JSON text, the problem sent once per worker and
+    named by a key afterwards), which answers one line per critic as each ends: a critic's deadline
+    counts from the end of the one before it, and past it the worker is killed and the remaining
+    critics go to another. A crash (an exception, ``os._exit``, a signal) or a changed plan is a
+    :class:`~modulo.errors.CriticError` of that critic, as in-process.
+    """
+
+    kind = "heavy"
+    #: problems a worker keeps before the parent tells it to forget them all
+    MAX_KNOWN = 256
+
+    def __init__(
+        self, names: Iterable[str], spec: SandboxSpec, workers: int = 2, inner: CriticExecutor | None = None
+    ) -> None:
+        self.names = tuple(dict.fromkeys(names))
+        self.spec = spec
+        self.limits = SandboxLimits(workers=workers, isolated=False)
+        self.inner = inner or ThreadExecutor()
+        self._pool = _Pool(self.names, spec, self.limits)
+        self._problems = PerProblem(_problem_message)
+
+    async def run(self, critic: Critic, problem: Problem, frozen: FrozenPlan, timeout_s: float) -> Verdict:
+        if critic.name not in self.names:
+            return await self.inner.run(critic, problem, frozen, timeout_s)
+        [outcome] = await asyncio.to_thread(self._batch, [critic], problem, frozen, [timeout_s], _never)
+        if isinstance(outcome, CriticError):
+            raise outcome
+        return outcome
+
+    async def run_all(
+        self,
+        critics: Sequence[Critic],
+        problem: Problem,
+        frozen: FrozenPlan,
+        timeouts: Sequence[float],
+        stop: StopRule = _never,
+    ) -> list[Outcome]:
+        aside = [i for i, c in enumerate(critics) if c.name in self.names]
+        if not aside:
+            return await self.inner.run_all(critics, problem, frozen, timeouts, stop)
+
+        async def heavy(side: list[Critic], side_timeouts: list[float]) -> list[Outcome]:
+            return await asyncio.to_thread(self._batch, side, problem, frozen, side_timeouts, stop)
+
+        async def light(rest: list[Critic], rest_timeouts: list[float]) -> list[Outcome]:
+            return await self.inner.run_all(rest, problem, frozen, rest_timeouts, stop)
+
+        return await run_beside(critics, timeouts, stop, aside, heavy, light)
+
+    def warm(self) -> None:
+        """Start one worker now (its start, seconds for a benchmark with a database, is never part of a
+        critic's deadline either way)."""
+        self._pool.release(self._acquire())
+
+    def _acquire(self) -> _Worker:
+        try:
+            return self._pool.acquire()
+        except (_WorkerGone, TimeoutError, OSError) as exc:
+            raise WorkerError(str(exc) or "the critic worker did not start in time") from exc
+
+    def _batch(
+        self, critics: list[Critic], problem: Problem, frozen: FrozenPlan, timeouts: list[float], stop: StopRule
+    ) -> list[Outcome]:
+        """In a thread: ``critics`` in order in one worker (another after a kill), each outcome as it ends."""
+        out: list[Outcome] = []
+        key, message = self._problems(problem)
+        while critics:
+            try:
+                worker = self._acquire()
+            except WorkerError as exc:
+                out.extend(CriticError(c.name, exc) for c in critics[:1])
+                if stop(critics[0], out[-1]):
+                    return out
+                critics, timeouts = critics[1:], timeouts[1:]
+                continue
+            request: dict[str, Any] = {"batch": [c.name for c in critics], "problem_key": key, "plan": frozen.text}
+            if key not in worker.known:
+                if len(worker.known) >= self.MAX_KNOWN:
+                    worker.known.clear()
+                    request["reset"] = True
+                request["problem"] = message
+                worker.known.add(key)
+            done = 0
+            try:
+                worker.send(request)
+                for critic, timeout_s in zip(critics, timeouts, strict=True):
+                    outcome = self._outcome(critic, worker.receive(timeout_s))
+                    out.append(outcome)
+                    done += 1
+                    if stop(critic, outcome):
+                        self._pool.discard(worker)  # it is still working on the rest of the batch
+                        return out
+            except TimeoutError:
+                self._pool.discard(worker)
+                critic, timeout_s = critics[done], timeouts[done]
+                out.append(
+                    CriticError(
+                        critic.name, CriticTimeoutError(f"did not finish within {timeout_s:g} s (worker killed)")
+                    )
+                )
+            except _WorkerGone as exc:
+                self._pool.discard(worker)
+                out.append(CriticError(critics[done].name, WorkerError(str(exc))))
+            else:
+                self._pool.release(worker)
+                return out
+            if stop(critics[done], out[-1]):
+                return out
+            critics, timeouts = critics[done + 1 :], timeouts[done + 1 :]
+        return out
+
+    @staticmethod
+    def _outcome(critic: Critic, reply: dict[str, Any]) -> Outcome:
+        if "error" in reply:
+            return CriticError(critic.name, WorkerError(str(reply["error"])))
+        try:
+            verdict = Verdict.model_validate(reply.get("verdict"))
+        except ValueError as exc:
+            return CriticError(critic.name, WorkerError(f"returned something that is not a Verdict: {exc}"))
+        return verdict.model_copy(update={"critic": critic.name, "group": critic.group})
+
+    def close(self) -> None:
+        self._pool.close()
+        self.inner.close()
+
+
+class WorkerError(RuntimeError):
+    """A critic failed in a (trusted) worker process: its own error as the worker reported it, or the
+    worker's death."""
+
+
+def _problem_message(problem: Problem) -> tuple[str, dict[str, Any]]:
+    """A problem's key (a hash of its JSON) and its JSON form, computed once per problem object."""
+    data = problem.model_dump(mode="json")
+    return hashlib.sha256(canonical_json(data).encode()).hexdigest()[:24], data
+
+
+def heavy_names(request: Any, critics: Sequence[Critic]) -> list[str]:
+    """The critics to run in worker processes. ``request`` (``metacontroller.heavy``): ``declared``
+    (the default: the critics declared CPU-heavy to run in processes, by themselves or by their
+    benchmark's ``heavy_critics``), ``none``, or a list of critic names (these, whatever they declare)."""
+    if request in (None, "", "none", [], False):
+        return []
+    active = [c.name for c in critics]
+    if request == "declared":  # (a benchmark's heavy_critics reached its critics when they were bound)
+        return [c.name for c in critics if heavy_kind(c) == "process"]
+    names = [request] if isinstance(request, str) else [str(n) for n in request]
+    unknown = [n for n in names if n not in active]
+    if unknown:
+        raise ConfigError(
+            f"metacontroller.heavy names {unknown}, which are not among the active critics {active} "
+            "(give critic names, declared, or none)"
+        )
+    return [n for n in active if n in names]
 
 
 # -- the worker side (python -m modulo.sandbox) ---------------------------------------------------
@@ -522,6 +713,7 @@ def _worker_main() -> None:  # pragma: no cover - runs in the worker process (te
 
     from .binding import bind_benchmark, bind_critics
     from .critic import enter_sandbox
+    from .executor import call_on_copy
     from .types import canonical_json
 
     out = os.fdopen(os.dup(1), "wb")  # the private reply pipe; fd 1 and 2 now go nowhere
@@ -535,28 +727,50 @@ def _worker_main() -> None:  # pragma: no cover - runs in the worker process (te
 
     requests = sys.stdin.buffer
     init = json.loads(requests.readline())
+    isolated = bool(init.get("isolated", True))
     try:
-        limit = int(init["memory_mb"]) * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-        _guard_network()
-        _guard_processes()
+        if isolated:
+            limit = int(init["memory_mb"]) * 1024 * 1024
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+            _guard_network()
+            _guard_processes()
         sys.path[:] = [*init["sys_path"], *(p for p in sys.path if p not in init["sys_path"])]
-        _guard_files(os.getcwd())
-        enter_sandbox()
+        if isolated:  # (a trusted worker for CPU-heavy critics is no sandbox: untrusted critics refuse it)
+            _guard_files(os.getcwd())
+            enter_sandbox()
         for module in init["imports"]:
             _load_module(module)
         bench = bind_benchmark(init["benchmark"], init["benchmark_args"], init["data_dir"])
-        [critic] = bind_critics([init["critic"]], bench, init["options"], init["critic_args"])
+        names = list(init["critics"])
+        critics = dict(zip(names, bind_critics(names, bench, init["options"], init["critic_args"]), strict=True))
     except BaseException as exc:
         send({"error": f"{type(exc).__name__}: {exc}"})
         return
     send({"ready": True})
+    problems: dict[str, Problem] = {}
     for line in requests:
         request = json.loads(line)
-        usage = resource.getrusage(resource.RUSAGE_SELF)
-        soft = int(usage.ru_utime + usage.ru_stime + float(request["cpu_s"])) + 1
-        _, hard = resource.getrlimit(resource.RLIMIT_CPU)
-        resource.setrlimit(resource.RLIMIT_CPU, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
+        if isolated:
+            usage = resource.getrusage(resource.RUSAGE_SELF)
+            soft = int(usage.ru_utime + usage.ru_stime + float(request["cpu_s"])) + 1
+            _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+            resource.setrlimit(resource.RLIMIT_CPU, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
+        if "batch" in request:  # several critics on one plan: one reply line per critic, as each ends
+            if request.get("reset"):
+                problems.clear()
+            key = request["problem_key"]
+            if "problem" in request:
+                problems[key] = Problem.model_validate(request["problem"])
+            frozen = FrozenPlan(request["plan"])
+            plan = frozen.copy()
+            for name in request["batch"]:
+                outcome, plan = call_on_copy(critics[name], problems[key], frozen, plan)
+                if isinstance(outcome, CriticError):
+                    send({"error": f"{type(outcome.cause).__name__}: {outcome.cause}"})
+                else:
+                    send({"verdict": outcome.model_dump(mode="json")})
+            continue
+        [critic] = critics.values()
         plan = json.loads(request["plan"])
         try:
             problem = Problem.model_validate(request["problem"])

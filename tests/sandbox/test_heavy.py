@@ -1,0 +1,153 @@
+"""CPU-heavy critics run in worker processes (HeavyExecutor): the same verdicts as in-process; a crash,
+an exit, a changed plan or a hang there is a critic error of that critic, and the others go on."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from modulo.binding import bind_benchmark, bind_critics
+from modulo.errors import ConfigError, CriticError
+from modulo.executor import FrozenPlan, ThreadExecutor, heavy_kind
+from modulo.sandbox import HeavyExecutor, SandboxSpec, heavy_names
+from modulo.types import Problem, Verdict
+
+from . import heavy_plugin
+
+pytestmark = pytest.mark.slow  # worker processes start (seconds on a loaded machine)
+
+BENCH = "synth/tasks"
+NAMES = ["heavy_count", "heavy_raise", "heavy_exit", "heavy_mutate", "heavy_hang", "heavy_thread"]
+
+
+@pytest.fixture(scope="module")
+def bench() -> Any:
+    return bind_benchmark(BENCH)
+
+
+@pytest.fixture(scope="module")
+def critics(bench: Any) -> dict[str, Any]:
+    return {c.name: c for c in bind_critics([*NAMES, "synth_task_coverage"], bench)}
+
+
+@pytest.fixture(scope="module")
+def executor() -> Iterator[HeavyExecutor]:
+    spec = SandboxSpec(benchmark=BENCH, imports=(heavy_plugin.__name__,))
+    ex = HeavyExecutor([*NAMES[:-1], "synth_task_coverage"], spec, workers=1)
+    yield ex
+    ex.close()
+
+
+def run_all(executor: Any, critics: list[Any], problem: Problem, plan: Any, timeout_s: float = 30.0) -> list[Any]:
+    frozen = FrozenPlan.of(plan)
+    outcomes: list[Any] = asyncio.run(executor.run_all(critics, problem, frozen, [timeout_s] * len(critics)))
+    return outcomes
+
+
+def test_declared_and_named_heavy_critics_are_chosen(critics: dict[str, Any]) -> None:
+    active = list(critics.values())
+    assert heavy_kind(critics["heavy_count"]) == "process" and heavy_kind(critics["heavy_thread"]) == "thread"
+    assert heavy_kind(critics["synth_task_coverage"]) is None
+    declared = heavy_names("declared", active)
+    assert "heavy_count" in declared and "heavy_thread" not in declared and "synth_task_coverage" not in declared
+    assert heavy_names("none", active) == []
+    assert heavy_names(["synth_task_coverage"], active) == ["synth_task_coverage"]
+    with pytest.raises(ConfigError, match="heavy_cuont"):
+        heavy_names(["heavy_cuont"], active)
+
+
+def test_heavy_critics_give_the_in_process_verdicts_from_a_worker(
+    executor: HeavyExecutor, critics: dict[str, Any], bench: Any
+) -> None:
+    problem = bench.select("generated", limit=1)[0]
+    chosen = [critics["heavy_count"], critics["synth_task_coverage"], critics["heavy_thread"]]
+    thread = ThreadExecutor()
+    try:
+        for plan in (problem.metadata["witness"], {"schedule": []}, [1, 2, 3, 4, 5, 6], None):
+            inside = run_all(executor, chosen, problem, plan)
+            outside = run_all(thread, chosen, problem, plan)
+            assert all(isinstance(v, Verdict) for v in inside), inside
+            pid = inside[0].details.pop("pid")
+            assert pid != os.getpid()  # judged in a worker process
+            assert outside[0].details.pop("pid") == os.getpid()
+            assert inside[2].details["pid"] == os.getpid()  # heavy="thread": a thread of this process
+            assert inside == outside
+        assert executor._pool._idle  # the worker went back to the pool
+    finally:
+        thread.close()
+
+
+def test_a_crash_an_exit_and_a_changed_plan_in_a_worker_are_critic_errors(
+    executor: HeavyExecutor, critics: dict[str, Any], bench: Any
+) -> None:
+    problem = bench.select("generated", limit=1)[0]
+    names = ["heavy_raise", "heavy_count", "heavy_mutate", "heavy_count", "heavy_exit", "heavy_count"]
+    outcomes = run_all(executor, [critics[n] for n in names], problem, [1, 2])
+    assert len(outcomes) == len(names)
+    raised, ok1, mutated, ok2, exited, ok3 = outcomes
+    assert isinstance(raised, CriticError) and "ValueError: heavy critic bug" in str(raised)
+    assert isinstance(mutated, CriticError) and "mutated the plan" in str(mutated)
+    assert isinstance(exited, CriticError) and "exit code 3" in str(exited)
+    for ok in (ok1, ok2, ok3):  # the critics after each failure still ran, on the unchanged plan
+        assert isinstance(ok, Verdict) and ok.passed and ok.details["values"] == 2
+
+
+def test_a_hanging_heavy_critic_is_killed_at_its_deadline_and_the_rest_go_on(
+    executor: HeavyExecutor, critics: dict[str, Any], bench: Any
+) -> None:
+    problem = bench.select("generated", limit=1)[0]
+    chosen = [critics["heavy_count"], critics["heavy_hang"], critics["heavy_count"]]
+    frozen = FrozenPlan.of([1])
+    timeouts = [30.0, 1.0, 30.0]
+    outcomes = asyncio.run(executor.run_all(chosen, problem, frozen, timeouts))
+    assert isinstance(outcomes[1], CriticError) and "did not finish within 1 s (worker killed)" in str(outcomes[1])
+    assert isinstance(outcomes[0], Verdict) and isinstance(outcomes[2], Verdict) and outcomes[2].passed
+
+
+def test_stop_ends_a_heavy_batch_at_the_first_error(
+    executor: HeavyExecutor, critics: dict[str, Any], bench: Any
+) -> None:
+    problem = bench.select("generated", limit=1)[0]
+    chosen = [critics["heavy_count"], critics["heavy_raise"], critics["heavy_count"]]
+    outcomes = asyncio.run(
+        executor.run_all(chosen, problem, FrozenPlan.of([1]), [30.0] * 3, stop=lambda c, o: isinstance(o, CriticError))
+    )
+    assert len(outcomes) == 2 and isinstance(outcomes[1], CriticError)
+
+
+def test_a_run_sends_declared_heavy_critics_to_workers_and_records_it(tmp_path: Any) -> None:
+    from modulo.build import build_session
+    from modulo.config import ModuloConfig
+    from modulo.runner import run_session
+    from modulo.runs import RunDir
+
+    def run(heavy: Any, name: str) -> list[Any]:
+        cfg = ModuloConfig()
+        cfg.benchmark.name = BENCH
+        cfg.benchmark.args = {"n": 2}
+        cfg.critics = ["format", "synth_task_coverage", "heavy_count"]
+        cfg.reformulator.mode = "none"
+        cfg.generator.prompt = "json"
+        cfg.metacontroller.max_iterations = 2
+        cfg.metacontroller.heavy = heavy
+        cfg.llm.args = {"replies": {"*": [json.dumps({"schedule": []}), json.dumps({"schedule": [], "x": 1})]}}
+        cfg.cache.mode = "off"
+        cfg.run.dir = str(tmp_path / name)
+        cfg.run.progress = False
+        cfg.run.report = False
+        session = build_session(cfg)
+        result = asyncio.run(run_session(session, RunDir(tmp_path / name)))
+        info = json.loads((tmp_path / name / "run.json").read_text())
+        assert ("heavy" in info) is (heavy == "declared")
+        if heavy == "declared":
+            assert info["heavy"] == {"critics": ["heavy_count"], "workers": 2}
+        return [[v.model_dump(exclude={"details"}) for v in it.verdicts] for r in result.results for it in r.iterations]
+
+    pooled = run("declared", "pooled")
+    assert any(v["critic"] == "heavy_count" for verdicts in pooled for v in verdicts)  # it did judge plans
+    assert pooled == run("none", "in-process")
