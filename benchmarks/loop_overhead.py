@@ -3,9 +3,14 @@
 Every reply fails a critic, so each problem makes exactly 10 sequential calls (1,800 in all). With 32
 calls in flight the ideal time is 1800 x 50 ms / 32 = 2.81 s; the goal is to finish within 1.05 times
 that. The whole stack is real (build_session, Metacontroller, LLMClient with its semaphore and accounting,
-scripted backend, run directory with fsync'ed records); only the benchmark is a stand-in, defined here.
+scripted backend, run directory with fsync'ed records). The benchmark is a stand-in defined here with
+one trivial critic, or, with ``--benchmark travelplanner``, the 180 TravelPlanner validation problems
+with all 14 critics in strict mode, the model answering the plausible but wrong plans of
+``benchmarks/iteration_cpu.py`` (data from ``MODULO_DATA_DIR``); ``--heavy`` then runs the
+TravelPlanner critics in worker processes (``metacontroller.heavy``), ``--heavy-workers`` of them.
 
     python benchmarks/loop_overhead.py [--problems 180] [--budget 10] [--latency 0.05] [--concurrency 32]
+    python benchmarks/loop_overhead.py --benchmark travelplanner [--heavy --heavy-workers 2]
 """
 
 from __future__ import annotations
@@ -73,6 +78,9 @@ def main() -> int:
     ap.add_argument("--latency", type=float, default=0.05)
     ap.add_argument("--concurrency", type=int, default=32, help="LLM calls in flight")
     ap.add_argument("--problem-concurrency", type=int, default=None, help="problems in flight (default: all)")
+    ap.add_argument("--benchmark", choices=["stand-in", "travelplanner"], default="stand-in")
+    ap.add_argument("--heavy", action="store_true", help="travelplanner: its critics in worker processes")
+    ap.add_argument("--heavy-workers", type=int, default=2)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
@@ -88,11 +96,30 @@ def main() -> int:
         cfg.metacontroller.max_iterations = args.budget
         cfg.llm.name = "scripted"
         cfg.llm.concurrency = args.concurrency
-        cfg.llm.args = {"replies": {"*": ["[1, 2, 3]"] * args.budget}, "latency_s": args.latency}
+        # a different plan each time: a repeated one would end the problem at its fixed point (3 calls)
+        replies: dict[str, list[str]] = {"*": [f"[1, 2, {3 + i}]" for i in range(args.budget)]}
+        if args.benchmark == "travelplanner":
+            sys.path.insert(0, str(Path(__file__).resolve().parent))
+            from iteration_cpu import wrong_plans  # the same plausible, wrong plans
+
+            replies, args.problems = wrong_plans(args.problems, args.budget)
+            cfg.benchmark.name, cfg.benchmark.args = "travelplanner", {}
+            cfg.benchmark.split, cfg.benchmark.limit = "validation", args.problems
+            cfg.generator.prompt = "json"
+            cfg.critic_options.mode = "strict"
+            if args.heavy:
+                from critics.travelplanner.critics import ALL_CRITICS
+
+                cfg.metacontroller.heavy = list(ALL_CRITICS)
+                cfg.metacontroller.heavy_workers = args.heavy_workers
+        cfg.llm.args = {"replies": replies, "latency_s": args.latency}
         cfg.cache.mode = "off"
         cfg.run.concurrency = args.problem_concurrency or args.problems
         cfg.run.progress = False
         session = build_session(cfg)
+        warm = getattr(session.loop.executor, "warm", None)
+        if args.heavy and warm is not None:
+            warm()  # start a worker (and its store) before the clock starts, as a long run amortises it
         t0 = time.perf_counter()
         result = asyncio.run(run_session(session, RunDir(Path(tmp) / "run")))
         wall = time.perf_counter() - t0
@@ -100,6 +127,7 @@ def main() -> int:
     ideal = calls * args.latency / args.concurrency
     chains = math.ceil(args.problems / args.concurrency) * args.budget * args.latency
     out = {
+        "benchmark": args.benchmark + (f" (critics in {args.heavy_workers} worker processes)" if args.heavy else ""),
         "problems": args.problems,
         "budget": args.budget,
         "calls": calls,

@@ -18,14 +18,19 @@ What it guarantees, for every critic call:
   then decides, in the loop, what an error does.
 
 Executor kinds. :class:`CriticExecutor` is the interface: ``await executor.run(critic, problem,
-frozen, timeout_s)`` returns a labelled :class:`~modulo.types.Verdict` or raises CriticError. The
-built-in kind is :class:`ThreadExecutor`. Further kinds plug in behind the same interface without
-touching the loop: :class:`modulo.sandbox.SandboxExecutor` for untrusted critics (worker processes with
-rlimits and no network, which can also *kill* a critic past its deadline, where a thread can only be
-abandoned; ``metacontroller.sandbox``), and
-issue 15's scale work, which routes critics that declare ``heavy = True`` (CPU-bound, see
-:class:`~modulo.critic.Critic`) to a process pool so they do not contend for the GIL. Which kind
-runs a critic is chosen by :meth:`CriticExecutor.for_critic`; the thread kind runs them all.
+frozen, timeout_s)`` returns a labelled :class:`~modulo.types.Verdict` or raises CriticError, and
+``await executor.run_all(critics, problem, frozen, timeouts, stop)`` runs a plan's critics in order
+and returns their outcomes (a Verdict or a CriticError each), ending early where ``stop`` says (the
+loop stops at the first crash under ``on_critic_error=stop``). The built-in kind is
+:class:`ThreadExecutor`: a plan's critics run as one batch in one worker thread (one hand-off to the
+event loop per plan, not one per critic), one copy of the plan serving every critic that leaves it
+unchanged, each critic under its own deadline counted from its start. A critic declared CPU-heavy
+(``heavy``, see :class:`~modulo.critic.Critic`) runs aside: ``"thread"`` (its work releases the GIL)
+in a thread of its own meanwhile, ``True``/``"process"`` in a worker process when the run has
+:class:`modulo.sandbox.HeavyExecutor` (``metacontroller.heavy``, on by default for declared critics),
+so it does not contend for the GIL. :class:`modulo.sandbox.SandboxExecutor` runs untrusted critics in
+isolated worker processes with rlimits and no network (``metacontroller.sandbox``). Worker processes
+can *kill* a critic past its deadline, where a thread can only be abandoned.
 
 A thread past its deadline cannot be stopped in Python: it is abandoned (its result is ignored) and
 keeps its CPU until it returns. That is why the timeout is generous by default and why killing is the

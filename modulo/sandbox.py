@@ -130,14 +130,21 @@ def sandboxed_names(request: Any, critics: Sequence[Critic]) -> list[str]:
     if request == "plugins":
         entries = components.critics.entries()
         return [n for n in active if not entries[n].builtin or n in untrusted]
+    named = named_critics(request, active, "sandbox", "plugins")
+    return [n for n in active if n in named or n in untrusted]
+
+
+def named_critics(request: Any, active: list[str], key: str, keyword: str) -> list[str]:
+    """The active critics ``request`` (a name or a list of names) names, in their order; a ConfigError
+    naming ``metacontroller.<key>`` for a name that is not active (the other values: ``keyword``, none)."""
     names = [request] if isinstance(request, str) else [str(n) for n in request]
     unknown = [n for n in names if n not in active]
     if unknown:
         raise ConfigError(
-            f"metacontroller.sandbox names {unknown}, which are not among the active critics {active} "
-            "(give critic names, plugins, or none)"
+            f"metacontroller.{key} names {unknown}, which are not among the active critics {active} "
+            f"(give critic names, {keyword}, or none)"
         )
-    return [n for n in active if n in names or n in untrusted]
+    return [n for n in active if n in names]
 
 
 def in_process_modules(names: Iterable[str]) -> tuple[str, ...]:
@@ -562,14 +569,7 @@ def heavy_names(request: Any, critics: Sequence[Critic]) -> list[str]:
     active = [c.name for c in critics]
     if request == "declared":  # (a benchmark's heavy_critics reached its critics when they were bound)
         return [c.name for c in critics if heavy_kind(c) == "process"]
-    names = [request] if isinstance(request, str) else [str(n) for n in request]
-    unknown = [n for n in names if n not in active]
-    if unknown:
-        raise ConfigError(
-            f"metacontroller.heavy names {unknown}, which are not among the active critics {active} "
-            "(give critic names, declared, or none)"
-        )
-    return [n for n in active if n in names]
+    return named_critics(request, active, "heavy", "declared")
 
 
 # -- the worker side (python -m modulo.sandbox) ---------------------------------------------------
