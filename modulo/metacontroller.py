@@ -578,8 +578,11 @@ class Metacontroller:
             except Exception as exc:  # a search generator produced an invalid plan: a format failure
                 plan, rec.format_error = None, str(exc)
         max_items = self.settings.max_plan_items or self.benchmark.max_plan_items
-        if plan is not None and count_values(plan, max_items) > max_items:
-            plan, rec.format_error = (
+        frozen = FrozenPlan.of(plan) if plan is not None else None  # the plan's one encoding, fixed here
+        # every JSON value takes at least one character of the text: a short text needs no count
+        if frozen is not None and len(frozen.text) > max_items and count_values(plan, max_items) > max_items:
+            plan, frozen, rec.format_error = (
+                None,
                 None,
                 (
                     f"the plan holds more than {max_items:,} values, over this benchmark's limit "
@@ -590,7 +593,6 @@ class Metacontroller:
         t2 = time.perf_counter()
         rec.timings["reformulate"] = t2 - t1
         rec.plan = plan
-        frozen = FrozenPlan.of(plan) if plan is not None else None  # the plan's one encoding, fixed here
         rec.plan_sha256 = frozen.fingerprint if frozen is not None else None
         rec.verdicts, rec.gated = await self._critique(problem, frozen, rec.format_error)
         rec.timings["critique"] = time.perf_counter() - t2
