@@ -492,8 +492,8 @@ class HeavyExecutor(CriticExecutor):
         while critics:
             try:
                 worker = self._acquire()
-            except WorkerError as exc:
-                out.extend(CriticError(c.name, exc) for c in critics[:1])
+            except WorkerError as exc:  # no worker would start: this critic's error; the next tries again
+                out.append(CriticError(critics[0].name, exc))
                 if stop(critics[0], out[-1]):
                     return out
                 critics, timeouts = critics[1:], timeouts[1:]
