@@ -219,3 +219,36 @@ def test_odd_problem_ids_open(driver: Any, tp_run: Path, tmp_path: Path) -> None
     assert odd in driver.find_element("css selector", "main h2").text
     assert css(driver, "main h2 b") == []
     assert console_errors(driver) == []
+
+
+def test_a_dialogue_turn_and_an_update_are_shown(driver: Any, tmp_path: Path, artifacts: Path) -> None:
+    """A synth/calendar problem whose planner asks the user, then meets an update: the page tells both."""
+    import asyncio
+
+    from modulo.build import build_session
+    from modulo.config import ModuloConfig
+    from modulo.runner import run_session
+    from modulo.runs import RunDir
+
+    cfg = ModuloConfig()
+    cfg.benchmark.name, cfg.benchmark.args = "synth/calendar", {"n": 1, "seed": 0, "difficulty": "easy"}
+    cfg.llm.name, cfg.reformulator.mode, cfg.cache.mode, cfg.run.progress = "scripted", "parser", "off", False
+    slot = "Here is the proposed time: Monday, 13:00 - 14:00"
+    cfg.llm.args = {"replies": ["QUESTION: Is <b>Monday</b> fine?", slot, slot]}
+    cfg.user.name, cfg.user.args = "scripted", {"script": {"answers": [{"match": "Monday", "answer": "Yes."}]}}
+    cfg.user.updates = [{"after": 1, "text": "Please keep it short."}]
+    cfg.metacontroller.max_iterations = 3
+    asyncio.run(run_session(build_session(cfg), RunDir(tmp_path / "run")))
+    page = build_view(tmp_path / "run").page
+    console_errors(driver)
+    open_page(driver, page.as_uri())
+    css(driver, "#problems tr.prow")[0].click()
+    wait_for(lambda: css(driver, "#it-1"))
+    driver.save_screenshot(str(artifacts / "dialogue.png"))
+    first = css(driver, "#it-0")[0].text
+    assert "Turn 0: question" in first and "Is <b>Monday</b> fine?" in first and "answer (scripted): Yes." in first
+    second = css(driver, "#it-1")[0].text
+    assert "Updates applied after this turn" in second and "Please keep it short." in second
+    assert "questions 1" in driver.find_element("css selector", "main").text
+    assert "certified after 2 turn(s)" in driver.find_element("css selector", "main").text
+    assert console_errors(driver) == []

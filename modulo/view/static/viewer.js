@@ -275,7 +275,7 @@
     const out = [];
     out.push(el("h2", {}, "Problem ", p.id, " ", outcomeChip(p.outcome)));
     const facts = {
-      outcome: `${p.outcome} after ${p.iterations.length} iteration(s) (stop reason: ${p.stop_reason})`,
+      outcome: `${p.outcome} after ${p.iterations.length} ${p.iterations.some((it) => it.turn && it.turn.act !== "plan") ? "turn" : "iteration"}(s) (stop reason: ${p.stop_reason})`,
       "best iteration": p.best_iteration === null ? "-" : String(p.best_iteration),
       usage: usageText(p.usage) + `; ${p.seconds.toFixed(1)} s`,
     };
