@@ -64,6 +64,7 @@ class Session:
 
     async def aclose(self) -> None:
         self.loop.executor.close()
+        await self.loop.generator.aclose()  # model clients a generator opened itself (a judge on another backend)
         if self.llm is not None:
             await self.llm.aclose()
         user_llm = self.loop.user_llm

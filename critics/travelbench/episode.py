@@ -37,8 +37,8 @@ from modulo import components
 from modulo.benchmark import Benchmark
 from modulo.errors import ConfigError
 from modulo.generators import Generation, GenerationContext, Generator
-from modulo.llm.base import LLMRequest
-from modulo.llm.client import LLMClient
+from modulo.llm.base import LLMRequest, LLMSettings
+from modulo.llm.client import LLMClient, build_client
 from modulo.registry import bind_arguments
 from modulo.tools import ToolArgumentError
 from modulo.types import LLMCall, Message, Problem, Stage, ToolCall
@@ -69,8 +69,9 @@ class TravelBenchAgent(Generator):
         judge: bool = True,
         meta_judge: bool = True,
         judge_retries: int = 2,
-        judge_model: str | None = None,
-        tool_model: str | None = None,
+        judge_llm: dict[str, Any] | None = None,
+        tool_llm: dict[str, Any] | None = None,
+        user_llm: dict[str, Any] | None = None,
         user: str = "llm",
         user_args: dict[str, Any] | None = None,
         sample_index: int = 0,
@@ -90,7 +91,14 @@ class TravelBenchAgent(Generator):
         self.judge = judge
         self.meta_judge = meta_judge
         self.judge_retries = judge_retries
-        self.models = {"judge": judge_model, "tool": tool_model}
+        # the judge's and the tool simulator's model: the run's client, or a client of their own built from
+        # the run's llm settings with these overriding them (another model, another registered backend)
+        self.role_llm = {
+            "judge": _llm_overrides("judge_llm", judge_llm),
+            "tool": _llm_overrides("tool_llm", tool_llm),
+            "user": _llm_overrides("user_llm", user_llm),
+        }
+        self._clients: dict[str, LLMClient] = {}
         self.sample_index = sample_index
         self._templates = {role: benchmark.template(role) for role in ("agent", "tool", "judge", "meta_judge")}
         # the multi-turn user: a registered user (modulo.users; `llm` is the simulator holding the hidden
@@ -98,6 +106,22 @@ class TravelBenchAgent(Generator):
         factory = components.users.get(user)
         kwargs = bind_arguments("user", user, factory, dict(user_args or {}), inject={"benchmark": benchmark})
         self.user: User = factory(**kwargs)
+
+    def client(self, stage: str, run_llm: LLMClient) -> LLMClient:
+        """The client a stage's calls go through (same cache as the run's)."""
+        overrides = self.role_llm.get(stage)
+        if not overrides:
+            return run_llm
+        if stage not in self._clients:  # no await before the assignment: one client per role, even concurrently
+            settings = run_llm.settings.model_copy(update=overrides)
+            cache_dir = run_llm.cache.path if run_llm.cache is not None else None
+            self._clients[stage] = build_client(settings, cache_mode=run_llm.cache_mode, cache_dir=cache_dir)
+        return self._clients[stage]
+
+    async def aclose(self) -> None:
+        for client in self._clients.values():
+            await client.aclose()
+        self._clients.clear()
 
     def templates(self) -> dict[str, str]:
         return {**{role: t.label for role, t in self._templates.items()}, **self.user.templates()}
@@ -142,13 +166,13 @@ class _Episode:
         *,
         temperature: float | None = None,
         draw: int = 0,
-        model: str | None = None,
         what: str = "",
     ) -> LLMCall:
-        settings = self.llm.settings
+        client = self.agent.client(stage, self.llm)
+        settings = client.settings
         request = LLMRequest(
             messages=tuple(messages),
-            model=model or settings.model,
+            model=settings.model,
             temperature=settings.temperature if temperature is None else temperature,
             max_tokens=settings.max_tokens,
             sample_index=self.agent.sample_index,
@@ -156,7 +180,7 @@ class _Episode:
             structured_output="off",
             tags={"problem_id": self.problem.id, "iteration": str(self.ctx.iteration), "stage": stage, "what": what},
         )
-        call = await self.llm.call(request, stage)
+        call = await client.call(request, stage)
         self.calls.append(call)
         return call
 
@@ -212,7 +236,7 @@ class _Episode:
             if self.mode == "single":
                 ended_by = "answer"
                 break
-            context = UserContext(turn=turns - 1, dialogue=list(dialogue), llm=self.llm)
+            context = UserContext(turn=turns - 1, dialogue=list(dialogue), llm=self.agent.client("user", self.llm))
             answered = await self.agent.user.answer(self.agent.benchmark.with_hidden(self.problem), text, context)
             self.calls.extend(answered.calls)
             reply = answered.answer.text
@@ -270,7 +294,6 @@ class _Episode:
             "tool",
             [Message(role="system", content=system), Message(role="user", content=request)],
             temperature=0.0,
-            model=self.agent.models["tool"],
             what=name,
         )
         return (call.reply or "").strip() or '{"result": []}', None
@@ -286,7 +309,6 @@ class _Episode:
                 [Message(role="user", content=prompt)],
                 temperature=0.0 if attempt == 0 else 0.7,
                 draw=attempt,
-                model=self.agent.models["judge"],
                 what=what,
             )
             parsed = parse(call.reply or "")
@@ -329,6 +351,22 @@ class _Episode:
 
 
 T = TypeVar("T")
+
+
+def _llm_overrides(key: str, values: dict[str, Any] | None) -> dict[str, Any]:
+    """``generator.args.KEY`` checked: llm settings by name (``name`` a registered backend); {} for none."""
+    values = dict(values or {})
+    unknown = sorted(set(values) - set(LLMSettings.model_fields))
+    if unknown:
+        known = ", ".join(sorted(LLMSettings.model_fields))
+        raise ConfigError(f"generator.args.{key}: unknown llm setting(s) {', '.join(unknown)}; settings: {known}")
+    if "name" in values and values["name"] not in components.llms:
+        raise ConfigError(f"generator.args.{key}.name: no llm backend {values['name']!r} (modulo list llms)")
+    try:
+        LLMSettings(**values)
+    except ValueError as exc:
+        raise ConfigError(f"generator.args.{key}: {exc}") from None
+    return values
 
 
 def _requested_calls(text: str, native: list[ToolCall]) -> list[tuple[str, Any, str | None]]:

@@ -79,6 +79,11 @@ class Generator(ABC):
         """Template labels used, for the run record."""
         return {}
 
+    async def aclose(self) -> None:
+        """Release what the generator opened itself (model clients of its own); the session calls it once,
+        at the end of the run. Default: nothing."""
+        return None
+
     @abstractmethod
     async def generate(self, problem: Problem, messages: list[Message], ctx: GenerationContext) -> Generation:
         """Propose a plan (as text or JSON) for ``problem`` given the current ``messages``."""

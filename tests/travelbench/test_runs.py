@@ -97,6 +97,7 @@ def test_multi_turn_episode_records_every_role_and_labels_the_score(tb_data: Pat
     assert "等我回去完了你找个地方让我修车卡的话" in raw
 
 
+@pytest.mark.slow
 def test_show_prints_the_conversation_readably(tb_data: Path, tmp_path: Path) -> None:
     from click.testing import CliRunner
 
@@ -141,3 +142,86 @@ def test_single_turn_ends_at_the_first_answer_and_an_unparsed_judge_is_counted(t
         assert rec["best_plan"]["judge"]["ratings"] is None
     metrics = summary(out)["metrics"]
     assert metrics["unjudged"] == 2 and "score_simulated_tools" not in metrics
+
+
+def _split_demo(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """The single-turn demo script split by role: the assistant's replies, the tool's, the judge's."""
+    replies = json.loads((ROOT / "critics" / "travelbench" / "scripts" / "single_turn.json").read_text("utf-8"))["*"]
+    files = []
+    for name, part in (("agent", [replies[0], replies[2]]), ("tool", [replies[1]]), ("judge", replies[3:])):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"*": part}, ensure_ascii=False), encoding="utf-8")
+        files.append(path)
+    return files[0], files[1], files[2]
+
+
+def test_the_judge_and_the_tool_simulator_on_their_own_clients(tb_data: Path, tmp_path: Path) -> None:
+    agent, tool, judge = _split_demo(tmp_path)
+    out = run(
+        tmp_path,
+        "roles",
+        [
+            "benchmark=travelbench/single_turn",
+            "benchmark.limit=2",
+            "llm=scripted",
+            f"llm.script={agent}",
+            f"generator.args.tool_llm={{script: {tool}, model: tool-sim}}",
+            f"generator.args.judge_llm={{script: {judge}, model: judge-x}}",
+            "run.report=false",
+        ],
+    )
+    for rec in records(out):
+        calls = [(c["stage"], c["model"]) for c in rec["iterations"][0]["calls"]]
+        assert calls == [
+            ("generate", "scripted"),
+            ("tool", "tool-sim"),
+            ("generate", "scripted"),
+            ("judge", "judge-x"),
+            ("judge", "judge-x"),
+        ]
+    # ratings 4,3,4 -> (11/3 - 1)/4 = 2/3; one of two calls invalid -> x 0.5; meta 4 -> x 0.8
+    assert summary(out)["metrics"]["score_simulated_tools"] == pytest.approx(2 / 3 * 0.5 * 0.8)
+
+
+def test_a_question_the_request_already_answered_is_counted(tb_data: Path, tmp_path: Path) -> None:
+    script = tmp_path / "ask.json"
+    replies = json.loads((ROOT / "critics" / "travelbench" / "scripts" / "multi_turn.json").read_text("utf-8"))["*"]
+    asked = ["您要找什么地方？", "[ALREADY STATED] 我一开始就说了，修车卡的地方。", *replies[4:]]
+    script.write_text(json.dumps({"*": asked}, ensure_ascii=False), encoding="utf-8")
+    out = run(
+        tmp_path,
+        "ask",
+        [
+            "benchmark=travelbench/multi_turn",
+            "benchmark.limit=1",
+            "llm=scripted",
+            f"llm.script={script}",
+            "run.report=false",
+        ],
+    )
+    plan = records(out)[0]["best_plan"]
+    assert (plan["questions"], plan["unnecessary_questions"], plan["tool_calls"]) == (1, 1, 0)
+    # the marker is the user's report to the loop, not what the assistant reads
+    assert plan["messages"][2] == {
+        "role": "user",
+        "content": "我一开始就说了，修车卡的地方。",
+        "name": None,
+        "error": None,
+        "tool_calls": None,
+    }
+
+
+def test_a_typo_in_a_role_llm_stops_before_any_call(tb_data: Path, tmp_path: Path) -> None:
+    from modulo.cli.hydra_app import run_hydra
+
+    with pytest.raises(SystemExit) as info:
+        run_hydra(
+            [
+                "benchmark=travelbench/single_turn",
+                "llm=scripted",
+                "generator.args.judge_llm={modle: x}",
+                f"run.dir={tmp_path / 'typo'}",
+            ]
+        )
+    assert info.value.code == 2
+    assert not (tmp_path / "typo" / "records.jsonl").exists()
