@@ -31,6 +31,7 @@ group. The core never imports a benchmark; it looks one up by name. A benchmark 
 
 from __future__ import annotations
 
+import argparse
 import copy
 import functools
 import json
@@ -42,7 +43,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, ClassVar, Generic, Literal, TypeVar
+from typing import Any, ClassVar, Generic, Literal, NoReturn, TypeVar
 
 import jsonschema
 from pydantic import BaseModel, TypeAdapter, ValidationError
@@ -439,8 +440,10 @@ class Benchmark(ABC):
         known = ", ".join(self.submission_formats) or "none"
         raise ConfigError(f"benchmark {self.name!r} has no submission format {fmt!r} (its submission formats: {known})")
 
+    # command hooks: each parses ``argv`` (with a :class:`CommandParser`) and returns an exit code; bad input
+    # is raised as a ModuloError (a UsageError for the arguments), which the CLI prints the one way
     def evaluate_command(self, argv: list[str]) -> int:
-        """``modulo evaluate <benchmark> ARGS...``: parse ``argv`` (argparse) and print results. Exit code."""
+        """``modulo evaluate <benchmark> ARGS...``: parse ``argv`` and print results. Exit code."""
         raise NotImplementedError(f"benchmark {self.name!r} has no evaluate command")
 
     def synth_command(self, argv: list[str]) -> int:
@@ -539,3 +542,14 @@ def _short_validation_error(exc: ValidationError) -> str:
         parts.append(f"at {loc}: {err['msg']}")
     more = len(exc.errors()) - 5
     return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
+
+
+class CommandParser(argparse.ArgumentParser):
+    """The argument parser of a benchmark's command hook (``evaluate_command``, ``synth_command``, ...):
+    ``--help`` prints and exits 0; a wrong argument is raised as :class:`~modulo.errors.UsageError`,
+    which the ``modulo`` CLI prints the way it prints every error (exit 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        from .errors import UsageError
+
+        raise UsageError(f"{self.prog}: {message}\n{self.format_usage().strip()}")

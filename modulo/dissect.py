@@ -34,13 +34,11 @@ appended as each finishes; a second call skips the problems already there), ``di
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import dataclasses
 import hashlib
 import json
 import os
-import sys
 import threading
 import time
 from collections import Counter
@@ -53,7 +51,7 @@ from pydantic import BaseModel, Field
 from .build import Session, build_generator, build_session
 from .config import ModuloConfig, load_config
 from .critic import FORMAT_GROUP
-from .errors import ConfigError, ModuloError, RunError
+from .errors import ConfigError, RunError
 from .metacontroller import Metacontroller, RunAborted, RunBudget
 from .runs import RUN_INFO, latest_records
 from .types import IterationRecord, Outcome, Problem, ProblemResult, Usage, canonical_json
@@ -737,65 +735,3 @@ async def dissect_run(
     (out_dir / DISSECT_MD).write_text(markdown, encoding="utf-8")
     summary = {**summarise(ordered), "settings": meta}
     return DissectResult(out_dir, ordered, failed_ids, resumed, markdown, summary)
-
-
-# -- command line -------------------------------------------------------------------------------------
-def dissect_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="modulo dissect",
-        description="Label why the planner failed each failed problem of a run (PDoctor's cascade): re-run with "
-        "fresh draws (probability), then with the constraint wording changed (wording), the topic changed "
-        "(topic), and as an equivalent constraint set written as another problem (structure); constraint when "
-        "none certifies. Writes dissect.jsonl, dissect-records.jsonl and dissect.md.",
-    )
-    p.add_argument("run_dir", type=Path, metavar="RUN_DIR")
-    p.add_argument("--repeats", type=int, default=3, help="fresh re-runs of the same problem (default 3)")
-    p.add_argument("--limit", type=int, default=None, help="dissect at most N failed problems (in run order)")
-    p.add_argument("--ids", nargs="+", default=None, metavar="ID", help="dissect only these problems")
-    p.add_argument(
-        "--temperature",
-        type=float,
-        default=None,
-        help="temperature for every dissection run (default: the run's; at 0 a fresh draw may repeat the first)",
-    )
-    p.add_argument("--out", type=Path, default=None, help="where to write the outputs (default: RUN_DIR)")
-    p.add_argument("--seed", type=int, default=1, help="first seed tried for wording and structure variants")
-    p.add_argument("--concurrency", type=int, default=None, help="problems at once (default: the run's)")
-    p.add_argument("--max-dollars", type=float, default=None, help="stop spending past this many dollars")
-    p.add_argument("--json", action="store_true", help="print the summary and every dissection as JSON")
-    p.add_argument("--quiet", action="store_true", help="print only where dissect.md was written")
-    return p
-
-
-def dissect_main(argv: list[str]) -> int:
-    """``modulo dissect RUN_DIR [...]``. Exit code: 0, or 2 on bad input."""
-    args = dissect_parser().parse_args(argv)
-    try:
-        options = DissectOptions(
-            repeats=args.repeats,
-            limit=args.limit,
-            ids=args.ids,
-            temperature=args.temperature,
-            out=args.out,
-            seed=args.seed,
-            concurrency=args.concurrency,
-            max_dollars=args.max_dollars,
-        )
-
-        def progress(d: Dissection, i: int, total: int) -> None:
-            if not (args.json or args.quiet):
-                print(f"[{i}/{total}] {d.problem_id}: {d.label}", file=sys.stderr, flush=True)
-
-        result = asyncio.run(dissect_run(args.run_dir, options, progress=progress))
-    except ModuloError as exc:
-        print(f"modulo dissect: {exc}", file=sys.stderr)
-        return 2
-    if args.json:
-        payload = {**result.summary, "dissections": [d.model_dump(mode="json") for d in result.dissections]}
-        print(json.dumps(payload, indent=1, default=str))
-    elif args.quiet:
-        print(result.out_dir / DISSECT_MD)
-    else:
-        sys.stdout.write(result.markdown)
-        print(f"written: {result.out_dir / DISSECT_MD}, {result.out_dir / DISSECT_JSONL}")
-    return 0

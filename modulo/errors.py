@@ -40,6 +40,10 @@ class ConfigError(ModuloError):
     """A configuration value is wrong. Raised while binding, before any LLM call."""
 
 
+class UsageError(ConfigError):
+    """A command's arguments are wrong (a benchmark command's parser raises it; the CLI prints it)."""
+
+
 class RegistryError(ModuloError):
     """A component could not be found, loaded or bound."""
 

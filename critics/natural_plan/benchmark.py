@@ -25,9 +25,7 @@ with published numbers.
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 from abc import abstractmethod
 from collections import defaultdict
 from collections.abc import Sequence
@@ -37,7 +35,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ValidationError
 
 from critics.core import format_critic
-from modulo.benchmark import Benchmark, DataReport, EvalResult, MetricSpec
+from modulo.benchmark import Benchmark, CommandParser, DataReport, EvalResult, MetricSpec
 from modulo.binding import bind_critics
 from modulo.critic import Critic, CriticFactory
 from modulo.errors import ConfigError, DataError, ModuloError, PlanFormatError
@@ -128,6 +126,23 @@ class NaturalPlanBenchmark(Benchmark):
     @abstractmethod
     def _problem(self, key: str, item: dict[str, Any], split: str) -> Problem:
         """One problem from one raw instance."""
+
+    def _make_problem(self, key: str, prompt: str, constraints: dict[str, Any], split: str, **metadata: Any) -> Problem:
+        """The problem ``key``, its metadata: the task, split and shots, then ``metadata``."""
+        return Problem(
+            id=key,
+            benchmark=self.name,
+            query=prompt,
+            constraints=constraints,
+            metadata={"task": self.task, "split": split, "shots": self.shots, **metadata},
+        )
+
+    def _gold_plan(self, text: str) -> PlanJSON:
+        """The golden answer read as a plan, or None when the parser cannot read it."""
+        try:
+            return self._parse_text(text)
+        except PlanFormatError:
+            return None
 
     # -- plans and texts -------------------------------------------------------------------------
     @abstractmethod
@@ -352,7 +367,7 @@ class NaturalPlanBenchmark(Benchmark):
 
     def evaluate_command(self, argv: list[str]) -> int:
         """``modulo evaluate natural_plan/<task> [--split S] [--predictions FIELD|FILE.jsonl] [--json]``."""
-        parser = argparse.ArgumentParser(
+        parser = CommandParser(
             prog=f"modulo evaluate {self.name}",
             description=f"Score answers to {self.name}: the official score and constraint validity.",
         )
@@ -378,20 +393,16 @@ class NaturalPlanBenchmark(Benchmark):
         args = parser.parse_args(argv)
         if args.data_dir is not None:
             self.data_dir = args.data_dir
-        try:
-            split = args.split or self.default_split()
-            problems = self.select(split, limit=args.limit)
-            answers, note = self.predictions(args.predictions, split, problems)
-            result = self.evaluate(problems, answers)
-            loop0 = None
-            if args.iteration0:
-                from .replay import replay_report
+        split = args.split or self.default_split()
+        problems = self.select(split, limit=args.limit)
+        answers, note = self.predictions(args.predictions, split, problems)
+        result = self.evaluate(problems, answers)
+        loop0 = None
+        if args.iteration0:
+            from .replay import replay_report
 
-                texts = {p.id: a for p, a in zip(problems, answers, strict=True) if isinstance(a, str)}
-                loop0 = replay_report(self, problems, args.predictions, texts=texts)
-        except ModuloError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+            texts = {p.id: a for p, a in zip(problems, answers, strict=True) if isinstance(a, str)}
+            loop0 = replay_report(self, problems, args.predictions, texts=texts)
         n = len(problems)
         official = sum(r["official"] for r in result.per_problem)
         valid = sum(r["valid"] for r in result.per_problem)
@@ -547,22 +558,17 @@ class TripPlanning(NaturalPlanBenchmark):
         constraints = trp.parse_trip_constraints(prompt)
         cities = [c for c in str(item["cities"]).split("**") if c]
         durations = [int(d) for d in str(item["durations"]).split("**") if d]
-        return Problem(
-            id=key,
-            benchmark=self.name,
-            query=prompt,
-            constraints=constraints,
-            metadata={
-                "task": self.task,
-                "split": split,
-                "shots": self.shots,
-                "num_cities": int(item["num_cities"]),
-                "total_days": constraints["total_days"],
-                "gold": item["golden_plan"],
-                "gold_cities": cities,
-                "gold_durations": durations,
-                "gold_plan": trp.plan_from_sequence(cities, durations),
-            },
+        return self._make_problem(
+            key,
+            prompt,
+            constraints,
+            split,
+            num_cities=int(item["num_cities"]),
+            total_days=constraints["total_days"],
+            gold=item["golden_plan"],
+            gold_cities=cities,
+            gold_durations=durations,
+            gold_plan=trp.plan_from_sequence(cities, durations),
         )
 
     def check_format(self, problem: Problem, plan: PlanJSON) -> list[str]:
@@ -626,24 +632,15 @@ class MeetingPlanning(NaturalPlanBenchmark):
         gold_score = mtg.official_score(gold_steps, constraints)
         if gold_score.crashed:
             raise DataError(f"{self.name}: the golden plan of {key} does not simulate: {gold_score.reason}")
-        try:
-            gold_plan: PlanJSON = mtg.parse_meeting(" ".join(gold_steps))
-        except PlanFormatError:
-            gold_plan = None
-        return Problem(
-            id=key,
-            benchmark=self.name,
-            query=prompt,
-            constraints=constraints,
-            metadata={
-                "task": self.task,
-                "split": split,
-                "shots": self.shots,
-                "num_people": int(item["num_people"]),
-                "gold": gold,
-                "gold_count": gold_score.score,
-                "gold_plan": gold_plan,
-            },
+        return self._make_problem(
+            key,
+            prompt,
+            constraints,
+            split,
+            num_people=int(item["num_people"]),
+            gold=gold,
+            gold_count=gold_score.score,
+            gold_plan=self._gold_plan(" ".join(gold_steps)),
         )
 
     def check_format(self, problem: Problem, plan: PlanJSON) -> list[str]:
@@ -702,25 +699,16 @@ class CalendarScheduling(NaturalPlanBenchmark):
         require_fields(key, item, ("num_people", "num_days", "duration"), self.task)
         constraints = cal.parse_calendar_constraints(prompt)
         gold = str(item["golden_plan"])
-        try:
-            gold_plan: PlanJSON = cal.parse_calendar(gold)
-        except PlanFormatError:
-            gold_plan = None
-        return Problem(
-            id=key,
-            benchmark=self.name,
-            query=prompt,
-            constraints=constraints,
-            metadata={
-                "task": self.task,
-                "split": split,
-                "shots": self.shots,
-                "num_people": int(item["num_people"]),
-                "num_days": int(item["num_days"]),
-                "duration_hours": str(item["duration"]),
-                "gold": gold,
-                "gold_plan": gold_plan,
-            },
+        return self._make_problem(
+            key,
+            prompt,
+            constraints,
+            split,
+            num_people=int(item["num_people"]),
+            num_days=int(item["num_days"]),
+            duration_hours=str(item["duration"]),
+            gold=gold,
+            gold_plan=self._gold_plan(gold),
         )
 
     def render(self, plan: PlanJSON, problem: Problem | None = None) -> str:

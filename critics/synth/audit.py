@@ -18,6 +18,7 @@ from typing import TextIO
 
 from modulo import components
 from modulo.audit import ALL, AuditReport, finish, load_critics, rejects
+from modulo.benchmark import CommandParser
 from modulo.critic import Critic
 from modulo.errors import ModuloError
 from modulo.types import Problem
@@ -87,7 +88,7 @@ def audit_synth(
 
 # -- command line ------------------------------------------------------------------------------------
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="modulo critics audit", description=__doc__.split("\n\n")[0])
+    p = CommandParser(prog="modulo critics audit", description=__doc__.split("\n\n")[0])
     p.add_argument("benchmark", help="synth/tasks, synth/calendar or synth/trip")
     p.add_argument("--n", type=int, default=100, help="synthesized problems to mutate (default 100)")
     p.add_argument("--seed", type=int, default=0)
@@ -101,13 +102,9 @@ def audit_main(argv: list[str], out: TextIO | None = None) -> int:
     """``modulo critics audit synth/FAMILY [options]``; exit 0 when every critic agrees with Z3."""
     out = out or sys.stdout
     args = _parser().parse_args(argv)
-    try:
-        factory = components.benchmarks.get(args.benchmark)
-        if not (isinstance(factory, type) and issubclass(factory, SynthBenchmark)):
-            raise ModuloError(f"{args.benchmark!r} is not a synthesized benchmark (synth/tasks, synth/calendar, ...)")
-        bench = factory(n=args.n, seed=args.seed, difficulty=args.difficulty)
-        report = audit_synth(bench, load_critics(bench, args.critic))
-    except ModuloError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    factory = components.benchmarks.get(args.benchmark)
+    if not (isinstance(factory, type) and issubclass(factory, SynthBenchmark)):
+        raise ModuloError(f"{args.benchmark!r} is not a synthesized benchmark (synth/tasks, synth/calendar, ...)")
+    bench = factory(n=args.n, seed=args.seed, difficulty=args.difficulty)
+    report = audit_synth(bench, load_critics(bench, args.critic))
     return finish(report, out, args.json)

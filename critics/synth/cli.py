@@ -14,14 +14,15 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from modulo.errors import ModuloError
+from modulo.benchmark import CommandParser
+from modulo.errors import ConfigError
 from modulo.registry import bind_arguments
 
 from .benchmark import BENCHMARKS, write_problems
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="modulo synth", description=__doc__.split("\n\n")[0])
+    p = CommandParser(prog="modulo synth", description=__doc__.split("\n\n")[0])
     p.add_argument("family", help="tasks, calendar or trip (synth/ prefix allowed)")
     p.add_argument("--n", type=int, default=50, help="number of problems (default 50)")
     p.add_argument("--seed", type=int, default=0)
@@ -71,7 +72,7 @@ def _knobs(items: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for item in items:
         if "=" not in item:
-            raise ModuloError(f"--knob {item!r}: expected NAME=VALUE")
+            raise ConfigError(f"--knob {item!r}: expected NAME=VALUE")
         name, raw = item.split("=", 1)
         try:
             out[name.strip()] = json.loads(raw)
@@ -86,32 +87,27 @@ def synth_main(argv: list[str], out: TextIO | None = None) -> int:
     args = _parser().parse_args(argv)
     family = args.family.removeprefix("synth/")
     if family not in BENCHMARKS:
-        print(f"error: unknown family {args.family!r}; choose from {', '.join(BENCHMARKS)}", file=sys.stderr)
-        return 2
-    try:
-        cls = BENCHMARKS[family]
-        given = {
-            "n": args.n,
-            "seed": args.seed,
-            "difficulty": args.difficulty,
-            "unsolvable_fraction": args.unsolvable_fraction,
-            "topic": args.topic,
-            "wording_seed": args.wording_seed,
-            "unique": args.unique,
-            "hidden": args.hidden,
-            "hidden_mode": args.hidden_mode,
-            "update_after": args.update_after,
-            "hide_contradiction": args.hide_contradiction,
-            **_knobs(args.knob),
-        }
-        bench = cls(**bind_arguments("benchmark", cls.name, cls, given))
-        start = time.perf_counter()
-        problems = bench.load("generated")
-        seconds = time.perf_counter() - start
-        write_problems(problems, args.out)
-    except ModuloError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        raise ConfigError(f"unknown family {args.family!r}; choose from {', '.join(BENCHMARKS)}")
+    cls = BENCHMARKS[family]
+    given = {
+        "n": args.n,
+        "seed": args.seed,
+        "difficulty": args.difficulty,
+        "unsolvable_fraction": args.unsolvable_fraction,
+        "topic": args.topic,
+        "wording_seed": args.wording_seed,
+        "unique": args.unique,
+        "hidden": args.hidden,
+        "hidden_mode": args.hidden_mode,
+        "update_after": args.update_after,
+        "hide_contradiction": args.hide_contradiction,
+        **_knobs(args.knob),
+    }
+    bench = cls(**bind_arguments("benchmark", cls.name, cls, given))
+    start = time.perf_counter()
+    problems = bench.load("generated")
+    seconds = time.perf_counter() - start
+    write_problems(problems, args.out)
     unsolvable = sum(1 for p in problems if not p.metadata["solvable"])
     held = sum(len(p.metadata.get("hidden_ids", [])) for p in problems)
     where = "as updates" if args.hidden_mode == "update" else "told when asked"
@@ -140,7 +136,7 @@ def oracle_script_main(benchmark: str, argv: list[str], out: TextIO | None = Non
     from modulo.types import ProblemUpdate
 
     out = out or sys.stdout
-    p = argparse.ArgumentParser(prog=f"modulo bench {benchmark} oracle-script", description=__doc__)
+    p = CommandParser(prog=f"modulo bench {benchmark} oracle-script", description=__doc__)
     p.add_argument("--problems", type=Path, required=True, help="problems written by 'modulo synth ... --out'")
     p.add_argument("--out", type=Path, required=True, help="the script file to write (JSON)")
     p.add_argument("--updates", default="[]", help="the run's user.updates as a JSON list ([{after, add, text}])")
@@ -166,9 +162,8 @@ def oracle_script_main(benchmark: str, argv: list[str], out: TextIO | None = Non
                 plan = bench.family.solve(current.constraints)
                 replies.append(bench.family.render_plan(plan))
             script[problem.id] = replies
-    except (ModuloError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    except ValueError as exc:  # a malformed --updates (a ModuloError goes to the CLI as it is)
+        raise ConfigError(f"oracle-script: {exc}") from None
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(script, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     out.write(f"wrote replies for {len(script)} problems to {args.out}\n")

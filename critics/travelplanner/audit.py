@@ -8,7 +8,6 @@ kind of a golden plan is the family of its first mutation label (``base`` for un
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections.abc import Iterable, Mapping
@@ -16,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from modulo.audit import AuditReport, finish, load_critics, rejects
-from modulo.benchmark import Benchmark
+from modulo.benchmark import Benchmark, CommandParser
 from modulo.critic import Critic
 from modulo.errors import ModuloError, PlanFormatError
 from modulo.types import PlanJSON, Problem
@@ -91,19 +90,15 @@ def audit_golden(
 def audit_main(benchmark: TravelPlanner, argv: list[str], out: TextIO | None = None) -> int:
     """``modulo critics audit travelplanner [options]``; exit 0 when every critic agrees with the golden verdicts."""
     out = out or sys.stdout
-    p = argparse.ArgumentParser(prog="modulo critics audit travelplanner", description=__doc__.split("\n\n")[0])
+    p = CommandParser(prog="modulo critics audit travelplanner", description=__doc__.split("\n\n")[0])
     p.add_argument("--critic", action="append", default=None, help="audit only this critic (repeatable)")
     p.add_argument("--mode", default="official", choices=("official", "strict"), help="critic mode (default official)")
     p.add_argument("--golden", type=Path, default=None, help="golden verdicts file (default: the data folder's)")
     p.add_argument("--limit", type=int, default=None, help="audit only the first N golden plans")
     p.add_argument("--json", type=Path, default=None, help="also write the report as JSON")
     args = p.parse_args(argv)
-    try:
-        critics = load_critics(benchmark, args.critic, {"mode": args.mode})
-        report = audit_golden(benchmark, critics, golden_rows(args.golden or golden_path(benchmark), args.limit))
-    except ModuloError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    critics = load_critics(benchmark, args.critic, {"mode": args.mode})
+    report = audit_golden(benchmark, critics, golden_rows(args.golden or golden_path(benchmark), args.limit))
     return finish(report, out, args.json)
 
 

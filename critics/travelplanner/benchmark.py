@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel
 from modulo import settings
 from modulo.benchmark import (
     Benchmark,
+    CommandParser,
     ConstraintInfo,
     DataReport,
     EvalResult,
@@ -490,7 +491,7 @@ def _unzip_database(content: bytes, root: Path) -> None:
 
 # -- the evaluate command --------------------------------------------------------------------------------
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="modulo evaluate travelplanner",
         description=(
             "Score TravelPlanner plans as the official eval.py does. PLANS is JSONL, one object per line with "
@@ -618,11 +619,7 @@ def run_evaluate_command(benchmark: TravelPlanner, argv: list[str], out: TextIO 
     """``modulo evaluate travelplanner ...``; returns the exit code (2 on bad input, with a message)."""
     out = out or sys.stdout
     args = _parser().parse_args(argv)
-    try:
-        evaluations, per_line, split = collect(benchmark, args.plans, args.split, args.mode)
-    except DataError as exc:
-        sys.stderr.write(f"error: {exc}\n")
-        return 2
+    evaluations, per_line, split = collect(benchmark, args.plans, args.split, args.mode)
     summary = summarise(evaluations, split=split)
     if args.per_plan is not None:
         args.per_plan.parent.mkdir(parents=True, exist_ok=True)

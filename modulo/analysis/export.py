@@ -9,18 +9,15 @@ every problem of the run's split in order, the best plan of each (none where the
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
-import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
-from ..errors import ConfigError, ModuloError, RunError
+from ..errors import ConfigError, RunError
 from ..types import PlanJSON
-from .frames import GRAINS, Results, load
+from .frames import GRAINS, Results
 from .records import iter_records
 from .runs import RunMeta
 
@@ -82,72 +79,3 @@ def export_submission(meta: RunMeta, fmt: str, out: Path) -> tuple[int, int, int
     lines = bench.write_submission(fmt, problems, plans, out)
     delivered = sum(1 for p in problems if plans.get(p.id) is not None)
     return lines, len(problems), delivered
-
-
-def export_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="modulo export",
-        description="Write a run's or a sweep's data frames (runs, problems, iterations, verdicts, calls) as "
-        "Parquet, CSV or JSON Lines, or a benchmark's official submission file.",
-    )
-    p.add_argument("paths", nargs="+", metavar="RUN_DIR", help="run directories or sweep roots")
-    p.add_argument(
-        "--format",
-        required=True,
-        dest="fmt",
-        help="parquet, csv, jsonl, or one of the benchmark's submission formats (then --out FILE, one run)",
-    )
-    p.add_argument(
-        "--out",
-        type=Path,
-        default=None,
-        help="frames: the directory to write into (default: RUN_DIR/export for one path); submission: the file",
-    )
-    p.add_argument(
-        "--grains",
-        default=",".join(ALL_GRAINS),
-        help=f"comma-separated frames to write (default: {','.join(ALL_GRAINS)})",
-    )
-    return p
-
-
-def export_main(argv: list[str]) -> int:
-    """``modulo export ...``. Exit code: 0 written, 2 bad input (the message says what)."""
-    args = export_parser().parse_args(argv)
-    try:
-        return _export(args)
-    except ModuloError as exc:
-        print(f"modulo export: {exc}", file=sys.stderr)
-        return 2
-
-
-def _export(args: Any) -> int:
-    results = load(*args.paths)
-    if args.fmt in FRAME_FORMATS:
-        out = args.out
-        if out is None:
-            if len(args.paths) != 1:
-                raise ConfigError("several paths given: say where to write with --out DIR")
-            out = Path(args.paths[0]) / "export"
-        grains = [g.strip() for g in str(args.grains).split(",") if g.strip()]
-        written = export_frames(results, out, args.fmt, grains)
-        for grain, path in written.items():
-            print(f"{grain}: {len(results.frame(grain))} rows -> {path}")
-        for note in results.notes:
-            print(f"note: {note}", file=sys.stderr)
-        return 0
-    if len(results.metas) != 1:
-        raise ConfigError(
-            f"a submission file is written from one run; {len(results.metas)} runs found under {args.paths}"
-        )
-    if args.out is None:
-        raise ConfigError(f"--format {args.fmt} writes one file: give it with --out FILE")
-    meta = results.metas[0]
-    lines, total, delivered = export_submission(meta, args.fmt, args.out)
-    print(
-        f"{args.fmt}: {lines} lines -> {args.out} ({meta.benchmark_name}/{meta.split}: {total} problems, "
-        f"{delivered} with a plan from this run, {total - delivered} written as no plan)"
-    )
-    for note in dict.fromkeys(meta.notes):
-        print(f"note: {meta.name}: {note}", file=sys.stderr)
-    return 0

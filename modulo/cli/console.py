@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
+import click
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -40,13 +41,24 @@ err_console = Console(file=RedactingStream(lambda: sys.stderr), highlight=False,
 def error(exc: BaseException) -> None:
     # the message is text, not markup (an install command such as pip install ".[local]" must survive),
     # with terminal control characters escaped
-    message = escape(safe_text(f"{type(exc).__name__}: {exc}"))
+    # click's usage errors say which option or argument (format_message); everything else says its kind
+    text = f"{exc.format_message()}" if isinstance(exc, click.ClickException) else f"{type(exc).__name__}: {exc}"
+    message = escape(safe_text(text))
     err_console.print(f"[bold red]error:[/] {message}", markup=True, soft_wrap=True)
 
 
-#: exit codes of ``modulo run``: 1 some problems ended in error, 2 nothing ran (configuration,
-#: binding, a local model that cannot start), 3 the run was stopped (metacontroller.on_critic_error=stop);
-#: 4 the run finished but its tracker could not log it (modulo.trackers.EXIT_NOT_TRACKED)
+#: the exit codes of every ``modulo`` command (README, "Exit codes")
+EXIT_CODES: dict[int, str] = {
+    0: "done",
+    1: "done, but not all well: some problems ended in error (run), critics disagree with the reference "
+    "(critics audit), a tool call was invalid (tools), data is missing (data check), a sweep job failed",
+    2: "nothing ran: a usage error, a configuration typo, an unknown name, unreadable input or data, a "
+    "component that cannot start",
+    3: "the run was stopped (metacontroller.on_critic_error=stop)",
+    4: "the run finished but its tracker could not log it (modulo track logs it later)",
+    130: "interrupted by Ctrl-C (finished problems are recorded; modulo resume RUN_DIR)",
+    143: "terminated by SIGTERM (as Ctrl-C)",
+}
 EXIT_ERRORS, EXIT_NOT_STARTED, EXIT_STOPPED = 1, 2, 3
 
 

@@ -1,16 +1,20 @@
-"""``modulo``: the command-line entry point.
+"""``modulo``: the command-line entry point, one click group.
 
 Subcommands that take Hydra overrides (``run``, ``check``) hand their arguments to Hydra untouched;
-the others are plain click commands.
+the others are plain click commands (those that read finished runs are in :mod:`.commands`); a
+benchmark's own commands (``evaluate``, ``synth``, ``critics audit``, ``bench``) are its hooks.
+
+Errors are printed one way, by :func:`fail`: a usage error, a :class:`ModuloError` raised by any
+command or hook, or a benchmark command's argument error print ``error: KIND: message`` on stderr
+and exit with the code of :data:`modulo.cli.console.EXIT_CODES`.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -18,11 +22,44 @@ from .. import components
 from ..benchmark import Benchmark
 from ..critic import critic_meta
 from ..errors import ModuloError, PluginLoadError
+from .commands import COMMANDS
 
 PASS_THROUGH = {"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def fail(exc: BaseException, code: int = 2) -> NoReturn:
+    """The one error printer: ``error: KIND: message`` on stderr, then exit with ``code``."""
+    from .console import error
+
+    error(exc)
+    if isinstance(exc, click.UsageError) and exc.ctx is not None:
+        click.echo(f"(see: {exc.ctx.command_path} --help)", err=True)
+    sys.exit(code)
+
+
+class ModuloGroup(click.Group):
+    """The ``modulo`` group: every error a command lets out is printed by :func:`fail`."""
+
+    def main(  # type: ignore[override]
+        self, args: Any = None, prog_name: str | None = None, standalone_mode: bool = True, **kwargs: Any
+    ) -> Any:
+        try:
+            return super().main(args, prog_name, standalone_mode=False, **kwargs)
+        except click.exceptions.Exit as exc:
+            code = exc.exit_code
+        except click.exceptions.Abort:
+            click.echo("Aborted.", err=True)
+            code = 130
+        except click.ClickException as exc:  # usage errors, bad option values
+            fail(exc, exc.exit_code)
+        except ModuloError as exc:
+            fail(exc)
+        if standalone_mode or code:
+            sys.exit(code)
+        return code
+
+
+@click.group(cls=ModuloGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="modulo")
 def cli() -> None:
     """modulo: LLM-Modulo planning. Generate, reformulate, critique, backprompt, certify.
@@ -37,13 +74,6 @@ def cli() -> None:
     """
 
 
-def _fail(exc: BaseException) -> None:
-    from .console import error
-
-    error(exc)
-    sys.exit(2)
-
-
 def _hydra(ctx: click.Context, check: bool) -> None:
     from .hydra_app import run_hydra
 
@@ -52,10 +82,7 @@ def _hydra(ctx: click.Context, check: bool) -> None:
         click.echo(ctx.get_help())
         click.echo("\nHydra's own help (config groups and options): modulo run --hydra-help / modulo run --cfg job")
         return
-    try:
-        run_hydra(args, check=check)
-    except ModuloError as exc:
-        _fail(exc)
+    run_hydra(args, check=check)
 
 
 @cli.command(context_settings=PASS_THROUGH)
@@ -81,7 +108,7 @@ def resume(run_dir: Path, overrides: tuple[str, ...]) -> None:
 
     saved = run_dir / ".hydra" / "overrides.yaml"
     if not saved.exists():
-        _fail(ModuloError(f"{run_dir} has no .hydra/overrides.yaml: run again with modulo run run.dir={run_dir} ..."))
+        raise ModuloError(f"{run_dir} has no .hydra/overrides.yaml: run again with modulo run run.dir={run_dir} ...")
     import yaml
 
     try:
@@ -96,19 +123,13 @@ def resume(run_dir: Path, overrides: tuple[str, ...]) -> None:
             if isinstance(loaded, Exception)
             else (f"holds a {type(loaded).__name__}, not a list of overrides")
         )
-        _fail(
-            ModuloError(
-                f"{saved} {what}, so the run's overrides are unknown; resuming with the defaults would mix "
-                f"another configuration in. Run again with modulo run run.dir={run_dir} and the original "
-                f"overrides (see {run_dir / 'config.yaml'})"
-            )
+        raise ModuloError(
+            f"{saved} {what}, so the run's overrides are unknown; resuming with the defaults would mix "
+            f"another configuration in. Run again with modulo run run.dir={run_dir} and the original "
+            f"overrides (see {run_dir / 'config.yaml'})"
         )
-        return
     old = [str(o) for o in loaded if not str(o).startswith(("run.dir=", "hydra."))]
-    try:
-        run_hydra([*old, *overrides, f"run.dir={run_dir}", f"hydra.run.dir={run_dir}"])
-    except ModuloError as exc:
-        _fail(exc)
+    run_hydra([*old, *overrides, f"run.dir={run_dir}", f"hydra.run.dir={run_dir}"])
 
 
 # -- listing -------------------------------------------------------------------------------------
@@ -145,8 +166,7 @@ def list_kind(kind: str, names_only: bool, benchmark: str | None = None) -> None
     key = KIND_ALIASES.get(kind)
     if key is None:
         kinds = "critics, backprompts, generators, llms, benchmarks, trackers, users"
-        _fail(ModuloError(f"unknown kind {kind!r}; kinds: {kinds}"))
-        return
+        raise ModuloError(f"unknown kind {kind!r}; kinds: {kinds}")
     registry = components.REGISTRIES[key]
     entries = registry.entries()
     if names_only:
@@ -223,20 +243,6 @@ def _add_extract() -> None:
 _add_extract()
 
 
-def _call_hook(module: str, func: str, argv: list[str]) -> None:
-    try:
-        mod = importlib.import_module(module)
-    except ImportError as exc:
-        _fail(ModuloError(f"{module} is not available: {exc}"))
-        return
-    try:
-        code = getattr(mod, func)(argv)
-    except ModuloError as exc:
-        _fail(exc)
-        return
-    sys.exit(code or 0)
-
-
 @critics.command("audit", context_settings=PASS_THROUGH)
 @click.argument("benchmark")
 @click.option("--data-dir", default=None, help="benchmark data directory (default: $MODULO_DATA_DIR)")
@@ -285,15 +291,11 @@ def _dispatch(hook: str, name: str, data_dir: str | None, argv: list[str]) -> No
     """Run the benchmark hook ``hook`` (``evaluate_command``, ...) with ``argv`` and exit with its code."""
     if _own_help(name):
         return
+    bench = _benchmark(_benchmark_with(hook, name), data_dir)
     try:
-        bench = _benchmark(_benchmark_with(hook, name), data_dir)
         code = getattr(bench, hook)(argv)
-    except ModuloError as exc:
-        _fail(exc)
-        return
     except NotImplementedError as exc:
-        _fail(ModuloError(str(exc)))
-        return
+        raise ModuloError(str(exc)) from None
     sys.exit(code or 0)
 
 
@@ -323,25 +325,14 @@ def bench(ctx: click.Context, benchmark: str, command: str | None, data_dir: str
     """A benchmark's own subcommands: modulo bench BENCHMARK COMMAND [ARGS...] (no COMMAND: list them)."""
     if _own_help(benchmark):
         return
-    try:
-        instance = _benchmark(benchmark, data_dir)
-        commands = instance.commands()
-    except ModuloError as exc:
-        _fail(exc)
-        return
+    commands = _benchmark(benchmark, data_dir).commands()
     if command is None:
         click.echo("\n".join(sorted(commands)) or f"benchmark {benchmark!r} has no commands of its own")
         return
     if command not in commands:
         known = ", ".join(sorted(commands)) or "none"
-        _fail(ModuloError(f"benchmark {benchmark!r} has no command {command!r} (its commands: {known})"))
-        return
-    try:
-        code = commands[command](list(ctx.args))
-    except ModuloError as exc:
-        _fail(exc)
-        return
-    sys.exit(code or 0)
+        raise ModuloError(f"benchmark {benchmark!r} has no command {command!r} (its commands: {known})")
+    sys.exit(commands[command](list(ctx.args)) or 0)
 
 
 @cli.command("tools")
@@ -359,19 +350,15 @@ def tools_cmd(benchmark: str, name: str | None, args: tuple[str, ...], as_json: 
     Exit code 0 when the tool answered (rows, or its "nothing matches" message), 1 when the call was
     invalid for the tool (an unknown city, a malformed date), 2 for an unknown tool or a wrong argument count.
     """
-    try:
-        toolbox = _benchmark(benchmark, data_dir).tools()
-        if toolbox is None:
-            raise ModuloError(f"benchmark {benchmark!r} offers no tools")
-        if name is None:
-            for spec in toolbox.specs():
-                alias = f" (alias {', '.join(spec.aliases)})" if spec.aliases else ""
-                click.echo(f"{spec.signature()}{alias}: {spec.description}")
-            return
-        result = toolbox.call(name, list(args))
-    except ModuloError as exc:
-        _fail(exc)
+    toolbox = _benchmark(benchmark, data_dir).tools()
+    if toolbox is None:
+        raise ModuloError(f"benchmark {benchmark!r} offers no tools")
+    if name is None:
+        for spec in toolbox.specs():
+            alias = f" (alias {', '.join(spec.aliases)})" if spec.aliases else ""
+            click.echo(f"{spec.signature()}{alias}: {spec.description}")
         return
+    result = toolbox.call(name, list(args))
     if as_json:
         click.echo(json.dumps(result.to_json(), ensure_ascii=False, default=str))
     else:
@@ -386,12 +373,8 @@ def data() -> None:
 
 
 def _data_action(benchmark: str, data_dir: str | None, action: str) -> None:
-    try:
-        bench = _benchmark(benchmark, data_dir)
-        report = bench.data_check() if action == "check" else bench.data_download()
-    except ModuloError as exc:
-        _fail(exc)
-        return
+    bench = _benchmark(benchmark, data_dir)
+    report = bench.data_check() if action == "check" else bench.data_download()
     for line in report.lines:
         click.echo(line)
     sys.exit(0 if report.ok else 1)
@@ -413,54 +396,9 @@ def data_download(benchmark: str, data_dir: str | None) -> None:
     _data_action(benchmark, data_dir, "download")
 
 
-# -- runs ----------------------------------------------------------------------------------------
-@cli.command(context_settings=PASS_THROUGH)
-@click.pass_context
-def report(ctx: click.Context) -> None:
-    """Tables (Markdown, CSV) and figures for runs: modulo report RUN_DIR|SWEEP_ROOT [...]."""
-    _call_hook("modulo.reports.cli", "report_main", list(ctx.args))
-
-
-@cli.command(context_settings=PASS_THROUGH)
-@click.pass_context
-def export(ctx: click.Context) -> None:
-    """Frames as parquet|csv|jsonl, or a benchmark submission: modulo export RUN_DIR|SWEEP_ROOT --format F."""
-    _call_hook("modulo.analysis.export", "export_main", list(ctx.args))
-
-
-@cli.command(context_settings=PASS_THROUGH)
-@click.pass_context
-def track(ctx: click.Context) -> None:
-    """Log finished runs to an experiment tracker: modulo track RUN_DIR|SWEEP_ROOT [--tracker mlflow]."""
-    _call_hook("modulo.trackers", "track_main", list(ctx.args))
-
-
-@cli.command(context_settings=PASS_THROUGH)
-@click.pass_context
-def show(ctx: click.Context) -> None:
-    """The story of one problem, iteration by iteration: modulo show RUN_DIR PROBLEM_ID."""
-    _call_hook("modulo.reports.cli", "show_main", list(ctx.args))
-
-
-@cli.command(context_settings=PASS_THROUGH)
-@click.pass_context
-def view(ctx: click.Context) -> None:
-    """A run or sweep as a self-contained HTML trace viewer: modulo view RUN_DIR|SWEEP_DIR [--serve]."""
-    _call_hook("modulo.view", "view_main", list(ctx.args))
-
-
-@cli.command(context_settings=PASS_THROUGH)
-@click.pass_context
-def dissect(ctx: click.Context) -> None:
-    """Label why failed problems fail (re-run, wording, topic, structure): modulo dissect RUN_DIR [...]."""
-    _call_hook("modulo.dissect", "dissect_main", list(ctx.args))
-
-
-@cli.command("fake-server", context_settings=PASS_THROUGH)
-@click.pass_context
-def fake_server(ctx: click.Context) -> None:
-    """A fault-injecting fake OpenAI/Anthropic server on 127.0.0.1 (for tests and plugin authors)."""
-    _call_hook("modulo.testing.fake_server", "fake_server_main", list(ctx.args))
+# -- runs and tools that read them ----------------------------------------------------------------
+for _command in COMMANDS:
+    cli.add_command(_command)
 
 
 def main() -> None:

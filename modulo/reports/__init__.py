@@ -1,7 +1,7 @@
 """Reports over run directories: the papers' tables, figures, statistics, and one problem's story.
 
-Command line: ``modulo report RUN_DIR [RUN_DIR ...]`` (:func:`report_main`) and
-``modulo show RUN_DIR PROBLEM_ID`` (:func:`show_main`). In Python::
+Command line: ``modulo report RUN_DIR [RUN_DIR ...]`` and ``modulo show RUN_DIR PROBLEM_ID``
+(:mod:`modulo.cli.commands`). In Python::
 
     from modulo.reports import build_report, ReportOptions, load_runs, build_story, render_plain
 
@@ -10,7 +10,6 @@ Command line: ``modulo report RUN_DIR [RUN_DIR ...]`` (:func:`report_main`) and
 """
 
 from .budget import BudgetCurve, budget_curve, plan_at_budget
-from .cli import report_main, show_main
 from .labels import critics_label, duplicate_groups, method_label, method_parts, short_labels
 from .load import RunData, ensure_evaluation, find_runs, load_run, load_runs
 from .report import ReportOptions, ReportResult, build_report
@@ -56,8 +55,6 @@ __all__ = [
     "plan_at_budget",
     "render_plain",
     "render_rich",
-    "report_main",
     "short_labels",
-    "show_main",
     "usage_row",
 ]

@@ -1,7 +1,7 @@
 """Test helpers shipped with modulo: model doubles (a function-backed and a scripted model) and a
 fault-injecting fake LLM provider on 127.0.0.1 that serves them (or its own script) over HTTP."""
 
-from .fake_server import FAULT_KINDS, FakeProvider, FakeRequest, FakeStats, fake_server_main
+from .fake_server import FAULT_KINDS, FakeProvider, FakeRequest, FakeStats
 from .models import FunctionModel, ScriptedModel
 
 __all__ = [
@@ -11,5 +11,4 @@ __all__ = [
     "FakeStats",
     "FunctionModel",
     "ScriptedModel",
-    "fake_server_main",
 ]

@@ -44,7 +44,6 @@ request would have had. :data:`FAULT_KINDS` lists the faults.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import base64
 import contextlib
@@ -878,83 +877,3 @@ class _Handler(BaseHTTPRequestHandler):
             }
         self._send_json(200, payload)
         return 200
-
-
-# -- command line ------------------------------------------------------------------------------------
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="modulo fake-server",
-        description="A fault-injecting fake LLM provider (OpenAI chat completions and Anthropic messages).",
-        epilog="Faults: " + "; ".join(f"{k}: {v}" for k, v in FAULT_KINDS.items()),
-    )
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=0, help="port (default: a free one, printed at start)")
-    p.add_argument("--port-file", help="write the chosen port to this file once listening")
-    p.add_argument("--script", help="JSON file: a list of replies or {problem_id: [replies], '*': [...]}")
-    p.add_argument("--seed", type=int, default=0, help="seed of the fault draws and generated replies")
-    p.add_argument("--rate", action="append", default=[], metavar="FAULT=P", help="inject FAULT with probability P")
-    p.add_argument("--faults", default="", help="comma-separated faults for the first requests, in order ('ok' = none)")
-    p.add_argument("--latency", type=float, default=0.0, help="seconds added to every request")
-    p.add_argument("--slow", type=float, default=1.0, help="delay of the 'slow' fault (seconds)")
-    p.add_argument("--hang", type=float, default=30.0, help="how long the 'timeout' fault hangs (seconds)")
-    p.add_argument("--retry-after", type=float, default=0.1, help="Retry-After of the 'rate_limit' fault (seconds)")
-    p.add_argument("--model", default="fake-model", help="model name reported when a request names none")
-    return p
-
-
-def fake_server_main(argv: Sequence[str] | None = None) -> int:
-    """``modulo fake-server``: serve until interrupted. Returns the exit status."""
-    parser = _parser()
-    args = parser.parse_args(list(argv) if argv is not None else None)
-    rates: dict[str, float] = {}
-    try:
-        for spec in args.rate:
-            kind, sep, value = spec.partition("=")
-            if not sep:
-                raise ValueError(f"--rate wants FAULT=P, not {spec!r}")
-            rates[kind.strip()] = float(value)
-        replies: ReplySource = None
-        if args.script:
-            with open(args.script, encoding="utf-8") as fh:
-                replies = json.load(fh)
-            if not isinstance(replies, list | dict):
-                raise ValueError(f"{args.script}: a script is a JSON list or object")
-        faults = [f.strip() for f in args.faults.split(",") if f.strip()]
-        provider = FakeProvider(
-            replies,
-            faults=faults,
-            fault_rates=rates,
-            seed=args.seed,
-            latency_s=args.latency,
-            slow_s=args.slow,
-            hang_s=args.hang,
-            retry_after_s=args.retry_after,
-            model=args.model,
-            host=args.host,
-            port=args.port,
-        )
-        provider.start()
-    except (OSError, ValueError) as exc:
-        print(f"modulo fake-server: {exc}", file=sys.stderr)
-        return 2
-    print(
-        f"fake provider listening on {provider.url} "
-        f"(OpenAI base_url {provider.openai_base_url}, Anthropic base_url {provider.anthropic_base_url}; "
-        f"counters at {provider.url}/_stats)",
-        flush=True,
-    )
-    if args.port_file:
-        with open(args.port_file, "w", encoding="utf-8") as fh:
-            fh.write(str(provider.port))
-    try:
-        while not provider.wait(3600):
-            pass
-    except KeyboardInterrupt:
-        pass
-    finally:
-        provider.stop()
-    return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(fake_server_main())

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..errors import ConfigError, ModuloError
+from ..errors import ConfigError
 from ..redact import redact_data
 
 #: files of a run directory a tracker stores as artifacts (when present), besides figures and CSV tables
@@ -169,46 +169,3 @@ __all__ = [
     "open_tracker",
     "tracked_run",
 ]
-
-
-def track_main(argv: list[str]) -> int:
-    """``modulo track RUN_DIR|SWEEP_ROOT ... --tracker mlflow [--arg KEY=VALUE ...]``: log finished runs."""
-    import argparse
-    import json
-
-    from ..reports.load import find_runs
-
-    p = argparse.ArgumentParser(
-        prog="modulo track",
-        description="Log finished runs (every run under each path) to an experiment tracker, one tracker run each.",
-    )
-    p.add_argument("paths", nargs="+", metavar="RUN_DIR", help="run directories or sweep roots")
-    p.add_argument("--tracker", default="mlflow", help="a tracker from the modulo.trackers group (default: mlflow)")
-    p.add_argument(
-        "--arg",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a tracker argument, e.g. --arg tracking_uri=sqlite:///mlflow.db --arg experiment=table1",
-    )
-    args = p.parse_args(argv)
-    kwargs: dict[str, Any] = {}
-    for item in args.arg:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            print(f"modulo track: --arg takes KEY=VALUE, got {item!r}", file=sys.stderr)
-            return 2
-        try:
-            kwargs[key] = json.loads(value)
-        except ValueError:
-            kwargs[key] = value
-    try:
-        tracker = open_tracker(args.tracker, kwargs)
-        if tracker is None:
-            raise ConfigError("--tracker none logs nothing; name a tracker (mlflow)")
-        runs = find_runs(args.paths)
-    except ModuloError as exc:
-        print(f"modulo track: {exc}", file=sys.stderr)
-        return 2
-    codes = [log_to_tracker(tracker, run) for run in runs]
-    return max(codes, default=0)

@@ -13,8 +13,8 @@ from click.testing import CliRunner
 
 import modulo.analysis as a
 from modulo import components, settings
-from modulo.analysis.export import export_main
 from modulo.types import PlanJSON, Problem
+from tests.cli_support import modulo
 from tests.reports.conftest import TOY, ToyBench
 
 
@@ -23,7 +23,7 @@ def test_export_frames_in_each_format(tmp_path: Path, make_run: Any, run_a_plans
     run = make_run(tmp_path / "a", run_a_plans)
     expected = a.load(run)
     for fmt in ("parquet", "csv", "jsonl"):
-        assert export_main([str(run), "--format", fmt, "--out", str(tmp_path / fmt)]) == 0
+        assert modulo("export", run, "--format", fmt, "--out", tmp_path / fmt).exit_code == 0
         for grain in ("runs", "problems", "iterations", "verdicts", "calls"):
             assert (tmp_path / fmt / f"{grain}.{fmt}").is_file()
     back = pd.read_parquet(tmp_path / "parquet" / "iterations.parquet")
@@ -34,22 +34,21 @@ def test_export_frames_in_each_format(tmp_path: Path, make_run: Any, run_a_plans
     lines = (tmp_path / "jsonl" / "verdicts.jsonl").read_text().splitlines()
     assert len(lines) == len(expected.verdicts()) and json.loads(lines[0])["critic"] == "format"
     # default --out: RUN_DIR/export; --grains picks frames
-    assert export_main([str(run), "--format", "csv", "--grains", "problems"]) == 0
+    assert modulo("export", run, "--format", "csv", "--grains", "problems").exit_code == 0
     assert sorted(p.name for p in (run / "export").iterdir()) == ["problems.csv"]
 
 
-def test_export_refuses_unknown_formats_and_grains(
-    tmp_path: Path, make_run: Any, run_a_plans: Any, capsys: Any
-) -> None:
+def test_export_refuses_unknown_formats_and_grains(tmp_path: Path, make_run: Any, run_a_plans: Any) -> None:
     run = make_run(tmp_path / "a", run_a_plans)
-    assert export_main([str(run), "--format", "xlsx", "--out", str(tmp_path / "x")]) == 2
-    err = capsys.readouterr().err
+    refused = modulo("export", run, "--format", "xlsx", "--out", tmp_path / "x")
+    assert refused.exit_code == 2
+    err = refused.stderr
     assert "unknown export format 'xlsx'" in err and "parquet, csv, jsonl" in err
     assert "its submission formats: none" in err
-    assert export_main([str(run), "--format", "csv", "--grains", "problem", "--out", str(tmp_path / "y")]) == 2
-    assert "unknown grain(s) ['problem']" in capsys.readouterr().err
-    assert export_main([str(tmp_path / "nothing"), "--format", "csv"]) == 2
-    assert "no such file or directory" in capsys.readouterr().err
+    grain = modulo("export", run, "--format", "csv", "--grains", "problem", "--out", tmp_path / "y")
+    assert grain.exit_code == 2 and "unknown grain(s) ['problem']" in grain.stderr
+    nothing = modulo("export", tmp_path / "nothing", "--format", "csv")
+    assert nothing.exit_code == 2 and "no such file or directory" in nothing.stderr
 
 
 class SubmittingToy(ToyBench):
@@ -64,27 +63,26 @@ class SubmittingToy(ToyBench):
         return len(problems)
 
 
-def test_submission_formats_dispatch_to_the_benchmark(
-    tmp_path: Path, make_run: Any, toy_bench: Any, capsys: Any
-) -> None:
+def test_submission_formats_dispatch_to_the_benchmark(tmp_path: Path, make_run: Any, toy_bench: Any) -> None:
     components.benchmarks.register(TOY, SubmittingToy, replace=True)
     # the run finished 3 of the split's 6 problems (out of order): all 6 are written, in split order
     run = make_run(tmp_path / "a", {"p3": [{"x": 8}], "p0": [{"x": 3}, {"x": 2}], "p1": [None]})
     out = tmp_path / "sub" / "submission.jsonl"
-    assert export_main([str(run), "--format", "toy-lines", "--out", str(out)]) == 0
+    written = modulo("export", run, "--format", "toy-lines", "--out", out)
+    assert written.exit_code == 0
     rows = [json.loads(x) for x in out.read_text().splitlines()]
     assert [r["id"] for r in rows] == [f"p{i}" for i in range(6)]
     assert rows[0]["plan"] == {"x": 2} and rows[3]["plan"] == {"x": 8} and rows[1]["plan"] is None
     assert rows[5]["plan"] is None
-    said = capsys.readouterr().out
+    said = written.stdout
     assert "6 lines" in said and "2 with a plan from this run, 4 written as no plan" in said
     # a sweep holds several runs: a submission needs one; a file format needs --out
     make_run(tmp_path / "sweep" / "0", {"p0": [{"x": 2}]})
     make_run(tmp_path / "sweep" / "1", {"p0": [{"x": 2}]})
-    assert export_main([str(tmp_path / "sweep"), "--format", "toy-lines", "--out", str(out)]) == 2
-    assert "2 runs found" in capsys.readouterr().err
-    assert export_main([str(run), "--format", "toy-lines"]) == 2
-    assert "--out FILE" in capsys.readouterr().err
+    several = modulo("export", tmp_path / "sweep", "--format", "toy-lines", "--out", out)
+    assert several.exit_code == 2 and "2 runs found" in several.stderr
+    no_out = modulo("export", run, "--format", "toy-lines")
+    assert no_out.exit_code == 2 and "--out FILE" in no_out.stderr
 
 
 @pytest.mark.slow

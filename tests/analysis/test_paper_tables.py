@@ -11,8 +11,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from modulo.reports.cli import report_main
 from modulo.reports.paper import paper_tables
+from tests.cli_support import modulo
 
 
 @pytest.fixture
@@ -58,8 +58,9 @@ def _structure(tex: str) -> list[list[str]]:
 
 
 def test_latex_output_is_a_well_formed_booktabs_table(sweep: Path, capsys: Any) -> None:
-    assert report_main([str(sweep), "--format", "latex", "--resamples", "200"]) == 0
-    tex = capsys.readouterr().out
+    shown = modulo("report", sweep, "--format", "latex", "--resamples", "200")
+    assert shown.exit_code == 0
+    tex = shown.stdout
     assert tex == (sweep / "paper_table1.tex").read_text()
     cells = _structure(tex)
     assert cells[2][0].strip() == "{[Json]; toy-model\\_v2}"  # a row label starting with [ is braced for \\
@@ -68,10 +69,11 @@ def test_latex_output_is_a_well_formed_booktabs_table(sweep: Path, capsys: Any) 
 
 
 def test_markdown_and_csv_formats(sweep: Path, capsys: Any) -> None:
-    assert report_main([str(sweep), "--format", "markdown", "--resamples", "200"]) == 0
-    md = capsys.readouterr().out
+    shown = modulo("report", sweep, "--format", "markdown", "--resamples", "200")
+    assert shown.exit_code == 0
+    md = shown.stdout
     assert "| [Json]; toy-model_v2 | 6 |" in md and "**66.7** [" in md and "(4/6)" in md
-    assert report_main([str(sweep), "--format", "csv", "--resamples", "200", "--quiet"]) == 0
+    assert modulo("report", sweep, "--format", "csv", "--resamples", "200", "--quiet").exit_code == 0
     df = pd.read_csv(sweep / "paper_table1.csv")
     assert df["final_pass_rate_k"].tolist() == [2, 4] and df["final_pass_rate_n"].tolist() == [6, 6]
     assert df["final_pass_rate_best"].tolist() == [False, True]
@@ -86,7 +88,7 @@ def test_the_latex_table_compiles_in_a_minimal_document(sweep: Path, tmp_path: P
             "pdflatex is not installed (Debian: apt-get install texlive-latex-base texlive-latex-recommended, "
             "about 340 MB); the structural check above still runs"
         )
-    assert report_main([str(sweep), "--format", "latex", "--resamples", "200", "--quiet"]) == 0
+    assert modulo("report", sweep, "--format", "latex", "--resamples", "200", "--quiet").exit_code == 0
     table = (sweep / "paper_table1.tex").read_text()
     doc = tmp_path / "doc.tex"
     doc.write_text(

@@ -19,7 +19,6 @@ from modulo.dissect import (
     DISSECT_MD,
     DISSECT_RECORDS,
     DissectOptions,
-    dissect_main,
     dissect_run,
     plan_variants,
     read_dissections,
@@ -233,7 +232,8 @@ def test_the_command_end_to_end(tmp_path: Path) -> None:
 
     missing = CliRunner().invoke(cli, ["dissect", str(tmp_path / "nowhere")])
     assert missing.exit_code == 2 and "not a directory" in missing.output and "Traceback" not in missing.output
-    assert dissect_main([str(run_dir), "--repeats", "2", "--quiet"]) == 0
+    quiet = CliRunner().invoke(cli, ["dissect", str(run_dir), "--repeats", "2", "--quiet"])
+    assert quiet.exit_code == 0 and quiet.stdout.strip() == str(run_dir / DISSECT_MD)
     help_text = CliRunner().invoke(cli, ["dissect", "--help"])
     assert help_text.exit_code == 0 and "--temperature" in help_text.output
 

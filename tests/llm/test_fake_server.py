@@ -15,7 +15,8 @@ from typing import Any
 import jsonschema
 import pytest
 
-from modulo.testing import FAULT_KINDS, FakeProvider, fake_server_main
+from modulo.testing import FAULT_KINDS, FakeProvider
+from tests.cli_support import modulo
 
 from .support import ProviderFactory
 
@@ -184,19 +185,32 @@ def test_every_fault_kind_is_handled(provider: ProviderFactory) -> None:
     assert all(stats.fault(kind) == 1 for kind in FAULT_KINDS)
 
 
-def test_cli_rejects_bad_arguments(capsys: pytest.CaptureFixture[str]) -> None:
-    assert fake_server_main(["--rate", "server_error"]) == 2
-    assert "FAULT=P" in capsys.readouterr().err
-    assert fake_server_main(["--faults", "bogus"]) == 2
+def test_cli_rejects_bad_arguments() -> None:
+    bare = modulo("fake-server", "--rate", "server_error")
+    assert bare.exit_code == 2 and "KEY=VALUE" in bare.stderr and "--rate" in bare.stderr
+    assert "FAULT=P" in modulo("fake-server", "--rate", "server_error=often").stderr
+    bogus = modulo("fake-server", "--faults", "bogus")
+    assert bogus.exit_code == 2 and "unknown fault kind(s) bogus" in bogus.stderr
+    assert modulo("fake-server", "--help").exit_code == 0
 
 
 def test_cli_serves_until_interrupted(tmp_path: Path) -> None:
     port_file = tmp_path / "port"
     script = tmp_path / "script.json"
     script.write_text(json.dumps(["from the cli"]))
-    code = "import sys; from modulo.testing import fake_server_main; sys.exit(fake_server_main(sys.argv[1:]))"
     proc = subprocess.Popen(
-        [sys.executable, "-c", code, "--port-file", str(port_file), "--script", str(script), "--faults", "ok"],
+        [
+            sys.executable,
+            "-m",
+            "modulo.cli.main",
+            "fake-server",
+            "--port-file",
+            str(port_file),
+            "--script",
+            str(script),
+            "--faults",
+            "ok",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -12,7 +12,7 @@ from critics.natural_plan.benchmark import CalendarScheduling, MeetingPlanning, 
 from critics.natural_plan.common import TASK_FILES
 from critics.natural_plan.replay import replay_report, stored_predictions
 from modulo.components import benchmarks, critics
-from modulo.errors import DataError
+from modulo.errors import DataError, ModuloError, UsageError
 from modulo.prompts import load_template, resolve
 from modulo.types import Problem
 
@@ -110,15 +110,18 @@ def test_evaluate_command_text_and_jsonl(
     assert code == 0 and "official=56/100" in out and "valid=63/100" in out and "calendar_busy" in out
 
 
-def test_evaluate_command_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = MeetingPlanning().evaluate_command(["--split", "subset100", "--predictions", "pred_nope"])
-    assert code == 2 and "no field 'pred_nope'" in capsys.readouterr().err
+def test_evaluate_command_errors(tmp_path: Path) -> None:
+    # bad input is raised (the CLI prints it the one way and exits 2), never printed by the hook itself
+    with pytest.raises(ModuloError, match="no field 'pred_nope'"):
+        MeetingPlanning().evaluate_command(["--split", "subset100", "--predictions", "pred_nope"])
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"problem_id": "x"}\n')
-    code = MeetingPlanning().evaluate_command(["--split", "subset100", "--predictions", str(bad)])
-    assert code == 2 and "no answer field" in capsys.readouterr().err
-    code = MeetingPlanning().evaluate_command(["--split", "full"])
-    assert code == 2 and "missing" in capsys.readouterr().err
+    with pytest.raises(ModuloError, match="no answer field"):
+        MeetingPlanning().evaluate_command(["--split", "subset100", "--predictions", str(bad)])
+    with pytest.raises(ModuloError, match="missing"):
+        MeetingPlanning().evaluate_command(["--split", "full"])
+    with pytest.raises(UsageError, match="--split: expected one argument"):
+        MeetingPlanning().evaluate_command(["--split"])
 
 
 @pytest.mark.parametrize("cls", ALL)

@@ -24,10 +24,10 @@ from modulo.reports import (
     headline_rows,
     load_run,
     load_runs,
-    report_main,
     usage_row,
 )
 from modulo.reports.budget import plan_at_budget
+from tests.cli_support import modulo
 
 FAST = ReportOptions(n_resamples=2_000)
 
@@ -54,11 +54,11 @@ def test_table1_numbers(tmp_path: Path, make_run: Any, run_a_plans: Any) -> None
     assert "applicable" in row.rules["hard_micro"]
 
 
-def test_table1_csv_and_printed_table(tmp_path: Path, make_run: Any, run_a_plans: Any, capsys: Any) -> None:
+def test_table1_csv_and_printed_table(tmp_path: Path, make_run: Any, run_a_plans: Any) -> None:
     make_run(tmp_path / "a", run_a_plans, critics=("format", "c_nonneg", "c_even"), method="LLM-Modulo")
-    rc = report_main([str(tmp_path / "a"), "--resamples", "500", "--no-budget-curve", "--no-figures"])
-    assert rc == 0
-    printed = capsys.readouterr().out
+    shown = modulo("report", tmp_path / "a", "--resamples", "500", "--no-budget-curve", "--no-figures")
+    assert shown.exit_code == 0
+    printed = shown.stdout
     # every rate with the counts behind it, then its interval
     assert "83.3 (5/6) [" in printed and "33.3 (2/6) [" in printed and "[Common]" in printed
     df = pd.read_csv(tmp_path / "a" / "table1.csv")
@@ -245,12 +245,14 @@ def test_unknown_benchmark_is_reported_incomplete(tmp_path: Path, make_run: Any,
     assert "no_such_benchmark" in result.markdown and "u: no budget curve" in result.markdown
 
 
-def test_report_errors_are_clear(tmp_path: Path, capsys: Any) -> None:
-    assert report_main([str(tmp_path / "nowhere")]) == 2
-    assert "no such file or directory" in capsys.readouterr().err
+def test_report_errors_are_clear(tmp_path: Path) -> None:
+    nowhere = modulo("report", tmp_path / "nowhere")
+    assert nowhere.exit_code == 2 and "no such file or directory" in nowhere.stderr
     (tmp_path / "empty").mkdir()
-    assert report_main([str(tmp_path / "empty")]) == 2
-    assert "no run directories found" in capsys.readouterr().err
+    empty = modulo("report", tmp_path / "empty")
+    assert empty.exit_code == 2 and "no run directories found" in empty.stderr
+    negative = modulo("report", tmp_path / "empty", "--resamples", "-1")
+    assert negative.exit_code == 2 and "--resamples" in negative.stderr
 
 
 CS_KEYS = [

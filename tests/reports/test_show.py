@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from modulo.reports import build_story, load_run, render_plain, show_main
+from modulo.reports import build_story, load_run, render_plain
+from tests.cli_support import modulo
 
 
 def _story(tmp_path: Path, make_run: Any, plans: Any, pid: str) -> str:
@@ -56,16 +57,17 @@ def test_story_without_a_plan_shows_gated_critics(tmp_path: Path, make_run: Any,
     assert "plan diff" not in text
 
 
-def test_show_main_plain_and_errors(tmp_path: Path, make_run: Any, run_a_plans: Any, capsys: Any) -> None:
+def test_modulo_show_plain_and_errors(tmp_path: Path, make_run: Any, run_a_plans: Any) -> None:
     path = make_run(tmp_path / "a", run_a_plans)
-    assert show_main([str(path), "p4", "--plain", "--prompts", "--replies"]) == 0
-    out = capsys.readouterr().out
+    shown = modulo("show", path, "p4", "--plain", "--prompts", "--replies")
+    assert shown.exit_code == 0
+    out = shown.stdout
     assert "Problem p4" in out and "[user]\nsolve p4 (attempt 0)" in out and '{"x": 4}' in out
-    assert show_main([str(path), "p44", "--plain"]) == 2
-    err = capsys.readouterr().err
-    assert "no problem 'p44'" in err and "Did you mean p4" in err
-    assert show_main([str(tmp_path / "missing"), "p4"]) == 2
-    assert "no run.json" in capsys.readouterr().err
+    wrong = modulo("show", path, "p44", "--plain")
+    assert wrong.exit_code == 2
+    assert "no problem 'p44'" in wrong.stderr and "Did you mean p4" in wrong.stderr
+    missing = modulo("show", tmp_path / "missing", "p4")
+    assert missing.exit_code == 2 and "no run.json" in missing.stderr
 
 
 def test_show_rich_renders(tmp_path: Path, make_run: Any, run_a_plans: Any, capsys: Any) -> None:

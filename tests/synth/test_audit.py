@@ -16,7 +16,7 @@ from critics.travelplanner.audit import audit_golden, golden_rows
 from critics.travelplanner.critics import OFFICIAL_KEYS
 from modulo import components
 from modulo.critic import critic
-from modulo.errors import ModuloError
+from modulo.errors import ModuloError, UsageError
 from modulo.types import PlanJSON, Problem, Verdict
 
 from .conftest import FAMILIES, bench
@@ -86,7 +86,10 @@ def test_audit_main_prints_a_table_and_writes_json(tmp_path: Path) -> None:
 def test_audit_main_unknown_benchmark_is_a_clear_error() -> None:
     with pytest.raises(ModuloError):
         components.benchmarks.get("synth/nope")
-    assert audit_main(["synth/nope"], out=io.StringIO()) == 2
+    with pytest.raises(ModuloError):
+        audit_main(["synth/nope"], out=io.StringIO())
+    with pytest.raises(UsageError, match="--n: invalid int value"):
+        audit_main(["synth/calendar", "--n", "four"], out=io.StringIO())
 
 
 def _golden_path() -> Path:

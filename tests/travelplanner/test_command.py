@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 from critics.travelplanner.benchmark import TravelPlanner, run_evaluate_command
 from critics.travelplanner.checks import ALL_KEYS
 from critics.travelplanner.data import load_annotated_plans
+from modulo.errors import DataError, UsageError
 
 
 def _run(tp: TravelPlanner, argv: list[str]) -> tuple[int, str]:
@@ -105,19 +107,17 @@ def test_crashing_entries_are_reported_failed(tp: TravelPlanner, tmp_path: Path)
         ('{"idx": "one", "plan": []}\n', "'idx' must be an integer"),
     ],
 )
-def test_bad_input_is_a_clear_error(
-    tp: TravelPlanner, tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, message: str
-) -> None:
+def test_bad_input_is_a_clear_error(tp: TravelPlanner, tmp_path: Path, content: str, message: str) -> None:
     path = tmp_path / "bad.jsonl"
     path.write_text(content)
-    code, _ = _run(tp, [str(path), "--split", "train"])
-    assert code == 2 and message in capsys.readouterr().err
+    with pytest.raises(DataError, match=re.escape(message)):
+        _run(tp, [str(path), "--split", "train"])
 
 
-def test_missing_file_and_bad_mode(tp: TravelPlanner, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert _run(tp, [str(tmp_path / "nope.jsonl")])[0] == 2
-    assert "does not exist" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
+def test_missing_file_and_bad_mode(tp: TravelPlanner, tmp_path: Path) -> None:
+    with pytest.raises(DataError, match="does not exist"):
+        _run(tp, [str(tmp_path / "nope.jsonl")])
+    with pytest.raises(UsageError, match="--mode: invalid choice: 'lenient'"):
         _run(tp, [str(tmp_path / "nope.jsonl"), "--mode", "lenient"])
 
 

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from critics.travelplanner.benchmark import TravelPlanner, run_evaluate_command
-from modulo.analysis.export import export_main
 from modulo.build import build_session
 from modulo.cli.hydra_app import config_yaml
 from modulo.errors import ConfigError
 from modulo.runner import run_session
 from modulo.runs import RunDir
 from modulo.testing.drills import compose
+from tests.cli_support import modulo
 
 
 def _greedy_run(tp: TravelPlanner, split: str, run_dir: Path) -> dict[str, float]:
@@ -51,7 +51,7 @@ def test_export_of_a_greedy_run_scores_as_the_run(tp: TravelPlanner, tmp_path: P
     run = tmp_path / "run"
     metrics = _greedy_run(tp, split, run)
     out = tmp_path / "submission.jsonl"
-    assert export_main([str(run), "--format", "travelplanner-submission", "--out", str(out)]) == 0
+    assert modulo("export", run, "--format", "travelplanner-submission", "--out", out).exit_code == 0
     lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert len(lines) == n and all(set(line) == {"idx", "query", "plan"} for line in lines)
     assert [line["idx"] for line in lines] == [p.metadata["idx"] for p in tp.load(split)]

@@ -7,7 +7,6 @@ subcommand of its own (``modulo bench toybench/sum stats``).
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 from pathlib import Path
@@ -16,7 +15,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel
 
 from modulo.audit import AuditReport, finish, load_critics, rejects
-from modulo.benchmark import Benchmark, EvalResult, MetricSpec
+from modulo.benchmark import Benchmark, CommandParser, EvalResult, MetricSpec
 from modulo.critic import critic
 from modulo.types import PlanJSON, Problem, Verdict
 
@@ -75,7 +74,7 @@ class SumBench(Benchmark):
 
     # -- the benchmark's commands ---------------------------------------------------------------
     def synth_command(self, argv: list[str]) -> int:
-        p = argparse.ArgumentParser(prog="modulo synth toybench/sum")
+        p = CommandParser(prog="modulo synth toybench/sum")
         p.add_argument("--n", type=int, default=3)
         p.add_argument("--seed", type=int, default=0)
         p.add_argument("--out", type=Path, required=True)
