@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from modulo.critic import critic
+from modulo.critic import CriticFactory, critic
 from modulo.types import PlanJSON, Problem, Verdict
 
 from .calendar import earliest_slot, slot_issues, slot_of
@@ -13,9 +13,10 @@ from .common import minutes_to_hhmm
 CALENDAR = ("natural_plan/calendar",)
 
 
-def _verdict(
-    problem: Problem, plan: PlanJSON, kind: Literal["work_hours", "duration", "busy", "preferences"], lead: str
-) -> Verdict:
+SlotIssue = Literal["work_hours", "duration", "busy", "preferences"]
+
+
+def _verdict(problem: Problem, plan: PlanJSON, kind: SlotIssue, lead: str) -> Verdict:
     day, start, end = slot_of(plan)
     issues = [i.message for i in slot_issues(day, start, end, problem.constraints) if i.kind == kind]
     if not issues:
@@ -23,37 +24,32 @@ def _verdict(
     return Verdict.fail(lead + " " + "; ".join(issues) + ".", count=len(issues))
 
 
-@critic(
-    "calendar_work_hours",
-    group="hard",
-    benchmarks=CALENDAR,
-    priority=10,
-    description="the slot is on one of the allowed days and within the work hours",
+def _slot_critic(name: str, kind: SlotIssue, priority: int, description: str, lead: str) -> CriticFactory:
+    """The critic reporting the slot's issues of one ``kind``, after ``lead`` (``{task}``: the query's task)."""
+
+    def check(problem: Problem, plan: PlanJSON) -> Verdict:
+        said = lead.format(task=problem.constraints["task_text"]) if "{task}" in lead else lead
+        return _verdict(problem, plan, kind, said)
+
+    check.__name__ = check.__qualname__ = name
+    check.__doc__ = description
+    return critic(name, group="hard", benchmarks=CALENDAR, priority=priority, description=description)(check)
+
+
+_TASK = 'The query says "{task}", but'
+calendar_work_hours = _slot_critic(
+    "calendar_work_hours", "work_hours", 10, "the slot is on one of the allowed days and within the work hours", _TASK
 )
-def calendar_work_hours(problem: Problem, plan: PlanJSON) -> Verdict:
-    return _verdict(problem, plan, "work_hours", f'The query says "{problem.constraints["task_text"]}", but')
-
-
-@critic(
-    "calendar_duration",
-    group="hard",
-    benchmarks=CALENDAR,
-    priority=20,
-    description="the slot lasts exactly the meeting duration",
+calendar_duration = _slot_critic(
+    "calendar_duration", "duration", 20, "the slot lasts exactly the meeting duration", _TASK
 )
-def calendar_duration(problem: Problem, plan: PlanJSON) -> Verdict:
-    return _verdict(problem, plan, "duration", f'The query says "{problem.constraints["task_text"]}", but')
-
-
-@critic(
+calendar_busy = _slot_critic(
     "calendar_busy",
-    group="hard",
-    benchmarks=CALENDAR,
-    priority=30,
-    description="no participant is busy during the slot (a slot may start when a busy block ends)",
+    "busy",
+    30,
+    "no participant is busy during the slot (a slot may start when a busy block ends)",
+    "Everyone must be free for the whole meeting:",
 )
-def calendar_busy(problem: Problem, plan: PlanJSON) -> Verdict:
-    return _verdict(problem, plan, "busy", "Everyone must be free for the whole meeting:")
 
 
 @critic(

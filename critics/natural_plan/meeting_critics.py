@@ -11,7 +11,7 @@ optimality critic can name an order of friends that reaches the maximum.
 
 from __future__ import annotations
 
-from modulo.critic import critic
+from modulo.critic import CriticFactory, critic
 from modulo.types import PlanJSON, Problem, Verdict
 
 from .meeting import IssueKind, max_meetings, simulate
@@ -39,82 +39,46 @@ def _verdict(problem: Problem, plan: PlanJSON, kind: IssueKind, lead: str, mode:
     return Verdict.fail(text, steps=[i.step + 1 for i in issues], first=issues[0].details)
 
 
-@critic(
-    "meeting_travel_times",
-    group="commonsense",
-    benchmarks=MEETING,
-    priority=10,
-    description="every travel step takes the listed travel time and arrives when that time says",
-    options=("mode",),
-)
-def meeting_travel_times(problem: Problem, plan: PlanJSON, *, mode: str = "strict") -> Verdict:
-    return _verdict(problem, plan, "travel", "Travel times must come from the travel-time list:", mode)
+def _issue_critic(name: str, kind: IssueKind, group: str, priority: int, description: str, lead: str) -> CriticFactory:
+    """The critic reporting the simulation's issues of one ``kind``, after the sentence ``lead``."""
 
+    def check(problem: Problem, plan: PlanJSON, *, mode: str = "strict") -> Verdict:
+        return _verdict(problem, plan, kind, lead, mode)
 
-@critic(
-    "meeting_time_forward",
-    group="commonsense",
-    benchmarks=MEETING,
-    priority=20,
-    description="time only moves forward: waits go to a later time and meetings start when you are free",
-    options=("mode",),
-)
-def meeting_time_forward(problem: Problem, plan: PlanJSON, *, mode: str = "strict") -> Verdict:
-    return _verdict(
-        problem,
-        plan,
-        "forward",
-        "Time must only move forward, and each meeting starts when the previous step ends (wait first to start later):",
-        mode,
+    check.__name__ = check.__qualname__ = name
+    check.__doc__ = description
+    return critic(name, group=group, benchmarks=MEETING, priority=priority, description=description, options=("mode",))(
+        check
     )
 
 
-@critic(
-    "meeting_location",
-    group="commonsense",
-    benchmarks=MEETING,
-    priority=30,
-    description="the day starts at the arrival place; each friend is met at their place; places and friends exist",
-    options=("mode",),
-)
-def meeting_location(problem: Problem, plan: PlanJSON, *, mode: str = "strict") -> Verdict:
-    return _verdict(problem, plan, "location", "Each meeting must happen where that friend is:", mode)
+_SPECS: list[tuple[str, IssueKind, str, int, str, str]] = [
+    # name, issue kind, group, priority, description, the feedback's first sentence
+    ("meeting_travel_times", "travel", "commonsense", 10,
+     "every travel step takes the listed travel time and arrives when that time says",
+     "Travel times must come from the travel-time list:"),
+    ("meeting_time_forward", "forward", "commonsense", 20,
+     "time only moves forward: waits go to a later time and meetings start when you are free",
+     "Time must only move forward, and each meeting starts when the previous step ends (wait first to start later):"),
+    ("meeting_location", "location", "commonsense", 30,
+     "the day starts at the arrival place; each friend is met at their place; places and friends exist",
+     "Each meeting must happen where that friend is:"),
+    ("meeting_window", "window", "hard", 40, "each meeting lies inside the friend's availability window",
+     "Each meeting must lie inside the time the friend is there:"),
+    ("meeting_duration", "duration", "hard", 50,
+     "each meeting lasts at least the required minutes, and its times add up",
+     "Each meeting must last at least the minimum the query asks for:"),
+    ("meeting_once", "once", "commonsense", 60, "nobody is met twice",
+     "Each friend counts once, so meet nobody twice:"),
+]  # fmt: skip
+_ISSUE_CRITICS = {spec[0]: _issue_critic(*spec) for spec in _SPECS}
 
-
-@critic(
-    "meeting_window",
-    group="hard",
-    benchmarks=MEETING,
-    priority=40,
-    description="each meeting lies inside the friend's availability window",
-    options=("mode",),
-)
-def meeting_window(problem: Problem, plan: PlanJSON, *, mode: str = "strict") -> Verdict:
-    return _verdict(problem, plan, "window", "Each meeting must lie inside the time the friend is there:", mode)
-
-
-@critic(
-    "meeting_duration",
-    group="hard",
-    benchmarks=MEETING,
-    priority=50,
-    description="each meeting lasts at least the required minutes, and its times add up",
-    options=("mode",),
-)
-def meeting_duration(problem: Problem, plan: PlanJSON, *, mode: str = "strict") -> Verdict:
-    return _verdict(problem, plan, "duration", "Each meeting must last at least the minimum the query asks for:", mode)
-
-
-@critic(
-    "meeting_once",
-    group="commonsense",
-    benchmarks=MEETING,
-    priority=60,
-    description="nobody is met twice",
-    options=("mode",),
-)
-def meeting_once(problem: Problem, plan: PlanJSON, *, mode: str = "strict") -> Verdict:
-    return _verdict(problem, plan, "once", "Each friend counts once, so meet nobody twice:", mode)
+meeting_travel_times = _ISSUE_CRITICS["meeting_travel_times"]
+meeting_time_forward = _ISSUE_CRITICS["meeting_time_forward"]
+meeting_location = _ISSUE_CRITICS["meeting_location"]
+meeting_window = _ISSUE_CRITICS["meeting_window"]
+meeting_duration = _ISSUE_CRITICS["meeting_duration"]
+meeting_once = _ISSUE_CRITICS["meeting_once"]
 
 
 @critic(

@@ -23,11 +23,10 @@ from typing import Any, Literal, get_args
 import anthropic
 
 from ..errors import ConfigError, LLMError
-from ..redact import strip_userinfo
 from ..types import ToolCall, Usage
 from .base import LLMRequest, LLMResponse, LLMSettings
 from .faults import tag_headers, translate_sdk_error
-from .keys import resolve_api_key
+from .keys import SDKBackend
 
 SchemaMode = Literal["output_config", "tool", "off"]
 
@@ -41,10 +40,12 @@ _STOP_REASONS = {
 }
 
 
-class AnthropicBackend:
+class AnthropicBackend(SDKBackend):
     """:class:`modulo.llm.base.LLM` over ``anthropic.AsyncAnthropic`` messages."""
 
     name = "anthropic"
+    provider = "Anthropic"
+    official_hosts = _OFFICIAL_HOSTS
 
     def __init__(
         self,
@@ -64,27 +65,11 @@ class AnthropicBackend:
             )
         if default_max_tokens < 1:
             raise ConfigError(f"anthropic backend: default_max_tokens must be positive, not {default_max_tokens}")
-        self.settings = settings
         self.default_max_tokens = default_max_tokens
         self.schema_mode = schema_mode
         self.tool_name = tool_name
         self.send_temperature = send_temperature
-        self.tag_headers = tag_headers
-        self.extra_body = dict(extra_body or {})
-        self.extra_headers = dict(extra_headers or {})
-        self._key = resolve_api_key(
-            settings, default_env="ANTHROPIC_API_KEY", provider="Anthropic", official_hosts=_OFFICIAL_HOSTS
-        )
-        self._client = anthropic.AsyncAnthropic(
-            api_key=self._key.reveal(),
-            base_url=settings.base_url,
-            timeout=settings.timeout_s,
-            max_retries=0,
-        )
-
-    def __repr__(self) -> str:
-        url = strip_userinfo(self.settings.base_url) if self.settings.base_url else None
-        return f"AnthropicBackend(model={self.settings.model!r}, base_url={url!r})"
+        self._client = anthropic.AsyncAnthropic(**self._sdk_options(settings, tag_headers, extra_body, extra_headers))
 
     def request_kwargs(self, request: LLMRequest) -> dict[str, Any]:
         """The keyword arguments of ``messages.create`` for ``request`` (no transport options)."""

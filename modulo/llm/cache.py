@@ -16,7 +16,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from ..errors import ConfigError
 from ..redact import redact
@@ -169,29 +169,6 @@ class ResponseCache:
         # runs inline: a hop to a worker thread would cost ten times more than the read
         return self.get_sync(key)
 
-    async def put(
-        self,
-        key: str,
-        *,
-        backend: str,
-        request: LLMRequest,
-        text: str,
-        model: str,
-        finish_reason: str | None,
-        input_tokens: int,
-        output_tokens: int,
-        tool_calls: str | None = None,
-    ) -> None:
-        await asyncio.to_thread(
-            lambda: self.put_sync(
-                key,
-                backend=backend,
-                request=request,
-                text=text,
-                model=model,
-                finish_reason=finish_reason,
-                input_tokens=input_tokens,
-                output_tokens=output_tokens,
-                tool_calls=tool_calls,
-            )
-        )
+    async def put(self, key: str, **fields: Any) -> None:
+        """:meth:`put_sync` (the same arguments) in a worker thread: a commit waits for the disk."""
+        await asyncio.to_thread(lambda: self.put_sync(key, **fields))

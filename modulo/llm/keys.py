@@ -5,10 +5,11 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable
+from typing import Any, ClassVar
 from urllib.parse import urlparse
 
 from ..errors import ConfigError
-from ..redact import check_overrides, register
+from ..redact import check_overrides, register, strip_userinfo
 from .base import LLMSettings
 
 #: sent to servers that need no key (local vLLM, llama.cpp, Ollama, the fake provider)
@@ -105,3 +106,39 @@ def resolve_api_key(
             + ", or set llm.base_url to a compatible local server"
         )
     return Secret(DUMMY_KEY)
+
+
+class SDKBackend:
+    """What the backends over an official SDK share: their settings and key (``<PROVIDER>_API_KEY`` by
+    default), the request tags sent as headers (``tag_headers``), extra body fields and headers, and a
+    repr without credentials."""
+
+    #: the provider's name ("OpenAI") and the hosts of its own API (where a key is required)
+    provider: ClassVar[str]
+    official_hosts: ClassVar[tuple[str, ...]]
+    settings: LLMSettings
+
+    def _sdk_options(
+        self,
+        settings: LLMSettings,
+        tag_headers: bool,
+        extra_body: dict[str, Any] | None,
+        extra_headers: dict[str, str] | None,
+    ) -> dict[str, Any]:
+        """Keep the shared settings; the SDK client's keyword arguments (the SDK never retries: the client does)."""
+        self.settings = settings
+        self.tag_headers = tag_headers
+        self.extra_body = dict(extra_body or {})
+        self.extra_headers = dict(extra_headers or {})
+        env, hosts = f"{self.provider.upper()}_API_KEY", self.official_hosts
+        self._key = resolve_api_key(settings, default_env=env, provider=self.provider, official_hosts=hosts)
+        return {
+            "api_key": self._key.reveal(),
+            "base_url": settings.base_url,
+            "timeout": settings.timeout_s,
+            "max_retries": 0,
+        }
+
+    def __repr__(self) -> str:
+        url = strip_userinfo(self.settings.base_url) if self.settings.base_url else None
+        return f"{type(self).__name__}(model={self.settings.model!r}, base_url={url!r})"

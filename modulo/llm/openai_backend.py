@@ -26,11 +26,10 @@ from typing import Any, Literal, get_args
 import openai
 
 from ..errors import ConfigError, LLMError
-from ..redact import strip_userinfo
 from ..types import ToolCall, Usage
 from .base import LLMRequest, LLMResponse, LLMSettings
 from .faults import EmptyReplyError, tag_headers, translate_sdk_error
-from .keys import is_official, resolve_api_key
+from .keys import SDKBackend, is_official
 
 SchemaFormat = Literal["openai", "llamacpp"]
 MaxTokensParam = Literal["auto", "max_tokens", "max_completion_tokens"]
@@ -56,10 +55,12 @@ def _tool_call(call: Any) -> ToolCall:
     return ToolCall(id=call.id, name=call.function.name, raw_arguments=raw)
 
 
-class OpenAIBackend:
+class OpenAIBackend(SDKBackend):
     """:class:`modulo.llm.base.LLM` over ``openai.AsyncOpenAI`` chat completions."""
 
     name = "openai"
+    provider = "OpenAI"
+    official_hosts = _OFFICIAL_HOSTS
 
     def __init__(
         self,
@@ -73,7 +74,6 @@ class OpenAIBackend:
         extra_body: dict[str, Any] | None = None,
         extra_headers: dict[str, str] | None = None,
     ) -> None:
-        self.settings = settings
         self.schema_format = _choice("schema_format", schema_format, get_args(SchemaFormat))
         self.strict = strict
         self.schema_name = schema_name
@@ -81,22 +81,7 @@ class OpenAIBackend:
         if param == "auto":
             param = "max_completion_tokens" if is_official(settings.base_url, _OFFICIAL_HOSTS) else "max_tokens"
         self.max_tokens_param = param
-        self.tag_headers = tag_headers
-        self.extra_body = dict(extra_body or {})
-        self.extra_headers = dict(extra_headers or {})
-        self._key = resolve_api_key(
-            settings, default_env="OPENAI_API_KEY", provider="OpenAI", official_hosts=_OFFICIAL_HOSTS
-        )
-        self._client = openai.AsyncOpenAI(
-            api_key=self._key.reveal(),
-            base_url=settings.base_url,
-            timeout=settings.timeout_s,
-            max_retries=0,
-        )
-
-    def __repr__(self) -> str:
-        url = strip_userinfo(self.settings.base_url) if self.settings.base_url else None
-        return f"OpenAIBackend(model={self.settings.model!r}, base_url={url!r})"
+        self._client = openai.AsyncOpenAI(**self._sdk_options(settings, tag_headers, extra_body, extra_headers))
 
     def request_kwargs(self, request: LLMRequest) -> dict[str, Any]:
         """The keyword arguments of ``chat.completions.create`` for ``request`` (no transport options)."""

@@ -33,20 +33,10 @@ def _settings(settings: LLMSettings | None, fields: Mapping[str, Any]) -> LLMSet
 
 
 class _RecordingModel(ScriptedBackend):
-    """The scripted backend, remembering every request it answered."""
+    """The scripted backend, remembering every request it answered (or failed with a scripted fault),
+    in arrival order, in ``requests``."""
 
-    def __init__(
-        self,
-        settings: LLMSettings,
-        *,
-        replies: Sequence[Reply] | Mapping[str, Sequence[Reply]] | None = None,
-        fn: ReplyFn | None = None,
-        repeat_last: bool = False,
-        latency_s: float = 0.0,
-    ) -> None:
-        super().__init__(settings, replies=replies, fn=fn, repeat_last=repeat_last, latency_s=latency_s)
-        #: every request answered (or failed with a scripted fault), in arrival order
-        self.requests: list[LLMRequest] = []
+    requests: list[LLMRequest]
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
         self.requests.append(request)
@@ -69,6 +59,7 @@ class FunctionModel(_RecordingModel):
         self, fn: ReplyFn, *, settings: LLMSettings | None = None, latency_s: float = 0.0, **fields: Any
     ) -> None:
         super().__init__(_settings(settings, fields), fn=fn, latency_s=latency_s)
+        self.requests = []
 
 
 class ScriptedModel(_RecordingModel):
@@ -91,3 +82,4 @@ class ScriptedModel(_RecordingModel):
         **fields: Any,
     ) -> None:
         super().__init__(_settings(settings, fields), replies=replies, repeat_last=repeat_last, latency_s=latency_s)
+        self.requests = []
