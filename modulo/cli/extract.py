@@ -136,6 +136,7 @@ def critics_extract(
 
         async def go() -> Any:
             try:
+                await client.start()  # a backend with a start step (llm=local) starts and checks itself first
                 return await run_extraction(
                     bench,
                     constraints,
