@@ -352,6 +352,38 @@ class SandboxExecutor(CriticExecutor):
             return await self.inner.run(critic, problem, frozen, timeout_s)
         return await asyncio.to_thread(self._call, critic, problem, frozen, timeout_s)
 
+    async def run_all(
+        self,
+        critics: Sequence[Critic],
+        problem: Problem,
+        frozen: FrozenPlan,
+        timeouts: Sequence[float],
+        stop: StopRule = _never,
+    ) -> list[Outcome]:
+        """The sandboxed critics one after another in their workers, beside the in-process ones, which go
+        to ``inner.run_all`` as one batch (:func:`~modulo.executor.run_beside`); outcomes in order, up to
+        where ``stop`` says."""
+        aside = [i for i, c in enumerate(critics) if c.name in self.sandboxed]
+        if not aside:
+            return await self.inner.run_all(critics, problem, frozen, timeouts, stop)
+
+        async def sandboxed(side: list[Critic], side_timeouts: list[float]) -> list[Outcome]:
+            out: list[Outcome] = []
+            for critic, timeout_s in zip(side, side_timeouts, strict=True):
+                try:
+                    outcome: Outcome = await self.run(critic, problem, frozen, timeout_s)
+                except CriticError as exc:
+                    outcome = exc
+                out.append(outcome)
+                if stop(critic, outcome):
+                    break
+            return out
+
+        async def rest(others: list[Critic], other_timeouts: list[float]) -> list[Outcome]:
+            return await self.inner.run_all(others, problem, frozen, other_timeouts, stop)
+
+        return await run_beside(critics, timeouts, stop, aside, sandboxed, rest)
+
     def warm(self, name: str) -> None:
         """Start one worker for the sandboxed critic ``name`` now, so that its first call does not wait
         for the worker to start (a worker's start is not part of a call's deadline either way)."""
