@@ -226,6 +226,9 @@ class TravelBenchUnsolvable(TravelBenchBase):
     def files(self) -> list[str]:
         return ["unsolvable", "single_turn"]
 
+    def critic_names(self) -> list[str]:
+        return [*super().critic_names(), "travelbench_unsolved"]
+
     def load(self, split: str) -> list[Problem]:
         unsolvable = super().load("all")
         if split == "all":
@@ -254,6 +257,7 @@ def _score(problem: Problem, plan: PlanJSON | None) -> dict[str, Any]:
     row["abstention_recall"] = None if solvable else declined
     row["wrongful_abstention"] = declined if solvable else None
     row["success"] = (not declined) if solvable else declined
+    row["travelbench_unsolved"] = None if solvable else declined
     calls = int(episode.get("tool_calls", 0)) if episode else 0
     errors = int(episode.get("tool_errors", 0)) if episode else 0
     row["tool_error_rate"] = [errors, calls]
@@ -318,4 +322,6 @@ def _tables(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
         {"category": k, "n": len(v), f"score ({SIMULATED})": sum(v) / len(v)} for k, v in sorted(by_cat.items())
     ]
     per_constraint = [{"constraint": "travelbench_tool_calls", "name": "travelbench_tool_calls"}]
+    if any(r["travelbench_unsolved"] is not None for r in rows):
+        per_constraint.append({"constraint": "travelbench_unsolved", "name": "travelbench_unsolved"})
     return {"by_cause": causes, "by_category": categories, "per_constraint": per_constraint}

@@ -30,3 +30,21 @@ def travelbench_tool_calls(problem: Problem, plan: PlanJSON) -> Verdict:
     return Verdict.fail(
         f"{len(bad)} of {len(calls)} tool calls were invalid: {listed}", errors=len(bad), calls=len(calls)
     )
+
+
+@critic(
+    "travelbench_unsolved",
+    group="hard",
+    benchmarks=("travelbench/unsolvable",),
+    source="oracle",
+    description="an unsolvable request is declined with [Unsolved] in the first assistant message",
+)
+def travelbench_unsolved(problem: Problem, plan: PlanJSON) -> Verdict:
+    """The paper's rule as a critic: answering an unsolvable request is never certified. It reads the
+    benchmark's label (``Problem.solvable``); the episode generator ignores feedback, so no label reaches a
+    prompt. A declined request is an abstention and never reaches the critics."""
+    if problem.solvable is not False:
+        return Verdict.not_applicable("a solvable request (a control): answering it is right")
+    if plan.get("first_called_tools"):
+        return Verdict.fail("This request cannot be completed, but the first assistant message called a tool.")
+    return Verdict.fail("This request cannot be completed, but the first assistant message did not decline it.")

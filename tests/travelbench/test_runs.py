@@ -56,6 +56,10 @@ def test_a_tool_call_first_is_no_decline(tb_data: Path, tmp_path: Path) -> None:
     )
     assert summary(out)["metrics"]["abstention_recall"] == 0.0
     assert [r["best_plan"]["first_called_tools"] for r in records(out)] == [True, True]
+    # answering an unsolvable request is never certified: the paper's rule is also a critic
+    assert [(r["outcome"], r["best_rejected_by"]) for r in records(out)] == [
+        ("exhausted", ["travelbench_unsolved"])
+    ] * 2
 
 
 @pytest.mark.slow
