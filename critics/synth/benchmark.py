@@ -172,13 +172,13 @@ class SynthBenchmark(Benchmark):
         bare = visible_spec(spec, ids)
         bare = {**bare, "constraints": [{k: v for k, v in c.items() if k != "text"} for c in bare["constraints"]]}
         query, shown = self.family.render(bare, rng_for(self.family.name, "wording", wording))
-        known_solvable = self.family.solve(shown) is not None
+        visible_witness = self.family.solve(shown)
         meta = {
             **problem.metadata,
             "hidden_ids": ids,
             "hidden_mode": self.hidden_mode,
-            "known_solvable": known_solvable,
-            "visible_witness": self.family.solve(shown),
+            "known_solvable": visible_witness is not None,
+            "visible_witness": visible_witness,
         }
         update: dict[str, Any] = {"query": query, "constraints": shown, "metadata": meta}
         if self.hidden_mode == "ask":

@@ -364,10 +364,11 @@ class Family(ABC):
         args = ", ".join(f"{k}={v}" for k, v in c.items() if k not in ("id", "kind", "text"))
         return f"{c['kind']}({args})"
 
-    def solve(self, spec: Spec) -> PlanJSON | None:
+    def solve(self, spec: Spec, ctx: Any = None) -> PlanJSON | None:
         """A plan meeting every constraint of ``spec`` (selection ones included), found by Z3, or None when
-        there is none. A fresh context, so the plan depends on the constraint set only."""
-        ctx = z3.Context()
+        there is none. A fresh context unless ``ctx`` is given, so the plan depends on the constraint set
+        only (a caller that passes one makes it depend on its own, deterministic, sequence of calls)."""
+        ctx = ctx if ctx is not None else z3.Context()
         rows, domain = self.symbolic_rows(spec, ctx)
         solver = self._solver(spec, rows, domain, include_meta=True, ctx=ctx)
         if solver.check() != z3.sat:

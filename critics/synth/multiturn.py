@@ -34,6 +34,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import z3
+
 from .common import Constraint, fmt_hours, fmt_time
 from .family import Family, Spec
 
@@ -44,6 +46,8 @@ DURATION_KEYS = ("minutes",)
 #: argument keys holding a count of days or a day number
 NUMBER_KEYS = ("days", "first", "last")
 HIDDEN_MODES = ("ask", "update")
+#: candidates tried (one Z3 solve each) per held-back requirement when looking for one that matters
+PROBES = 8
 
 
 def intent(spec: Spec, hidden: Sequence[Constraint]) -> Spec:
@@ -66,20 +70,27 @@ def choose_hidden(family: Family, spec: Spec, k: int, rng: random.Random, *, kee
     """Ids of ``k`` requirements to hold back from ``spec`` (fewer when fewer may be hidden).
 
     Requirements that matter come first: one is preferred when the plan Z3 finds without it breaks
-    it (so a planner that never learns it is likely to fail). ``keep``: ids never hidden.
+    it (so a planner that never learns it is likely to fail); at most :data:`PROBES` candidates are
+    tried per pick (one Z3 solve each), then the first that may be hidden is taken. ``keep``: ids never
+    hidden.
     """
     chosen: list[str] = []
+    ctx = z3.Context()  # one context for all probes (a context costs more than a small solve)
     pool = [c for c in hideable(family, spec) if c["id"] not in keep]
     rng.shuffle(pool)
     while len(chosen) < k and pool:
         pick = None
+        probes = 0
         for c in pool:
             trial = visible_spec(spec, [*chosen, c["id"]])
             if not family.may_hide(c, trial):
                 continue
             if pick is None:
                 pick = c
-            witness = family.solve(trial)
+            if probes >= PROBES:
+                break
+            probes += 1
+            witness = family.solve(trial, ctx)
             if witness is not None and family.violation(c, trial, witness) is not None:
                 pick = c
                 break
