@@ -1,0 +1,72 @@
+"""A run directory written by an earlier modulo (run.json format 1, unversioned; tests/fixtures/ABOUT.md)
+still reports, shows, views and resumes with the current code."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from modulo.cli.main import cli
+from modulo.runs import read_records
+
+FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "run_format1"
+FINISHED = ["calendar-easy-0-0001s", "calendar-easy-0-0000s"]  # the two problems the old run finished
+
+
+def modulo(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """Run the command line in this process; (exit code, stdout, stderr)."""
+    try:
+        cli.main(list(args), prog_name="modulo", standalone_mode=False)
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0) if not isinstance(exc.code, str) else 1
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.fixture
+def old_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("MODULO_CACHE_DIR", str(tmp_path / "cache"))
+    run = tmp_path / "oldrun"
+    shutil.copytree(FIXTURE, run)
+    return run
+
+
+def test_the_fixture_is_in_the_old_format() -> None:
+    info = json.loads((FIXTURE / "run.json").read_text())
+    assert info["format"] == 1 and "version" not in info
+
+
+def test_show_reads_an_old_run(old_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = modulo(capsys, "show", str(old_run), FINISHED[1])
+    assert code == 0, err
+    assert "failed after 2 iteration(s)" in out and "synth_busy" in out
+
+
+@pytest.mark.slow
+def test_report_and_view_read_an_old_run(old_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = modulo(capsys, "report", str(old_run))
+    assert code == 0, err
+    report = (old_run / "report.md").read_text()
+    assert "2 of 3 problems finished" in report and "synth/calendar" in report
+    code, out, err = modulo(capsys, "view", str(old_run), "--out", str(old_run / "view.html"))
+    assert code == 0, err
+    assert FINISHED[0] in (old_run / "view.html").read_text()
+
+
+@pytest.mark.slow
+def test_an_old_run_resumes_where_it_stopped(old_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = modulo(capsys, "resume", str(old_run), "data_dir=/work/shared/data")
+    assert code == 0, err
+    assert "2 resumed" in out + err
+    records = list(read_records(old_run))
+    assert [r.problem_id for r in records[:2]] == FINISHED  # the old records are kept as they were
+    assert len(records) == 3 and records[2].problem_id == "calendar-easy-0-0002s"
+    summary = json.loads((old_run / "summary.json").read_text())
+    assert summary["finished"] == 3 and summary["counts"] == {"failed": 3}
+    code, _, err = modulo(capsys, "report", str(old_run))
+    assert code == 0, err
+    assert "2 of 3 problems finished" not in (old_run / "report.md").read_text()
