@@ -7,25 +7,22 @@ problems are loaded. Only then does a run start. ``modulo check`` runs just this
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from . import components
 from .backprompt import BackpromptStrategy
 from .benchmark import Benchmark
 from .binding import bind_benchmark, bind_critics, construct
-from .config import CRITIC_PRESETS, LLMConf, ModuloConfig
+from .config import CRITIC_PRESETS, LLMSettings, LoopSettings, ModuloConfig, UserOptions
 from .critic import Critic, FeedbackLevel, check_feedback_level, critic_meta
 from .errors import ConfigError
 from .generators.base import Generator
-from .llm.base import LLMSettings, capabilities_of
-from .metacontroller import LoopSettings, Metacontroller
+from .llm.base import capabilities_of
+from .metacontroller import Metacontroller
 from .problems import ProblemSet
 from .redact import register_config, safe_config
 from .reformulate import build_reformulator
@@ -105,33 +102,10 @@ def expand_critics(spec: Any, benchmark: Benchmark) -> list[str]:
     return out
 
 
-def validate_numbers(cfg: ModuloConfig) -> None:
-    """ConfigError for a budget, price, limit or concurrency that cannot mean what it says."""
-    mc, llm, run = cfg.metacontroller, cfg.llm, cfg.run
-    checks: list[tuple[str, Any, float, bool]] = [  # (key, value, bound, bound allowed)
-        ("metacontroller.max_tokens", mc.max_tokens, 0, True),
-        ("metacontroller.max_dollars", mc.max_dollars, 0, True),
-        ("metacontroller.max_seconds", mc.max_seconds, 0, True),
-        ("metacontroller.stop_after_repeats", mc.stop_after_repeats, 1, True),
-        ("metacontroller.max_rss_mb", mc.max_rss_mb, 0, False),
-        ("run.max_dollars", run.max_dollars, 0, True),
-        ("run.concurrency", run.concurrency, 1, True),
-        ("llm.concurrency", llm.concurrency, 1, True),
-        ("llm.price_input_per_mtok", llm.price_input_per_mtok, 0, True),
-        ("llm.price_output_per_mtok", llm.price_output_per_mtok, 0, True),
-        ("llm.timeout_s", llm.timeout_s, 0, False),
-        ("llm.max_retries", llm.max_retries, 0, True),
-        ("llm.requests_per_minute", llm.requests_per_minute, 0, False),
-        ("benchmark.limit", cfg.benchmark.limit, 0, True),
-    ]
-    for key, value, bound, inclusive in checks:
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
-            raise ConfigError(f"{key} must be a number, not {value!r}")
-        if value < bound or (value == bound and not inclusive):
-            relation = "at least" if inclusive else "more than"
-            raise ConfigError(f"{key} must be {relation} {bound:g}, not {value!r}")
+def validate(cfg: ModuloConfig) -> None:
+    """InvalidSettings (a ConfigError naming the key) for a value set after the configuration was built
+    (``cfg.llm.structured_output = "maybe"`` in a notebook): the whole configuration is checked again."""
+    ModuloConfig.from_dict(cfg.model_dump())
 
 
 def build_benchmark(cfg: ModuloConfig) -> Benchmark:
@@ -200,20 +174,11 @@ def build_generator(cfg: ModuloConfig, benchmark: Benchmark) -> Generator:
     return gen
 
 
-def llm_settings(cfg: ModuloConfig) -> LLMSettings:
-    try:
-        return LLMSettings(**dataclasses.asdict(cfg.llm))
-    except ValidationError as exc:
-        # a wrong value: say which key and what it takes (not the value, which may be a secret)
-        problems = "; ".join(f"llm.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors())
-        raise ConfigError(problems) from None
-
-
 def build_llm(cfg: ModuloConfig) -> Any:
     from .llm.client import build_client
 
     return build_client(
-        llm_settings(cfg),
+        cfg.llm,
         cache_mode=cfg.cache.mode,  # type: ignore[arg-type]
         cache_dir=Path(cfg.cache.dir) if cfg.cache.dir else None,
     )
@@ -231,8 +196,8 @@ def build_strategy(cfg: ModuloConfig) -> BackpromptStrategy:
 
 def build_session(cfg: ModuloConfig, *, load_problems: bool = True) -> Session:
     """Bind every component of ``cfg``; raises a ModuloError subclass on any problem, before any LLM call."""
-    register_config(dataclasses.asdict(cfg))  # secrets in headers, extra_body, URLs: redacted by every writer
-    validate_numbers(cfg)
+    register_config(cfg.model_dump())  # secrets in headers, extra_body, URLs: redacted by every writer
+    validate(cfg)
     if cfg.cache.mode not in ("off", "read-write", "read-only"):  # a typo fails even when no model is needed
         raise ConfigError(f"cache.mode must be off, read-write or read-only, not {cfg.cache.mode!r}")
     benchmark = build_benchmark(cfg)
@@ -266,35 +231,7 @@ def build_session(cfg: ModuloConfig, *, load_problems: bool = True) -> Session:
     # search generators produce plans: no model is needed and no reformulation call is ever made
     mode = resolve_reformulator(cfg, generator.prompt_role) if generator.needs_llm else "none"
     llm = build_llm(cfg) if generator.needs_llm or mode == "llm" else None
-    settings = llm_settings(cfg) if llm is not None else None
-    reformulator = build_reformulator(mode, benchmark, llm, settings)
-    mc = cfg.metacontroller
-    if mc.on_critic_error not in ("record", "stop"):
-        raise ConfigError(f"metacontroller.on_critic_error must be record or stop, not {mc.on_critic_error!r}")
-    try:
-        loop_settings = LoopSettings(
-            max_iterations=mc.max_iterations,
-            max_tokens=mc.max_tokens,
-            max_dollars=mc.max_dollars,
-            max_seconds=mc.max_seconds,
-            on_critic_error=mc.on_critic_error,  # type: ignore[arg-type]
-            check_unsolvable=mc.check_unsolvable,
-            stop_after_repeats=mc.stop_after_repeats,
-            critic_timeout_s=mc.critic_timeout_s,
-            max_reply_chars=mc.max_reply_chars,
-            max_plan_items=mc.max_plan_items,
-            max_rss_mb=mc.max_rss_mb,
-            critic_timeouts={str(k): float(v) for k, v in (mc.critic_timeouts or {}).items()},
-            on_fixed_point=mc.on_fixed_point,  # type: ignore[arg-type]
-            fixed_point_temperatures=tuple(mc.fixed_point_temperatures),
-            fixed_point_variations=mc.fixed_point_variations,
-            updates=tuple(updates_from(cfg.user.updates, "user.updates")),
-            max_questions=cfg.user.max_questions,
-            question_costs_iteration=cfg.user.question_costs_iteration,
-            abstain=cfg.user.abstain,
-        )
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from exc
+    reformulator = build_reformulator(mode, benchmark, llm, cfg.llm if llm is not None else None)
     user, user_llm = build_user(cfg, benchmark, llm)
     sandboxed, heavy, executor = build_sandbox(cfg, benchmark, critics, level)
     loop = Metacontroller(
@@ -304,7 +241,7 @@ def build_session(cfg: ModuloConfig, *, load_problems: bool = True) -> Session:
         critics=critics,
         strategy=strategy,
         llm=llm,
-        settings=loop_settings,
+        settings=loop_settings(cfg),
         executor=executor,
         user=user,
         user_llm=user_llm,
@@ -342,6 +279,13 @@ def build_session(cfg: ModuloConfig, *, load_problems: bool = True) -> Session:
     return session
 
 
+def loop_settings(cfg: ModuloConfig) -> LoopSettings:
+    """The loop's settings: the ``metacontroller`` section, the user options and the parsed ``user.updates``."""
+    user = cfg.user.model_dump(include=set(UserOptions.model_fields))
+    updates = tuple(updates_from(cfg.user.updates, "user.updates"))
+    return LoopSettings(**cfg.metacontroller.model_dump(), **user, updates=updates)
+
+
 def build_user(cfg: ModuloConfig, benchmark: Benchmark, llm: Any) -> tuple[User | None, Any]:
     """The user in the loop (``user.name``) and the model client it calls: the run's own (``llm``), or a
     second client built from the run's llm settings with ``user.llm`` overriding them (same cache)."""
@@ -362,12 +306,12 @@ def build_user(cfg: ModuloConfig, benchmark: Benchmark, llm: Any) -> tuple[User 
         return user, None
     if not conf.llm and llm is not None:
         return user, llm
-    merged = dataclasses.replace(cfg, llm=dataclasses.replace(cfg.llm, **_llm_overrides(conf.llm)))
-    return user, build_llm(merged)
+    llm_settings = LLMSettings(**{**cfg.llm.model_dump(), **_llm_overrides(conf.llm)})
+    return user, build_llm(cfg.model_copy(update={"llm": llm_settings}))
 
 
 def _llm_overrides(values: dict[str, Any]) -> dict[str, Any]:
-    known = {f.name for f in dataclasses.fields(LLMConf)}
+    known = set(LLMSettings.model_fields)
     unknown = sorted(set(values) - known)
     if unknown:
         raise ConfigError(f"user.llm: unknown key(s) {', '.join(unknown)}; keys: {', '.join(sorted(known))}")
@@ -456,7 +400,7 @@ def _run_info(session: Session, sources: list[str]) -> dict[str, Any]:
     cfg = session.config
     llm = None
     if session.llm is not None:
-        llm = safe_config(dataclasses.asdict(cfg.llm), ("llm",))
+        llm = safe_config(cfg.llm.model_dump(), ("llm",))
     info = {
         "created": now_iso(),
         "modulo_version": __version__,
@@ -477,7 +421,7 @@ def _run_info(session: Session, sources: list[str]) -> dict[str, Any]:
         "critics": [c.name for c in session.critics],
         #: the ``critics`` request as given (presets and names), so that reports name a run by what was asked
         "critics_requested": _critics_request(cfg.critics),
-        "critic_options": dataclasses.asdict(cfg.critic_options),
+        "critic_options": cfg.critic_options.model_dump(),
         # the feedback level that ran (critic_options.feedback, the deprecated hints read into it), and
         # each critic's own level (critic_args.NAME.feedback may set one apart)
         "feedback": session.feedback,

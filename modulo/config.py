@@ -1,8 +1,15 @@
-"""The configuration schema, as plain dataclasses.
+"""The configuration model: one set of typed classes for the command line and the library.
 
-The CLI registers these in Hydra's ConfigStore (so a typo or a wrong type fails at start with the
-key's name) and converts the composed config back to these dataclasses; library code, notebooks and
-tests use them directly and never see Hydra.
+Each config group is one pydantic model here. The CLI derives Hydra's structured-config schema from
+these models mechanically (:mod:`modulo.cli.schema`) and converts the composed config back with
+:meth:`ModuloConfig.from_dict`, the one converter that ``modulo run``, sweeps, ``modulo resume``,
+a run directory's ``config.yaml`` (:func:`load_config`) and the Python API all go through. Library
+code, notebooks and tests build these classes directly and never see Hydra. The backends take the
+``llm`` section as it is (:class:`LLMSettings`), the loop the ``metacontroller`` section
+(:class:`LoopSettings`).
+
+A wrong key or value is a :class:`InvalidSettings` (a ConfigError) naming the key, with a
+did-you-mean for a misspelled key and the allowed values for a choice.
 
 Components are named by registry name plus arguments: ``benchmark.name``, ``generator.name``,
 ``backprompt.name``, ``llm.name`` and the ``critics`` list. ``critics`` takes critic names and the
@@ -12,8 +19,13 @@ hard) and ``json`` (format only), the subsets of the LLM-Modulo paper's Table 1.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional  # noqa: UP035 - OmegaConf needs typing generics
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .errors import ConfigError
+from .types import ProblemUpdate
 
 CRITIC_PRESETS = {
     "all": None,  # every critic the benchmark declares
@@ -22,80 +34,178 @@ CRITIC_PRESETS = {
     "json": ("format",),
 }
 
+#: seconds a critic call may take before it is a recorded critic error (generous default)
+DEFAULT_CRITIC_TIMEOUT_S = 120.0
 
-@dataclass
-class BenchmarkConf:
+
+class InvalidSettings(ConfigError, ValueError):
+    """A configuration key or value is wrong (also a ValueError, for code that builds settings directly)."""
+
+
+def _suggest(word: str, known: list[str]) -> list[str]:
+    from .registry import suggest
+
+    return suggest(word, known)
+
+
+def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str] | None:
+    """The field names of the section at ``loc`` (a path of field names from ``model``), or None."""
+    current = model
+    for part in loc:
+        info = current.model_fields.get(str(part))
+        sub = info.annotation if info is not None else None
+        if not (isinstance(sub, type) and issubclass(sub, BaseModel)):
+            return None
+        current = sub
+    return sorted(current.model_fields)
+
+
+def _describe(model: type[BaseModel], prefix: str, exc: ValidationError) -> str:
+    """One line per problem: the full key, what is wrong, the allowed values or a did-you-mean.
+    A value is repeated only where it is a choice or a number (never a string that may be a secret)."""
+    lines: list[str] = []
+    for err in exc.errors():
+        loc = tuple(err["loc"])
+        key = ".".join([prefix, *(str(p) for p in loc)] if prefix else [str(p) for p in loc]) or prefix
+        kind, ctx, value = err["type"], err.get("ctx") or {}, err.get("input")
+        if kind == "extra_forbidden":
+            known = _fields_at(model, loc[:-1]) or []
+            hits = _suggest(str(loc[-1]), known)
+            hint = f" Did you mean {' or '.join(repr(h) for h in hits)}?" if hits else ""
+            parent = key.rpartition(".")[0]
+            keys = f"Keys of {parent}: " if parent else "Known keys: "
+            lines.append(f"unknown configuration key {key!r}.{hint} {keys}{', '.join(known)}")
+        elif kind == "literal_error":
+            allowed = [a.strip().strip("'") for a in str(ctx.get("expected", "")).replace(" or ", ", ").split(",")]
+            lines.append(f"{key} must be one of {', '.join(allowed)}, not {value!r}")
+        elif kind in ("greater_than_equal", "greater_than"):
+            relation, bound = (
+                ("at least", ctx.get("ge")) if kind == "greater_than_equal" else ("more than", ctx.get("gt"))
+            )
+            lines.append(f"{key} must be {relation} {bound}, not {value!r}")
+        elif kind == "value_error":
+            lines.append(f"{key}: {ctx.get('error', err['msg'])!s}")
+        else:
+            lines.append(f"{key}: {err['msg']}")
+    return "; ".join(lines)
+
+
+class Section(BaseModel):
+    """A config group: unknown keys are refused; a wrong value is an :class:`InvalidSettings`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: the section's key in the configuration (for messages)
+    section: ClassVar[str] = ""
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise InvalidSettings(_describe(type(self), self.section, exc)) from None
+
+
+class BenchmarkConf(Section):
+    """``benchmark``: which benchmark, split and problems; every other key is a constructor argument
+    of the benchmark (``n``, ``seed``, ``shots``, ...), gathered into ``args``."""
+
+    section: ClassVar[str] = "benchmark"
+    #: keys besides the fields are the benchmark's own arguments (a config group file lists them at
+    #: the top of the node: ``benchmark.n=20``), folded into ``args``
+    folds_extra_keys: ClassVar[bool] = True
+
     name: str = "travelplanner"
-    split: Optional[str] = None  # noqa: UP045
-    limit: Optional[int] = None  # noqa: UP045
-    ids: Optional[List[str]] = None  # noqa: UP006, UP045
+    split: str | None = None
+    limit: int | None = Field(default=None, ge=0)
+    ids: list[str] | None = None
     #: benchmark-specific constructor arguments (n, seed, shots, ...)
-    args: Dict[str, Any] = field(default_factory=dict)  # noqa: UP006
+    args: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fold_arguments(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        own = {k: v for k, v in data.items() if k in cls.model_fields and k != "args"}
+        args = {k: v for k, v in data.items() if k not in cls.model_fields}
+        args.update(data.get("args") or {})
+        if own.get("ids") is not None:
+            own["ids"] = [str(i) for i in own["ids"]]
+        return {**own, "args": args}
 
 
-@dataclass
-class GeneratorConf:
+class GeneratorConf(Section):
+    section: ClassVar[str] = "generator"
+
     name: str = "llm"
     #: the planner prompt: direct, cot or json (llm generator); auto: json for backends that prefer
     #: schema-constrained output (the small local model), else direct
     prompt: str = "auto"
-    args: Dict[str, Any] = field(default_factory=dict)  # noqa: UP006
+    args: dict[str, Any] = Field(default_factory=dict)
 
 
-@dataclass
-class ReformulatorConf:
+class ReformulatorConf(Section):
+    section: ClassVar[str] = "reformulator"
+
     #: llm | parser | none | auto (none when the generator is asked for JSON, else llm)
     mode: str = "auto"
 
 
-@dataclass
-class BackpromptConf:
+class BackpromptConf(Section):
+    section: ClassVar[str] = "backprompt"
+
     name: str = "all"
-    args: Dict[str, Any] = field(default_factory=dict)  # noqa: UP006
+    args: dict[str, Any] = Field(default_factory=dict)
 
 
-@dataclass
-class CriticOptions:
-    #: strict | official (passed to critics that take a ``mode`` option)
+class CriticOptions(Section):
+    section: ClassVar[str] = "critic_options"
+
+    #: strict | official (passed to critics that declare a ``mode`` option)
     mode: str = "strict"
     #: what failing critics tell the planner: binary (only which constraint failed) | explain (what
     #: failed and where; the paper's default) | hint (plus concrete suggestions, for critics that offer them)
     feedback: str = "explain"
     #: deprecated: hints=true is feedback=hint (still read, with a warning)
-    hints: Optional[bool] = None  # noqa: UP045
+    hints: bool | None = None
 
 
-@dataclass
-class MetacontrollerConf:
-    max_iterations: int = 10
-    max_tokens: Optional[int] = None  # noqa: UP045
-    max_dollars: Optional[float] = None  # noqa: UP045
-    max_seconds: Optional[float] = None  # noqa: UP045
-    #: record | stop
-    on_critic_error: str = "record"
+class MetacontrollerConf(Section):
+    """``metacontroller``: the loop's budgets and policies (the sandbox keys are read by the build,
+    which runs the sandboxed critics in worker processes)."""
+
+    section: ClassVar[str] = "metacontroller"
+
+    max_iterations: int = Field(default=10, ge=1)
+    max_tokens: int | None = Field(default=None, ge=0)
+    max_dollars: float | None = Field(default=None, ge=0)
+    max_seconds: float | None = Field(default=None, ge=0)
+    #: record a crashed critic as a critic error and go on, or stop the run
+    on_critic_error: Literal["record", "stop"] = "record"
     check_unsolvable: bool = True
-    stop_after_repeats: Optional[int] = None  # noqa: UP045
+    #: stop early after this many consecutive repeats of an earlier plan (null: never)
+    stop_after_repeats: int | None = Field(default=None, ge=1)
     #: seconds a critic call may take before it is a recorded critic error (generous default)
-    critic_timeout_s: float = 120.0
+    critic_timeout_s: float = DEFAULT_CRITIC_TIMEOUT_S
     #: replies longer than this (characters) are a format error; null: the benchmark's own bound
-    max_reply_chars: Optional[int] = None  # noqa: UP045
+    max_reply_chars: int | None = Field(default=None, ge=1)
     #: plans with more JSON values than this are a format error; null: the benchmark's own bound
-    max_plan_items: Optional[int] = None  # noqa: UP045
+    max_plan_items: int | None = Field(default=None, ge=1)
     #: end a problem with a recorded error when the process holds more resident memory than this (MB)
-    max_rss_mb: Optional[float] = None  # noqa: UP045
+    max_rss_mb: float | None = Field(default=None, gt=0)
     #: per-critic deadlines in seconds: {critic_name: seconds}
-    critic_timeouts: Dict[str, float] = field(default_factory=dict)  # noqa: UP006
+    critic_timeouts: dict[str, float] = Field(default_factory=dict)
     #: a request at temperature 0 that repeats an earlier one of the same problem: stop | temperature | vary
-    on_fixed_point: str = "stop"
+    on_fixed_point: Literal["stop", "temperature", "vary"] = "stop"
     #: on_fixed_point=temperature: the temperatures of the 1st, 2nd, ... repeat of a request
-    fixed_point_temperatures: List[float] = field(default_factory=lambda: [0.7, 1.0])  # noqa: UP006
+    fixed_point_temperatures: tuple[float, ...] = (0.7, 1.0)
     #: on_fixed_point=vary: how many varied prompts a repeated request may get before the loop stops
-    fixed_point_variations: int = 2
+    fixed_point_variations: int = Field(default=2, ge=0)
     #: critics run in sandboxed worker processes: a list of names, plugins (every non-built-in), or none
     sandbox: Any = None
     #: the sandbox's per-worker address-space limit (MiB), CPU seconds per call (null: deadline + 1), workers
     sandbox_memory_mb: int = 2048
-    sandbox_cpu_s: Optional[float] = None  # noqa: UP045
+    sandbox_cpu_s: float | None = None
     sandbox_workers: int = 2
     #: CPU-heavy critics in worker processes: declared (those that declare it, or whose benchmark does),
     #: none (every critic in-process), or a list of critic names
@@ -103,45 +213,63 @@ class MetacontrollerConf:
     #: worker processes for the CPU-heavy critics
     heavy_workers: int = 2
 
+    @field_validator("fixed_point_temperatures")
+    @classmethod
+    def _positive_temperatures(cls, value: tuple[float, ...]) -> tuple[float, ...]:
+        if any(t <= 0 for t in value):
+            raise ValueError("every temperature must be above 0")
+        return value
 
-@dataclass
-class LLMConf:
+
+class LLMSettings(Section):
+    """``llm``: the settings every backend takes (a backend's own arguments go in ``args``)."""
+
+    section: ClassVar[str] = "llm"
+
     name: str = "scripted"
     model: str = ""
-    base_url: Optional[str] = None  # noqa: UP045
-    api_key_env: Optional[str] = None  # noqa: UP045
+    base_url: str | None = None
+    #: name of the environment variable holding the API key (never the key itself)
+    api_key_env: str | None = None
     temperature: float = 0.0
-    max_tokens: Optional[int] = None  # noqa: UP045
-    seed: Optional[int] = None  # noqa: UP045
-    timeout_s: float = 120.0
-    max_retries: int = 6
+    max_tokens: int | None = None
+    seed: int | None = None
+    timeout_s: float = Field(default=120.0, gt=0)
+    max_retries: int = Field(default=6, ge=0)
+    #: first backoff wait (seconds); doubles per failed attempt, plus jitter, unless Retry-After says otherwise
     backoff_base_s: float = 1.0
+    #: upper bound on backoff waits (seconds)
     max_backoff_s: float = 60.0
-    concurrency: int = 16
-    requests_per_minute: Optional[float] = None  # noqa: UP045
-    #: schema | json | off
-    structured_output: str = "schema"
-    price_input_per_mtok: Optional[float] = None  # noqa: UP045
-    price_output_per_mtok: Optional[float] = None  # noqa: UP045
-    script: Optional[str] = None  # noqa: UP045
-    recording: Optional[str] = None  # noqa: UP045
-    args: Dict[str, Any] = field(default_factory=dict)  # noqa: UP006
+    concurrency: int = Field(default=16, ge=1)
+    requests_per_minute: float | None = Field(default=None, gt=0)
+    structured_output: Literal["schema", "json", "off"] = "schema"
+    #: USD per million input / output tokens; overrides the built-in price table
+    price_input_per_mtok: float | None = Field(default=None, ge=0)
+    price_output_per_mtok: float | None = Field(default=None, ge=0)
+    #: scripted backend: a JSON file with a list of replies
+    script: str | None = None
+    #: replay backend: a run directory to answer from
+    recording: str | None = None
+    #: backend-specific arguments, checked against the backend's signature
+    args: dict[str, Any] = Field(default_factory=dict)
 
 
-@dataclass
-class CacheConf:
+class CacheConf(Section):
+    section: ClassVar[str] = "cache"
+
     #: off | read-write | read-only
     mode: str = "read-write"
-    dir: Optional[str] = None  # noqa: UP045
+    dir: str | None = None
 
 
-@dataclass
-class RunConf:
+class RunConf(Section):
+    section: ClassVar[str] = "run"
+
     #: the run directory; empty: Hydra's output directory for this job
-    dir: Optional[str] = None  # noqa: UP045
-    concurrency: int = 8
+    dir: str | None = None
+    concurrency: int = Field(default=8, ge=1)
     #: a dollar budget for the whole run; problems not started when it is spent are recorded as skipped
-    max_dollars: Optional[float] = None  # noqa: UP045
+    max_dollars: float | None = Field(default=None, ge=0)
     #: re-run problems whose last record is an error or skipped
     retry_errors: bool = True
     progress: bool = True
@@ -153,30 +281,19 @@ class RunConf:
     report: bool = True
 
 
-@dataclass
-class TrackerConf:
+class TrackerConf(Section):
+    section: ClassVar[str] = "tracker"
+
     #: an experiment tracker from the ``modulo.trackers`` group (mlflow), or none
-    name: Optional[str] = None  # noqa: UP045
-    args: Dict[str, Any] = field(default_factory=dict)  # noqa: UP006
+    name: str | None = None
+    args: dict[str, Any] = Field(default_factory=dict)
 
 
-@dataclass
-class UserConf:
-    """The user in the loop (:mod:`modulo.users`): ``user=none`` (default), ``user=scripted user.file=F``,
-    ``user=llm`` (a simulator on the run's llm, or on ``user.llm`` overrides of it)."""
+class UserOptions(Section):
+    """The user-in-the-loop options the loop itself reads (shared by ``user`` and :class:`LoopSettings`)."""
 
-    #: a user from the ``modulo.users`` group (scripted, llm), or null for none
-    name: Optional[str] = None  # noqa: UP045
-    #: user=scripted: the YAML/JSON file of answers and updates
-    file: Optional[str] = None  # noqa: UP045
-    #: further constructor arguments of the user
-    args: Dict[str, Any] = field(default_factory=dict)  # noqa: UP006
-    #: user=llm: overrides of the run's llm settings for the simulator (name, model, ...); empty: the run's
-    llm: Dict[str, Any] = field(default_factory=dict)  # noqa: UP006
-    #: changes applied after a turn, whatever the user: [{after: 2, add: {...}, text: ...}]
-    updates: List[Dict[str, Any]] = field(default_factory=list)  # noqa: UP006
     #: questions the user answers per problem (later ones get "no more questions"); null: no limit
-    max_questions: Optional[int] = None  # noqa: UP045
+    max_questions: int | None = Field(default=None, ge=0)
     #: whether a question uses up one of metacontroller.max_iterations (true) or is free (false; then
     #: max_questions bounds them, and a question asked past it costs an iteration)
     question_costs_iteration: bool = True
@@ -184,77 +301,119 @@ class UserConf:
     #: abstentions either way
     abstain: bool = False
 
+    @model_validator(mode="after")
+    def _free_questions_need_a_limit(self) -> UserOptions:
+        if not self.question_costs_iteration and self.max_questions is None:
+            raise ValueError(
+                "user.question_costs_iteration=false needs user.max_questions: free questions with no limit "
+                "could go on forever"
+            )
+        return self
 
-@dataclass
-class ModuloConfig:
-    benchmark: BenchmarkConf = field(default_factory=BenchmarkConf)
-    generator: GeneratorConf = field(default_factory=GeneratorConf)
-    reformulator: ReformulatorConf = field(default_factory=ReformulatorConf)
+
+class UserConf(UserOptions):
+    """``user``: the user in the loop (:mod:`modulo.users`): ``user=none`` (default),
+    ``user=scripted user.file=F``, ``user=llm`` (a simulator on the run's llm, or on ``user.llm``
+    overrides of it)."""
+
+    section: ClassVar[str] = "user"
+
+    #: a user from the ``modulo.users`` group (scripted, llm), or null for none
+    name: str | None = None
+    #: user=scripted: the YAML/JSON file of answers and updates
+    file: str | None = None
+    #: further constructor arguments of the user
+    args: dict[str, Any] = Field(default_factory=dict)
+    #: user=llm: overrides of the run's llm settings for the simulator (name, model, ...); empty: the run's
+    llm: dict[str, Any] = Field(default_factory=dict)
+    #: changes applied after a turn, whatever the user: [{after: 2, add: {...}, text: ...}]
+    updates: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class LoopSettings(MetacontrollerConf, UserOptions):
+    """What the loop (:class:`~modulo.metacontroller.Metacontroller`) reads: the ``metacontroller``
+    section and the user options, with the configured updates parsed (built from a configuration by
+    :func:`modulo.build.loop_settings`)."""
+
+    #: updates applied after a configured turn to every problem (``user.updates``; each has ``after`` set)
+    updates: tuple[ProblemUpdate, ...] = ()
+
+    @field_validator("updates")
+    @classmethod
+    def _updates_say_when(cls, value: tuple[ProblemUpdate, ...]) -> tuple[ProblemUpdate, ...]:
+        missing = [i for i, u in enumerate(value) if u.after is None]
+        if missing:
+            raise ValueError(f"user.updates[{missing[0]}] needs 'after' (the turn it follows)")
+        return value
+
+
+class ModuloConfig(Section):
+    """The whole run configuration."""
+
+    benchmark: BenchmarkConf = Field(default_factory=BenchmarkConf)
+    generator: GeneratorConf = Field(default_factory=GeneratorConf)
+    reformulator: ReformulatorConf = Field(default_factory=ReformulatorConf)
     critics: Any = "all"
-    critic_options: CriticOptions = field(default_factory=CriticOptions)
+    critic_options: CriticOptions = Field(default_factory=CriticOptions)
     #: per-critic arguments: {critic_name: {arg: value}}
-    critic_args: Dict[str, Dict[str, Any]] = field(default_factory=dict)  # noqa: UP006
-    backprompt: BackpromptConf = field(default_factory=BackpromptConf)
-    metacontroller: MetacontrollerConf = field(default_factory=MetacontrollerConf)
-    llm: LLMConf = field(default_factory=LLMConf)
-    cache: CacheConf = field(default_factory=CacheConf)
-    run: RunConf = field(default_factory=RunConf)
+    critic_args: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    backprompt: BackpromptConf = Field(default_factory=BackpromptConf)
+    metacontroller: MetacontrollerConf = Field(default_factory=MetacontrollerConf)
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+    cache: CacheConf = Field(default_factory=CacheConf)
+    run: RunConf = Field(default_factory=RunConf)
     #: the benchmark data directory (default: $MODULO_DATA_DIR, else ./data)
-    data_dir: Optional[str] = None  # noqa: UP045
+    data_dir: str | None = None
     #: free-form labels recorded with the run and printed by reports (method, experiment, ...)
-    labels: Dict[str, str] = field(default_factory=dict)  # noqa: UP006
+    labels: dict[str, str] = Field(default_factory=dict)
     #: log the finished run (each sweep job) to an experiment tracker: tracker=mlflow
-    tracker: TrackerConf = field(default_factory=TrackerConf)
+    tracker: TrackerConf = Field(default_factory=TrackerConf)
     #: the user in the loop (questions, answers, updates): user=none | scripted | llm
-    user: UserConf = field(default_factory=UserConf)
+    user: UserConf = Field(default_factory=UserConf)
+
+    @field_validator("labels", mode="before")
+    @classmethod
+    def _labels_as_text(cls, value: Any) -> Any:
+        return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else value
+
+    @field_validator("critic_args", mode="before")
+    @classmethod
+    def _null_is_empty(cls, value: Any) -> Any:
+        return {} if value is None else value
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ModuloConfig:
+        """The configuration from plain data: a composed Hydra config (as a container), a run's
+        ``config.yaml``, or a dict written by hand. Null sections take their defaults."""
+        values = {k: v for k, v in dict(data).items() if not (v is None and k in _SECTIONS)}
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            raise InvalidSettings(_describe(cls, "", exc)) from None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able data (what ``config.yaml`` holds; :meth:`from_dict` reads it back)."""
+        return self.model_dump(mode="json")
+
+
+_SECTIONS = {
+    name
+    for name, info in ModuloConfig.model_fields.items()
+    if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel)
+}
 
 
 def config_from_dict(data: dict[str, Any]) -> ModuloConfig:
-    """A ModuloConfig from its ``dataclasses.asdict`` form (as written to a run's ``config.yaml``).
-
-    Unknown keys are an error (a config written by another version or edited by hand)."""
-    import dataclasses
-
-    def build(cls: Any, values: dict[str, Any], where: str) -> Any:
-        names = {f.name: f for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - set(names))
-        if unknown:
-            from .errors import ConfigError
-
-            raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}")
-        kwargs: dict[str, Any] = {}
-        for key, value in values.items():
-            ftype = names[key].type
-            sub = _NESTED.get(ftype) if isinstance(ftype, str) else None
-            kwargs[key] = build(sub, value or {}, f"{where}.{key}") if sub is not None else value
-        return cls(**kwargs)
-
-    return build(ModuloConfig, dict(data), "config")  # type: ignore[no-any-return]
+    """A ModuloConfig from plain data (see :meth:`ModuloConfig.from_dict`)."""
+    return ModuloConfig.from_dict(data)
 
 
-def load_config(path: Any) -> ModuloConfig:
+def load_config(path: str | Path) -> ModuloConfig:
     """The ModuloConfig of a run directory (its ``config.yaml``) or of a YAML file."""
-    from pathlib import Path
-
     import yaml
 
     file = Path(path)
     if file.is_dir():
         file = file / "config.yaml"
     data = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
-    return config_from_dict(data)
-
-
-_NESTED: dict[str, Any] = {
-    "BenchmarkConf": BenchmarkConf,
-    "GeneratorConf": GeneratorConf,
-    "ReformulatorConf": ReformulatorConf,
-    "CriticOptions": CriticOptions,
-    "BackpromptConf": BackpromptConf,
-    "MetacontrollerConf": MetacontrollerConf,
-    "LLMConf": LLMConf,
-    "CacheConf": CacheConf,
-    "RunConf": RunConf,
-    "TrackerConf": TrackerConf,
-    "UserConf": UserConf,
-}
+    return ModuloConfig.from_dict(data)

@@ -280,7 +280,7 @@ class Dissector:
         """The run's loop whose generator draws with sample index ``sample``."""
         if sample not in self._loops:
             cfg = self.session.config
-            cfg_k = dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, sample=sample))
+            cfg_k = cfg.model_copy(update={"run": cfg.run.model_copy(update={"sample": sample})})
             base = self.session.loop
             self._loops[sample] = Metacontroller(
                 benchmark=base.benchmark,
@@ -596,11 +596,12 @@ def _session_for(run_dir: Path, options: DissectOptions, config: ModuloConfig | 
             data_dir = (info.get("benchmark") or {}).get("data_dir")
             if data_dir:
                 config.data_dir = str(data_dir)
-    cfg = dataclasses.replace(
-        config,
-        llm=dataclasses.replace(config.llm),
-        run=dataclasses.replace(config.run),
-        benchmark=dataclasses.replace(config.benchmark),
+    cfg = config.model_copy(
+        update={
+            "llm": config.llm.model_copy(),
+            "run": config.run.model_copy(),
+            "benchmark": config.benchmark.model_copy(),
+        }
     )
     run_temperature = float(config.llm.temperature)
     if options.temperature is not None:

@@ -49,12 +49,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
+from .config import DEFAULT_CRITIC_TIMEOUT_S as DEFAULT_CRITIC_TIMEOUT_S  # a z3 check on a large problem takes seconds
 from .critic import Critic
 from .errors import CriticError
 from .types import PlanJSON, Problem, Verdict, canonical_json, text_fingerprint
-
-#: seconds a critic may take by default (generous: a z3 check on a large problem takes seconds)
-DEFAULT_CRITIC_TIMEOUT_S = 120.0
 
 
 class PlanMutatedError(RuntimeError):

@@ -30,14 +30,15 @@ import asyncio
 import hashlib
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from .backprompt import BackpromptContext, BackpromptStrategy
 from .benchmark import Benchmark
+from .config import LoopSettings as LoopSettings  # the metacontroller config section
 from .critic import FORMAT_GROUP, Critic
 from .errors import CriticError, LLMError
-from .executor import DEFAULT_CRITIC_TIMEOUT_S, CriticDeadlines, CriticExecutor, FrozenPlan, ThreadExecutor
+from .executor import CriticDeadlines, CriticExecutor, FrozenPlan, ThreadExecutor
 from .generators.base import Generation, GenerationContext, Generator
 from .prompts import Template
 from .reformulate import Reformulator
@@ -58,78 +59,6 @@ from .types import (
     canonical_json,
 )
 from .users.base import NO_MORE_QUESTIONS, NO_USER_REPLY, DialogueTurn, User, UserContext, in_force
-
-
-@dataclass
-class LoopSettings:
-    """Budgets and policies of the loop (the ``metacontroller`` config group)."""
-
-    max_iterations: int = 10
-    max_tokens: int | None = None
-    max_dollars: float | None = None
-    max_seconds: float | None = None
-    on_critic_error: Literal["record", "stop"] = "record"
-    check_unsolvable: bool = True
-    #: stop early after this many consecutive repeats of an earlier plan (None: never)
-    stop_after_repeats: int | None = None
-    #: end a problem with a recorded error when the process's resident memory exceeds this (MB; None: off)
-    max_rss_mb: float | None = None
-    #: seconds a critic call may take before it is a recorded critic error
-    critic_timeout_s: float = DEFAULT_CRITIC_TIMEOUT_S
-    #: per-critic deadlines, by critic name
-    critic_timeouts: dict[str, float] = field(default_factory=dict)
-    #: replies longer than this are a recorded format error (None: the benchmark's ``max_reply_chars``)
-    max_reply_chars: int | None = None
-    #: plans with more JSON values than this are a format error (None: the benchmark's ``max_plan_items``)
-    max_plan_items: int | None = None
-    #: what to do when a request at temperature 0 repeats an earlier one: stop | temperature | vary
-    on_fixed_point: Literal["stop", "temperature", "vary"] = "stop"
-    #: on_fixed_point=temperature: the temperature of the 1st, 2nd, ... repeat of a request
-    fixed_point_temperatures: tuple[float, ...] = (0.7, 1.0)
-    #: on_fixed_point=vary: how many varied prompts a repeated request may get
-    fixed_point_variations: int = 2
-    #: updates applied after a configured turn to every problem (``user.updates``; each has ``after`` set)
-    updates: tuple[ProblemUpdate, ...] = ()
-    #: questions answered per problem (later ones get :data:`~modulo.users.NO_MORE_QUESTIONS`); None: no limit
-    max_questions: int | None = None
-    #: True: a question uses up one of ``max_iterations``; False: only plan turns do (max_questions bounds
-    #: the questions)
-    question_costs_iteration: bool = True
-    #: tell the planner it may decline with a reason (the ``dialogue`` template's abstain part)
-    abstain: bool = False
-
-    def __post_init__(self) -> None:
-        if self.max_iterations < 1:
-            raise ValueError("metacontroller.max_iterations must be at least 1")
-        self.deadlines = CriticDeadlines(self.critic_timeout_s, dict(self.critic_timeouts))
-        for name in ("max_reply_chars", "max_plan_items"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise ValueError(f"metacontroller.{name} must be at least 1 (or null for the benchmark's bound)")
-        if self.on_fixed_point not in FIXED_POINT_POLICIES:
-            raise ValueError(
-                f"metacontroller.on_fixed_point must be one of {', '.join(FIXED_POINT_POLICIES)}, "
-                f"not {self.on_fixed_point!r}"
-            )
-        self.fixed_point_temperatures = tuple(float(t) for t in self.fixed_point_temperatures)
-        if any(t <= 0 for t in self.fixed_point_temperatures):
-            raise ValueError("metacontroller.fixed_point_temperatures must all be above 0")
-        if self.fixed_point_variations < 0:
-            raise ValueError("metacontroller.fixed_point_variations must be >= 0")
-        if self.max_questions is not None and self.max_questions < 0:
-            raise ValueError(f"user.max_questions must be at least 0 (or null), not {self.max_questions}")
-        if not self.question_costs_iteration and self.max_questions is None:
-            raise ValueError(
-                "user.question_costs_iteration=false needs user.max_questions: free questions with no limit "
-                "could go on forever"
-            )
-        self.updates = tuple(self.updates)
-        missing = [i for i, u in enumerate(self.updates) if u.after is None]
-        if missing:
-            raise ValueError(f"user.updates[{missing[0]}] needs 'after' (the turn it follows)")
-
-
-FIXED_POINT_POLICIES = ("stop", "temperature", "vary")
 
 #: who "answered" a question past user.max_questions (the loop itself)
 OVER_LIMIT = "loop"
@@ -208,6 +137,7 @@ class Metacontroller:
         self.strategy = strategy
         self.llm = llm
         self.settings = settings or LoopSettings()
+        self._deadlines: tuple[LoopSettings, CriticDeadlines] | None = None
         self.executor = executor or ThreadExecutor()
         self.priorities = {c.name: c.priority for c in self.critics}
         self._schema = benchmark.plan_json_schema()
@@ -219,6 +149,14 @@ class Metacontroller:
         self.dialogue: Template | None = (
             benchmark.template("dialogue") if user is not None or self.settings.abstain else None
         )
+
+    @property
+    def deadlines(self) -> CriticDeadlines:
+        """Each critic's deadline under the current ``settings`` (made once per settings object)."""
+        if self._deadlines is None or self._deadlines[0] is not self.settings:
+            s = self.settings
+            self._deadlines = (s, CriticDeadlines(s.critic_timeout_s, dict(s.critic_timeouts)))
+        return self._deadlines[1]
 
     def templates(self) -> dict[str, str]:
         """Labels (id@version#sha) of every template this loop uses."""
@@ -643,7 +581,7 @@ class Metacontroller:
             critics,
             problem,
             frozen,
-            [self.settings.deadlines.for_critic(c) for c in critics],
+            [self.deadlines.for_critic(c) for c in critics],
             stop=lambda critic, outcome: stop_on_error and isinstance(outcome, CriticError),
         )
         verdicts: list[Verdict] = []

@@ -1,16 +1,16 @@
-"""``modulo run`` / ``modulo check``: Hydra composition, then plain dataclasses from here on.
+"""``modulo run`` / ``modulo check``: Hydra composition, then the typed configuration from here on.
 
-The schema (:class:`CLIConfig`) is registered in Hydra's ConfigStore, so an unknown key or a wrong
-type fails at start with the key's name. The composed config is converted to
-:class:`modulo.config.ModuloConfig` and bound by :func:`modulo.build.build_session` (every
-component resolved, every argument checked) before the first LLM call.
+The schema (derived from :class:`modulo.config.ModuloConfig` by :mod:`modulo.cli.schema`) is
+registered in Hydra's ConfigStore, so an unknown key or a wrong type fails at start with the key's
+name. The composed config is converted to :class:`~modulo.config.ModuloConfig` and bound by
+:func:`modulo.build.build_session` (every component resolved, every argument checked) before the
+first LLM call.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import inspect
 import json
 import logging
@@ -19,9 +19,8 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict  # noqa: UP035 - OmegaConf needs typing generics
+from typing import Any
 
 import hydra
 from hydra.core.config_store import ConfigStore
@@ -29,40 +28,19 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError
 
-from ..config import (
-    BackpromptConf,
-    BenchmarkConf,
-    CacheConf,
-    CriticOptions,
-    GeneratorConf,
-    LLMConf,
-    MetacontrollerConf,
-    ModuloConfig,
-    ReformulatorConf,
-    RunConf,
-    TrackerConf,
-    UserConf,
-)
+from ..config import ModuloConfig
 from ..errors import ConfigError, ModuloError, UnknownComponentError
 from ..redact import check_config, register_config, safe_config
 from ..registry import suggest
 from ..resources import resource_dir
 from ..runs import RunLock, RunLockedError
 from ..trackers import log_to_tracker, open_tracker
-
-BENCHMARK_KEYS = {"name", "split", "limit", "ids"}
-
-
-@dataclass
-class CLIConfig(ModuloConfig):
-    """ModuloConfig as Hydra sees it: the benchmark node also holds the benchmark's own arguments."""
-
-    benchmark: Dict[str, Any] = field(default_factory=lambda: {"name": "travelplanner"})  # type: ignore[assignment]  # noqa: UP006
+from .schema import hydra_schema
 
 
 def register_schema() -> None:
     cs = ConfigStore.instance()
-    cs.store(name="modulo_schema", node=CLIConfig)
+    cs.store(name="modulo_schema", node=hydra_schema(ModuloConfig))
     # ${modulo_first:a,b,...}: the first non-empty value (hydra.run.dir follows run.dir when it is set)
     OmegaConf.register_new_resolver("modulo_first", lambda *xs: next((x for x in xs if x), None), replace=True)
 
@@ -72,45 +50,9 @@ def _did_you_mean(key: str, known: list[str]) -> str:
     return f" Did you mean {' or '.join(repr(h) for h in hits)}?" if hits else ""
 
 
-def check_keys(raw: dict[str, Any]) -> None:
-    """Refuse keys the schema does not know (a ``+key=value`` override adds any key Hydra is given):
-    ``+metacontroler.max_iterations=3`` must fail before anything runs, not be ignored."""
-    sections = {f.name: f.type for f in dataclasses.fields(ModuloConfig)}
-    for key, value in raw.items():
-        if key == "hydra":
-            continue
-        if key not in sections:
-            raise ConfigError(
-                f"unknown configuration key {key!r}.{_did_you_mean(key, sorted(sections))} "
-                f"Known keys: {', '.join(sorted(sections))}"
-            )
-        cls = SECTION_CLASSES.get(key)
-        if cls is not None and isinstance(value, dict):
-            fields = sorted(f.name for f in dataclasses.fields(cls))
-            for sub in value:
-                if sub not in fields:
-                    raise ConfigError(
-                        f"unknown configuration key '{key}.{sub}'.{_did_you_mean(str(sub), fields)} "
-                        f"Keys of {key}: {', '.join(fields)}"
-                    )
-
-
-SECTION_CLASSES: dict[str, Any] = {
-    "generator": GeneratorConf,
-    "reformulator": ReformulatorConf,
-    "critic_options": CriticOptions,
-    "backprompt": BackpromptConf,
-    "metacontroller": MetacontrollerConf,
-    "llm": LLMConf,
-    "cache": CacheConf,
-    "run": RunConf,
-    "tracker": TrackerConf,
-    "user": UserConf,
-}
-
-
 def to_modulo_config(cfg: DictConfig) -> ModuloConfig:
-    """Plain dataclasses from a composed Hydra config (resolving interpolations)."""
+    """The typed configuration of a composed Hydra config (interpolations resolved): the one converter
+    of ``modulo run``, ``modulo check``, sweeps, ``modulo resume`` and :func:`compose_config`."""
     unresolved = OmegaConf.to_container(cfg, resolve=False)
     if isinstance(unresolved, dict):
         unresolved.pop("hydra", None)
@@ -119,49 +61,32 @@ def to_modulo_config(cfg: DictConfig) -> ModuloConfig:
         raw: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)  # type: ignore[assignment]
     except InterpolationResolutionError as exc:  # ${oc.env:VAR} with VAR unset, most often
         raise ConfigError(f"{getattr(exc, 'full_key', '') or 'the configuration'}: {exc.msg}") from None
-    check_keys(raw)
     raw.pop("hydra", None)
     register_config(raw)  # the resolved secrets: every writer redacts them from now on
-    bench = dict(raw.pop("benchmark") or {})
-    if "name" not in bench:
+    if not (raw.get("benchmark") or {}).get("name"):
         raise ConfigError("benchmark.name is missing (pick one with benchmark=NAME)")
-    args = {k: v for k, v in bench.items() if k not in BENCHMARK_KEYS}
-    extra_args = args.pop("args", None) or {}
-    args.update(extra_args)
-    ids = bench.get("ids")
-    benchmark = BenchmarkConf(
-        name=str(bench["name"]),
-        split=bench.get("split"),
-        limit=bench.get("limit"),
-        ids=[str(i) for i in ids] if ids is not None else None,
-        args=args,
-    )
+    return ModuloConfig.from_dict(raw)
 
-    def sub(cls: Any, key: str) -> Any:
-        return cls(**(raw.pop(key, None) or {}))
 
-    return ModuloConfig(
-        benchmark=benchmark,
-        generator=sub(GeneratorConf, "generator"),
-        reformulator=sub(ReformulatorConf, "reformulator"),
-        critics=raw.pop("critics", "all"),
-        critic_options=sub(CriticOptions, "critic_options"),
-        critic_args=raw.pop("critic_args", None) or {},
-        backprompt=sub(BackpromptConf, "backprompt"),
-        metacontroller=sub(MetacontrollerConf, "metacontroller"),
-        llm=sub(LLMConf, "llm"),
-        cache=sub(CacheConf, "cache"),
-        run=sub(RunConf, "run"),
-        data_dir=raw.pop("data_dir", None),
-        labels={str(k): str(v) for k, v in (raw.pop("labels", None) or {}).items()},
-        tracker=sub(TrackerConf, "tracker"),
-        user=sub(UserConf, "user"),
-    )
+def compose_config(overrides: list[str]) -> ModuloConfig:
+    """The configuration ``modulo run OVERRIDES`` would run, composed from conf/ (and the benchmarks'
+    own config groups) without running anything: the Python API's door to the presets."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    register_schema()
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(resource_dir("conf")), version_base="1.3"):
+            cfg = compose(config_name="config", overrides=list(overrides))
+    finally:
+        GlobalHydra.instance().clear()
+    return to_modulo_config(cfg)
 
 
 def config_yaml(cfg: ModuloConfig) -> str:
     """The resolved config as YAML, secrets redacted and URLs without userinfo (see :mod:`modulo.redact`)."""
-    return OmegaConf.to_yaml(OmegaConf.create(safe_config(dataclasses.asdict(cfg))))
+    return OmegaConf.to_yaml(OmegaConf.create(safe_config(cfg.to_dict())))
 
 
 def _task(check: bool, save_hydra: bool = False) -> Callable[[DictConfig], Any]:
@@ -415,9 +340,6 @@ def duplicate_critic_jobs(argv: list[str], conf_dir: Path) -> list[list[str]]:
 
     The config is composed once, with the first value of every swept list, to learn the benchmark.
     """
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
     from ..binding import bind_benchmark
     from ..build import expand_critics
 
@@ -433,14 +355,7 @@ def duplicate_critic_jobs(argv: list[str], conf_dir: Path) -> list[list[str]]:
         if eq and "," in value and not value.startswith(("[", "'", '"')) and "(" not in value:
             arg = f"{key}={value.split(',')[0]}"
         first.append(arg)
-    register_schema()
-    GlobalHydra.instance().clear()
-    try:
-        with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
-            cfg = compose(config_name="config", overrides=first)
-    finally:
-        GlobalHydra.instance().clear()
-    mcfg = to_modulo_config(cfg)
+    mcfg = compose_config(first)
     bench = bind_benchmark(mcfg.benchmark.name, mcfg.benchmark.args, mcfg.data_dir)
     groups: dict[tuple[str, ...], list[str]] = {}
     for value in values:

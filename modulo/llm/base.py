@@ -15,6 +15,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..config import LLMSettings as LLMSettings  # the llm config section: re-exported for the backends
 from ..types import Message, ToolCall, Usage, canonical_json
 
 
@@ -87,37 +88,6 @@ class LLMResponse(BaseModel):
     model: str = ""
     finish_reason: str | None = None
     cached: bool = False
-
-
-class LLMSettings(BaseModel):
-    """Settings shared by every backend (the ``llm`` config group)."""
-
-    name: str = "scripted"
-    model: str = ""
-    base_url: str | None = None
-    #: name of the environment variable holding the API key (never the key itself)
-    api_key_env: str | None = None
-    temperature: float = 0.0
-    max_tokens: int | None = None
-    seed: int | None = None
-    timeout_s: float = 120.0
-    max_retries: int = 6
-    #: first backoff wait (seconds); doubles per failed attempt, plus jitter, unless Retry-After says otherwise
-    backoff_base_s: float = 1.0
-    #: upper bound on backoff waits (seconds)
-    max_backoff_s: float = 60.0
-    concurrency: int = 16
-    requests_per_minute: float | None = None
-    structured_output: Literal["schema", "json", "off"] = "schema"
-    #: USD per million input / output tokens; overrides the built-in price table
-    price_input_per_mtok: float | None = None
-    price_output_per_mtok: float | None = None
-    #: scripted backend: a JSON file with a list of replies
-    script: str | None = None
-    #: replay backend: a run directory to answer from
-    recording: str | None = None
-    #: backend-specific arguments, checked against the backend's signature
-    args: dict[str, Any] = Field(default_factory=dict)
 
 
 @dataclass(frozen=True)

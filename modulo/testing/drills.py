@@ -282,18 +282,9 @@ def drill_overrides(
 
 def compose(overrides: Sequence[str]) -> ModuloConfig:
     """The :class:`ModuloConfig` that ``modulo run OVERRIDES`` would run (``hydra.*`` overrides dropped)."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
+    from ..cli.hydra_app import compose_config
 
-    from ..cli.hydra_app import register_schema, to_modulo_config
-    from ..resources import resource_dir
-
-    register_schema()
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(resource_dir("conf")), version_base="1.3"):
-        cfg = hydra_compose(config_name="config", overrides=[o for o in overrides if not o.startswith("hydra.")])
-    return to_modulo_config(cfg)
+    return compose_config([o for o in overrides if not o.startswith("hydra.")])
 
 
 def run_in_process(overrides: Sequence[str]) -> Any:

@@ -48,11 +48,11 @@ def test_show_reads_an_old_run(old_run: Path, capsys: pytest.CaptureFixture[str]
 
 @pytest.mark.slow
 def test_report_and_view_read_an_old_run(old_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = modulo(capsys, "report", str(old_run))
+    code, _, err = modulo(capsys, "report", str(old_run))
     assert code == 0, err
     report = (old_run / "report.md").read_text()
     assert "2 of 3 problems finished" in report and "synth/calendar" in report
-    code, out, err = modulo(capsys, "view", str(old_run), "--out", str(old_run / "view.html"))
+    code, _, err = modulo(capsys, "view", str(old_run), "--out", str(old_run / "view.html"))
     assert code == 0, err
     assert FINISHED[0] in (old_run / "view.html").read_text()
 

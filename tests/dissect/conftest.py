@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -112,9 +111,8 @@ def config(bench_name: str = "synth/calendar", n: int = N, max_iterations: int =
 
 
 def yaml_of(cfg: ModuloConfig) -> str:
-    data = dataclasses.asdict(cfg)
-    data["llm"]["args"] = {k: v for k, v in data["llm"]["args"].items() if k != "fn"}
-    return yaml.safe_dump(data)
+    llm = cfg.llm.model_copy(update={"args": {k: v for k, v in cfg.llm.args.items() if k != "fn"}})
+    return yaml.safe_dump(cfg.model_copy(update={"llm": llm}).to_dict())
 
 
 def make_run(run_dir: Path, cfg: ModuloConfig) -> None:

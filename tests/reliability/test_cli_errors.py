@@ -112,7 +112,7 @@ def test_malformed_synthesized_problem_file(launcher: Launcher, tmp_path: Path) 
     [
         ("metacontroller.max_iteration=3", ["max_iteration"]),  # a key that does not exist
         ("llm.max_retries=many", ["max_retries", "many"]),  # a value of the wrong type
-        ("metacontroller.on_critic_error=ignore", ["on_critic_error", "record or stop"]),  # a bad choice
+        ("metacontroller.on_critic_error=ignore", ["on_critic_error", "one of record, stop"]),  # a bad choice
         ("benchmark=travelplaner", ["travelplaner"]),  # a config group option that does not exist
         ("critics=[format,budgt]", ["budgt", "Did you mean 'budget'"]),  # an unknown critic
         ("backprompt=histroy", ["histroy"]),  # an unknown strategy

@@ -15,5 +15,5 @@ def test_a_wrong_structured_output_value_is_a_clear_error_naming_the_key() -> No
     )
     out = done.stdout + done.stderr
     assert done.returncode == 2, out
-    assert "llm.structured_output" in out and "'schema', 'json' or 'off'" in out
+    assert "llm.structured_output" in out and "one of schema, json, off" in out
     assert "Traceback" not in out
