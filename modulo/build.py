@@ -8,8 +8,9 @@ problems are loaded. Only then does a run start. ``modulo check`` runs just this
 from __future__ import annotations
 
 import inspect
+import json
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from .problems import ProblemSet
 from .redact import register_config, safe_config
 from .reformulate import build_reformulator
 from .registry import bind_arguments, suggest
+from .runinfo import HeavyInfo, RunInfo, SandboxInfo
 from .users import User, updates_from
 
 log = logging.getLogger("modulo")
@@ -44,7 +46,8 @@ class Session:
     loop: Metacontroller
     critics: list[Critic]
     llm: Any = None
-    info: dict[str, Any] = field(default_factory=dict)
+    #: what run.json records (set by :func:`build_session`)
+    info: RunInfo | None = None
     #: the feedback level of the run (critic_options.feedback)
     feedback: FeedbackLevel = "explain"
 
@@ -211,7 +214,7 @@ def build_session(cfg: ModuloConfig, *, load_problems: bool = True) -> Session:
         )
     demo = benchmark.scripted_demo() if cfg.llm.name == "scripted" and cfg.llm.script is None else None
     if demo is not None:  # llm=scripted with no script: the benchmark's demo script, recorded as llm.script
-        cfg = dataclasses.replace(cfg, llm=dataclasses.replace(cfg.llm, script=str(demo)))
+        cfg = cfg.model_copy(update={"llm": cfg.llm.model_copy(update={"script": str(demo)})})
     level = feedback_level(cfg)
     critics = build_critics(cfg, benchmark, level)
     sources: list[str] = sorted({str(c.source) for c in critics if c.group != "format"}) or ["none"]
@@ -265,17 +268,15 @@ def build_session(cfg: ModuloConfig, *, load_problems: bool = True) -> Session:
         llm=llm,
         feedback=level,
     )
-    session.info = run_info(session, sources)
+    sandbox = heavy_info = None
     if sandboxed:
         mc = cfg.metacontroller
-        session.info["sandbox"] = {
-            "critics": sandboxed,
-            "memory_mb": mc.sandbox_memory_mb,
-            "cpu_s": mc.sandbox_cpu_s,
-            "workers": mc.sandbox_workers,
-        }
+        sandbox = SandboxInfo(
+            critics=sandboxed, memory_mb=mc.sandbox_memory_mb, cpu_s=mc.sandbox_cpu_s, workers=mc.sandbox_workers
+        )
     if heavy:
-        session.info["heavy"] = {"critics": heavy, "workers": cfg.metacontroller.heavy_workers}
+        heavy_info = HeavyInfo(critics=heavy, workers=cfg.metacontroller.heavy_workers)
+    session.info = run_info(session, sources, sandbox, heavy_info)
     return session
 
 
@@ -363,17 +364,21 @@ def _critics_request(spec: Any) -> list[str]:
     return [str(spec)] if isinstance(spec, str) else [str(x) for x in spec]
 
 
-def run_info(session: Session, sources: list[str]) -> dict[str, Any]:
-    """The ``run.json`` content (see :mod:`modulo.runs`).
+def run_info(
+    session: Session, sources: list[str], sandbox: SandboxInfo | None = None, heavy: HeavyInfo | None = None
+) -> RunInfo:
+    """The ``run.json`` content (see :mod:`modulo.runinfo`), secrets redacted.
 
-    ``derived_problems`` (present only when some exist) lists the problems whose data the benchmark
-    derived itself (``metadata['derived']``) rather than read from the official data.
+    ``derived_problems`` lists the problems whose data the benchmark derived itself
+    (``metadata['derived']``) rather than read from the official data.
     """
     info = _run_info(session, sources)
-    derived = session.problems.derived
-    if derived:
-        info["derived_problems"] = derived
-    return info
+    info["derived_problems"] = list(session.problems.derived)
+    info["sandbox"] = sandbox.model_dump() if sandbox is not None else None
+    info["heavy"] = heavy.model_dump() if heavy is not None else None
+    # held exactly as written: JSON data only (a scripted backend's function becomes its text), no
+    # secret, no URL userinfo
+    return RunInfo.model_validate(json.loads(json.dumps(safe_config(info), default=str)))
 
 
 def _user_info(cfg: ModuloConfig, session: Session) -> dict[str, Any]:
@@ -452,5 +457,4 @@ def _run_info(session: Session, sources: list[str]) -> dict[str, Any]:
         "problem_ids": list(session.problems.ids),
         "execution": {"concurrency": cfg.run.concurrency, "run_max_dollars": cfg.run.max_dollars},
     }
-    stored: dict[str, Any] = safe_config(info)  # no secret, no URL userinfo
-    return stored
+    return info

@@ -53,6 +53,7 @@ from .config import ModuloConfig, load_config
 from .critic import FORMAT_GROUP
 from .errors import ConfigError, RunError
 from .metacontroller import Metacontroller, RunAborted, RunBudget
+from .runinfo import RunInfo, read_run_info
 from .runs import RUN_INFO, latest_records
 from .types import IterationRecord, Outcome, Problem, ProblemResult, Usage, canonical_json
 
@@ -593,9 +594,8 @@ def _session_for(run_dir: Path, options: DissectOptions, config: ModuloConfig | 
         config = load_config(run_dir)
         if not config.data_dir:  # the run may have found its data through the environment
             info = _run_info(run_dir)
-            data_dir = (info.get("benchmark") or {}).get("data_dir")
-            if data_dir:
-                config.data_dir = str(data_dir)
+            if info is not None and info.benchmark.data_dir:
+                config.data_dir = info.benchmark.data_dir
     cfg = config.model_copy(
         update={
             "llm": config.llm.model_copy(),
@@ -609,15 +609,9 @@ def _session_for(run_dir: Path, options: DissectOptions, config: ModuloConfig | 
     return build_session(cfg, load_problems=False), run_temperature
 
 
-def _run_info(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / RUN_INFO
-    if not path.is_file():
-        return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise RunError(f"{path} is corrupt: {exc}") from exc
-    return data if isinstance(data, dict) else {}
+def _run_info(run_dir: Path) -> RunInfo | None:
+    """The run's run.json (None when it has none: a run written by a notebook or test)."""
+    return read_run_info(run_dir) if (run_dir / RUN_INFO).is_file() else None
 
 
 def _meta(
@@ -633,7 +627,7 @@ def _meta(
     has_llm = session.llm is not None
     base = dissector.base_sample
     return {
-        "run_id": info.get("run_id", run_dir.name),
+        "run_id": info.run_id if info is not None and info.run_id else run_dir.name,
         "benchmark": session.benchmark.name,
         "split": session.split,
         "generator": f"{cfg.generator.name} ({session.loop.generator.prompt_role} prompt)",
@@ -677,7 +671,7 @@ async def dissect_run(
     session, run_temperature = _session_for(run_dir, options, config)
     try:
         info = _run_info(run_dir)
-        failed = failed_records(records, [str(i) for i in info.get("problem_ids", [])])
+        failed = failed_records(records, list(info.problem_ids) if info is not None else [])
         failed_ids = [r.problem_id for r in failed]
         chosen = failed
         if options.ids:

@@ -3,8 +3,8 @@
 See the module docstring of :mod:`modulo.runner` for how runs resume. Layout::
 
     RUN_DIR/config.yaml      the resolved configuration (no secrets)
-    RUN_DIR/run.json         run information: benchmark, split, model, critics, strategy, budget,
-                             template versions, git revision, problem ids
+    RUN_DIR/run.json         run information (:class:`modulo.runinfo.RunInfo`, versioned): benchmark,
+                             split, model, critics, strategy, budget, templates, git revision, problem ids
     RUN_DIR/records.jsonl    one ProblemResult per line, appended and fsync'ed as each problem ends
     RUN_DIR/summary.json     outcome counts, usage and the benchmark's metrics (at the end)
     RUN_DIR/evaluation.json  the benchmark evaluator's result on the final plans (at the end)
@@ -35,17 +35,13 @@ from typing import Any, ClassVar, Protocol, TypeVar
 
 from .errors import RunError
 from .redact import redact
+from .runinfo import RUN_INFO_FILE, RunInfo, read_run_info
 from .types import Outcome, ProblemResult
 
-FORMAT_VERSION = 1
 log = logging.getLogger("modulo.runs")
 RECORDS = "records.jsonl"
-RUN_INFO = "run.json"
+RUN_INFO = RUN_INFO_FILE
 T = TypeVar("T")
-
-#: run.json keys that may change between a run and its resumption without invalidating records
-#: (``critics_requested`` is a label: ``critics=hard`` and ``critics=[format,h_max]`` may run the same critics)
-_RESUMABLE_KEYS = {"created", "run_id", "git_revision", "modulo_version", "execution", "critics_requested"}
 
 
 def git_revision(start: Path | None = None) -> str | None:
@@ -244,42 +240,37 @@ class RunDir:
     def records_path(self) -> Path:
         return self.path / RECORDS
 
-    def prepare(self, info: dict[str, Any], config_yaml: str) -> dict[str, ProblemResult]:
+    def prepare(self, info: RunInfo, config_yaml: str) -> dict[str, ProblemResult]:
         """Create or reopen the directory; return the records already finished there (see
         :meth:`prepare_digests` for a reader that keeps less of them)."""
         return self.prepare_digests(info, config_yaml, _same)
 
-    def prepare_digests(
-        self, info: dict[str, Any], config_yaml: str, digest: Callable[[ProblemResult], T]
-    ) -> dict[str, T]:
+    def prepare_digests(self, info: RunInfo, config_yaml: str, digest: Callable[[ProblemResult], T]) -> dict[str, T]:
         """Create or reopen the directory; return ``digest`` of each record already finished there.
 
         Reopening a directory written with a different configuration is a RunError naming the keys
-        that differ, so that records of one experiment never mix with another's.
+        that differ, so that records of one experiment never mix with another's. A run.json of an
+        earlier version is read through its migration (:mod:`modulo.runinfo`) and rewritten in this one.
         """
         self.path.mkdir(parents=True, exist_ok=True)
         info_path = self.path / RUN_INFO
-        info = {"format": FORMAT_VERSION, "run_id": self.path.name, **info}
+        info = info.model_copy(update={"run_id": self.path.name})
         if info_path.exists():
             try:
-                old = json.loads(info_path.read_bytes().decode("utf-8"))
-            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+                old = read_run_info(info_path)
+            except RunError as exc:
                 raise RunError(
-                    f"{info_path} is damaged ({exc}); it identifies the run's configuration, so the run cannot "
-                    "be resumed safely: start a new run.dir (the records there can still be read by report)"
+                    f"{info_path} is damaged ({exc}); it identifies the run's configuration, so the run cannot be "
+                    "resumed safely: start a new run.dir (the records there can still be read by report)"
                 ) from None
-            if not isinstance(old, dict):
-                raise RunError(
-                    f"{info_path} is damaged (a JSON {type(old).__name__}, not an object); start a new run.dir"
-                )
-            differ = sorted(k for k in set(old) | set(info) if k not in _RESUMABLE_KEYS and old.get(k) != info.get(k))
+            differ = old.differences(info)
             if differ:
                 raise RunError(
                     f"{self.path} holds a run with another configuration (differs in: {', '.join(differ)}); "
                     "use another run.dir"
                 )
-            info = {**info, "created": old.get("created", info.get("created"))}
-        _atomic_write(info_path, json.dumps(info, indent=1, default=str))
+            info = info.model_copy(update={"created": old.created or info.created, "legacy": old.legacy})
+        _atomic_write(info_path, info.to_json())
         _atomic_write(self.path / "config.yaml", config_yaml)
         for name, text in self.extra_files.items():
             target = self.path / name

@@ -130,17 +130,11 @@ def _feedback_level(meta: RunMeta, critic: str, verdict: dict[str, Any]) -> str 
     for key in ("feedback_level", "level"):
         if isinstance(verdict.get(key), str):
             return str(verdict[key])
-    args = meta.info.get("critic_args")
-    if isinstance(args, dict) and isinstance(args.get(critic), dict):
-        for key in ("feedback", "feedback_level"):
-            if isinstance(args[critic].get(key), str):
-                return str(args[critic][key])
-    options = meta.info.get("critic_options")
-    if isinstance(options, dict):
-        for key in ("feedback", "feedback_level"):
-            if isinstance(options.get(key), str):
-                return str(options[key])
-    return None
+    own = meta.info.critic_args.get(critic, {})
+    for key in ("feedback", "feedback_level"):
+        if isinstance(own.get(key), str):
+            return str(own[key])
+    return meta.info.critic_options.feedback
 
 
 # -- row builders (one record in, rows out) -------------------------------------------------------------
@@ -456,7 +450,7 @@ class Results:
             row["evaluation"] = "recorded" if meta.evaluation is not None else "missing"
             for key, value in ((meta.evaluation or {}).get("metrics") or {}).items():
                 row[f"metric.{key}"] = _scalar(value)
-            row["git_revision"] = meta.info.get("git_revision")
+            row["git_revision"] = meta.info.git_revision
             for key, value in meta.params().items():
                 row[f"cfg.{key}"] = _scalar(value)
             rows.append(row)

@@ -25,9 +25,20 @@ from ..reports.labels import (
     strategy_label,
 )
 from ..reports.load import RunData, _assign_names, find_runs
+from ..runinfo import RunInfo, read_run_info
 
 #: run.json keys that are bookkeeping, not configuration (left out of ``params``)
-_NOT_PARAMS = {"format", "run_id", "created", "problem_ids", "modulo_version", "git_revision", "templates", "execution"}
+_NOT_PARAMS = {
+    "version",
+    "run_id",
+    "created",
+    "problem_ids",
+    "modulo_version",
+    "git_revision",
+    "templates",
+    "execution",
+    "legacy",
+}
 #: label columns every frame starts with, in this order
 LABEL_COLUMNS = (
     "run",
@@ -80,7 +91,7 @@ class RunMeta:
     """One run directory as the analysis API sees it (no records held)."""
 
     path: Path
-    info: dict[str, Any]
+    info: RunInfo
     summary: dict[str, Any] | None
     evaluation: dict[str, Any] | None
     name: str = ""
@@ -89,24 +100,21 @@ class RunMeta:
 
     @property
     def problem_ids(self) -> list[str]:
-        ids = self.info.get("problem_ids")
-        return [str(i) for i in ids] if isinstance(ids, list) else []
+        return list(self.info.problem_ids)
 
     @property
     def benchmark_name(self) -> str:
-        spec = self.info.get("benchmark")
-        return str(spec.get("name")) if isinstance(spec, dict) and spec.get("name") else "unknown"
+        return self.info.benchmark.name or "unknown"
 
     @property
     def split(self) -> str:
-        spec = self.info.get("benchmark")
-        return str(spec.get("split") or "") if isinstance(spec, dict) else ""
+        return self.info.benchmark.split
 
     def params(self) -> dict[str, Any]:
         """The run's configuration from run.json as flat dotted keys (what a tracker logs as parameters).
 
         Passed through :func:`~modulo.redact.safe_config` (run.json holds no secret; this keeps it so)."""
-        return flatten(safe_config({k: v for k, v in self.info.items() if k not in _NOT_PARAMS}))
+        return flatten(safe_config(self.info.model_dump(mode="json", exclude=_NOT_PARAMS)))
 
     def report_view(self) -> RunData:
         """A records-less :class:`~modulo.reports.load.RunData` for the reports' label functions."""
@@ -128,8 +136,6 @@ def label_parts(view: RunData) -> dict[str, str]:
 def _labels(meta: RunMeta) -> dict[str, Any]:
     view = meta.report_view()
     info = meta.info
-    options = info.get("critic_options") if isinstance(info.get("critic_options"), dict) else {}
-    sample = info.get("sample")
     return {
         "run": meta.name,
         "method": method_label(view),
@@ -138,19 +144,16 @@ def _labels(meta: RunMeta) -> dict[str, Any]:
         **label_parts(view),
         "critics_requested": requested_critics_label(view),
         "max_iterations": view.max_iterations,
-        "critic_source": str(info.get("critic_source") or ""),
-        "critic_mode": str(options.get("mode") or "") if options else "",
-        "sample": sample if isinstance(sample, int) else None,
+        "critic_source": info.critic_source,
+        "critic_mode": info.critic_options.mode,
+        "sample": info.sample,
     }
 
 
 def load_meta(path: Path) -> RunMeta:
-    info = _read_json(path / "run.json")
-    if info is None:
-        raise RunError(f"{path}: no run.json; not a run directory")
     return RunMeta(
         path=path,
-        info=info,
+        info=read_run_info(path),
         summary=_read_json(path / "summary.json"),
         evaluation=_read_json(path / "evaluation.json"),
     )

@@ -18,6 +18,7 @@ from rich.table import Table
 from ..build import Session, build_session
 from ..config import ModuloConfig
 from ..redact import RedactingStream
+from ..runinfo import UserInfo
 from ..runner import RunResult, RunState, run_session
 from ..runs import RunDir
 from ..terminal import safe_text
@@ -71,7 +72,8 @@ def print_check(session: Session) -> None:
     t.add_row("llm", f"{cfg.llm.name} {cfg.llm.model}".strip() if session.llm is not None else "(none needed)")
     t.add_row("critics", ", ".join(c.name for c in session.critics) or "(none)")
     t.add_row("critic options", f"mode={cfg.critic_options.mode} feedback={session.feedback}")
-    sandboxed = session.info.get("sandbox", {}).get("critics", [])
+    sandbox = session.info.sandbox if session.info is not None else None
+    sandboxed = sandbox.critics if sandbox is not None else []
     t.add_row("sandboxed critics", ", ".join(sandboxed) or "(none: every critic runs in-process)")
     t.add_row("backprompt", f"{cfg.backprompt.name} {cfg.backprompt.args or ''}".strip())
     t.add_row("budget", f"{cfg.metacontroller.max_iterations} iterations")
@@ -83,14 +85,14 @@ def print_check(session: Session) -> None:
 
 def user_line(session: Session) -> str:
     """The user in the loop as ``modulo check`` shows it: who answers, how questions count, the updates."""
-    user = session.info.get("user") or {}
+    user = session.info.user if session.info is not None else UserInfo()
     loop = session.loop
-    parts = [str(user.get("name") or "none")]
-    if user.get("file"):
-        parts.append(f"file {user['file']}")
+    parts = [user.name or "none"]
+    if user.file:
+        parts.append(f"file {user.file}")
     if loop.user is not None and loop.user.needs_llm:
-        parts.append(f"on model {user.get('llm_model') or '?'}")
-    if loop.user is not None or user.get("abstain"):
+        parts.append(f"on model {user.llm_model or '?'}")
+    if loop.user is not None or user.abstain:
         questions = "a question costs an iteration" if loop.settings.question_costs_iteration else "questions are free"
         limit = loop.settings.max_questions
         parts.append(questions + (f", at most {limit} answered" if limit is not None else ""))

@@ -93,7 +93,7 @@ def calls_by_budget(records: Sequence[ProblemResult], top: int) -> tuple[list[fl
 
 def _cache_key(run: RunData, metric: str, plans_by_k: list[list[PlanJSON]], ids: Sequence[str]) -> str:
     h = hashlib.sha256()
-    h.update(canonical_json(run.info.get("benchmark")).encode())
+    h.update(canonical_json(run.info.benchmark.model_dump(mode="json")).encode())
     h.update(metric.encode())
     h.update(canonical_json(list(ids)).encode())
     for plans in plans_by_k:

@@ -69,8 +69,7 @@ def _scored(run: RunData) -> list[ProblemResult]:
 
 def is_dialogue_run(run: RunData) -> bool:
     """Whether the run had a user in the loop, or a problem with a question or an update."""
-    user = run.info.get("user")
-    if isinstance(user, dict) and (user.get("name") or user.get("updates")):
+    if run.info.user.name or run.info.user.updates:
         return True
     return any(r.user is not None or r.questions or r.updates or r.pending_updates for r in _scored(run))
 

@@ -23,13 +23,10 @@ from .load import RECORDS_FILE, RunData, iter_records
 
 def extracted_references(run: RunData) -> dict[str, str]:
     """Extracted critic -> the built-in it stands for, for the critics of ``run`` that record one."""
-    prov = run.info.get("critic_provenance")
-    if not isinstance(prov, dict):
-        return {}
     out = {}
-    for name, info in prov.items():
-        if isinstance(info, dict) and info.get("reference") and name in run.critics:
-            out[str(name)] = str(info["reference"])
+    for name, info in run.info.critic_provenance.items():
+        if info.get("reference") and name in run.critics:
+            out[name] = str(info["reference"])
     return out
 
 
@@ -51,7 +48,7 @@ def agreement(run: RunData, critic: str, reference: str) -> dict[str, Any]:
     counts["extracted_errors"] = 0
     try:
         bench = run.benchmark()
-        options = {k: v for k, v in (run.info.get("critic_options") or {}).items() if k == "mode"}
+        options = {"mode": run.info.critic_options.mode}
         [builtin] = bind_critics([reference], bench, options)
     except (ModuloError, ValueError) as exc:  # RunError: the benchmark cannot be re-created here
         return {**counts, "note": f"the built-in {reference} could not be bound here: {exc}"}

@@ -13,7 +13,6 @@ A free-form ``labels.method`` given by the user is shown beside the derived labe
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from ..errors import ModuloError
 from ..types import canonical_json
@@ -22,13 +21,18 @@ from .metrics import critic_groups
 
 #: run.json keys that say nothing about what ran (identity, time, provenance, how it was labelled or executed)
 _NOT_CONFIGURATION = frozenset(
-    {"format", "run_id", "created", "git_revision", "modulo_version", "execution", "labels", "critics_requested"}
+    {
+        "version",
+        "run_id",
+        "created",
+        "git_revision",
+        "modulo_version",
+        "execution",
+        "labels",
+        "critics_requested",
+        "legacy",
+    }
 )
-
-
-def _section(info: dict[str, Any], key: str) -> dict[str, Any]:
-    value = info.get(key)
-    return value if isinstance(value, dict) else {}
 
 
 def critic_presets(run: RunData) -> list[tuple[str, list[str]]]:
@@ -77,12 +81,8 @@ def critics_label(run: RunData, groups: dict[str, str] | None = None) -> str:
 
 def requested_critics(run: RunData) -> list[str] | None:
     """The ``critics`` request as given (presets and names), or None for runs that did not record it."""
-    raw = run.info.get("critics_requested")
-    if isinstance(raw, str):
-        return [raw]
-    if isinstance(raw, list):
-        return [str(x) for x in raw]
-    return None
+    raw = run.info.critics_requested
+    return list(raw) if raw is not None else None
 
 
 def requested_critics_label(run: RunData) -> str:
@@ -100,18 +100,14 @@ def requested_critics_label(run: RunData) -> str:
 
 
 def budget_label(run: RunData) -> str:
-    budget = run.info.get("budget")
-    if not isinstance(budget, dict):
-        return "?"
-    parts: list[str] = []
-    if budget.get("max_iterations") is not None:
-        parts.append(f"{budget['max_iterations']} it")
-    if budget.get("max_tokens") is not None:
-        parts.append(f"{budget['max_tokens']} tok")
-    if budget.get("max_dollars") is not None:
-        parts.append(f"${budget['max_dollars']}")
-    if budget.get("max_seconds") is not None:
-        parts.append(f"{budget['max_seconds']} s")
+    budget = run.info.budget
+    parts: list[str] = [f"{budget.max_iterations} it"]
+    if budget.max_tokens is not None:
+        parts.append(f"{budget.max_tokens} tok")
+    if budget.max_dollars is not None:
+        parts.append(f"${budget.max_dollars}")
+    if budget.max_seconds is not None:
+        parts.append(f"{budget.max_seconds} s")
     return ", ".join(parts) or "unbounded"
 
 
@@ -119,21 +115,18 @@ def strategy_label(run: RunData) -> str:
     """The backprompt strategy (with arguments); "single shot" for a run of one iteration."""
     if run.max_iterations == 1:
         return "single shot"
-    bp = run.info.get("backprompt")
-    if not isinstance(bp, dict) or not bp.get("name"):
+    bp = run.info.backprompt
+    if not bp.name:
         return "?"
-    args = bp.get("args") or {}
-    extra = ", ".join(f"{k}={v}" for k, v in sorted(args.items())) if isinstance(args, dict) else ""
-    return f"{bp['name']}({extra})" if extra else str(bp["name"])
+    extra = ", ".join(f"{k}={v}" for k, v in sorted(bp.args.items()))
+    return f"{bp.name}({extra})" if extra else bp.name
 
 
 def generator_label(run: RunData) -> str:
-    gen = run.info.get("generator")
-    if not isinstance(gen, dict):
-        return "?"
-    name = str(gen.get("name") or "?")
-    role = gen.get("prompt_role")
-    reform = run.info.get("reformulator")
+    gen = run.info.generator
+    name = gen.name or "?"
+    role = gen.prompt_role
+    reform = run.info.reformulator
     text = f"{name}/{role}" if role else name
     return f"{text}, reformulator {reform}" if reform else text
 
@@ -144,35 +137,31 @@ def feedback_label(run: RunData) -> str:
     Critics set apart from the run's level (``critic_feedback`` in run.json) are named after it:
     ``explain (synth_earliest: hint)``.
     """
-    options = _section(run.info, "critic_options")
+    options = run.info.critic_options
     level = "?"
-    for value in (run.info.get("feedback"), options.get("feedback")):
-        if isinstance(value, str) and value:
+    for value in (run.info.feedback, options.feedback):
+        if value:
             level = value
             break
     else:
-        if "hints" in options:
-            level = "hint" if options.get("hints") else "explain"
-    apart = {str(k): str(v) for k, v in _section(run.info, "critic_feedback").items() if str(v) != level}
+        if options.hints is not None:
+            level = "hint" if options.hints else "explain"
+    apart = {k: v for k, v in run.info.critic_feedback.items() if v != level}
     if apart:
         level += " (" + ", ".join(f"{k}: {v}" for k, v in sorted(apart.items())) + ")"
     return level
 
 
 def temperature_label(run: RunData) -> str:
-    llm = run.info.get("llm")
-    if not isinstance(llm, dict):
+    llm = run.info.llm
+    if llm is None:
         return "-"
-    value = llm.get("temperature")
-    if isinstance(value, int | float):
-        return f"T={value:g}"
-    return "T=?" if value is None else f"T={value}"
+    return "T=?" if llm.temperature is None else f"T={llm.temperature:g}"
 
 
 def user_label(run: RunData) -> str:
     """The free-form ``labels.method`` of the run's configuration ("" when none was given)."""
-    value = _section(run.info, "labels").get("method")
-    return str(value) if value else ""
+    return run.info.labels.get("method", "")
 
 
 def method_parts(run: RunData) -> dict[str, str]:
@@ -219,7 +208,8 @@ def common_label(runs: Sequence[RunData]) -> str:
 
 def resolved_configuration(run: RunData) -> str:
     """A canonical text of what the run resolved to (run.json without identity, time and labels)."""
-    return canonical_json({k: v for k, v in sorted(run.info.items()) if k not in _NOT_CONFIGURATION})
+    data = run.info.model_dump(mode="json", exclude=set(_NOT_CONFIGURATION))
+    return canonical_json(dict(sorted(data.items())))
 
 
 def duplicate_groups(runs: Sequence[RunData]) -> list[list[RunData]]:
@@ -243,7 +233,7 @@ def duplicate_warnings(runs: Sequence[RunData]) -> list[str]:
 
 
 def templates_label(run: RunData) -> str:
-    templates = run.info.get("templates")
-    if not isinstance(templates, dict) or not templates:
+    templates = run.info.templates
+    if not templates:
         return "-"
     return "; ".join(f"{role}={name}" for role, name in sorted(templates.items()))

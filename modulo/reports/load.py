@@ -21,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 
 from ..benchmark import Benchmark, EvalResult, MetricSpec
 from ..errors import ModuloError, RunError
+from ..runinfo import RunInfo, read_run_info
 from ..runs import error_digest
 from ..types import Outcome, PlanJSON, Problem, ProblemResult, Usage, Verdict
 from ..users import in_force
@@ -29,7 +30,6 @@ RUN_FILE = "run.json"
 RECORDS_FILE = "records.jsonl"
 SUMMARY_FILE = "summary.json"
 EVALUATION_FILE = "evaluation.json"
-SUPPORTED_FORMAT = 1
 
 #: how a run's evaluation was obtained
 EVAL_RECORDED = "recorded"  # evaluation.json written by the run itself
@@ -42,7 +42,7 @@ class RunData:
     """Everything read from one run directory (plus what reports derive and cache on it)."""
 
     path: Path
-    info: dict[str, Any]
+    info: RunInfo
     #: finished problems by id, in first-finish order (a problem recorded twice keeps its last record)
     records: dict[str, ProblemResult]
     summary: dict[str, Any] | None = None
@@ -59,22 +59,19 @@ class RunData:
     # -- run.json accessors -----------------------------------------------------------------------
     @property
     def run_id(self) -> str:
-        return str(self.info.get("run_id") or self.path.name)
+        return self.info.run_id or self.path.name
 
     @property
     def benchmark_name(self) -> str:
-        return str(_section(self.info, "benchmark").get("name") or "unknown")
+        return self.info.benchmark.name or "unknown"
 
     @property
     def split(self) -> str:
-        return str(_section(self.info, "benchmark").get("split") or "")
+        return self.info.benchmark.split
 
     @property
     def problem_ids(self) -> list[str]:
-        ids = self.info.get("problem_ids")
-        if isinstance(ids, list) and ids:
-            return [str(i) for i in ids]
-        return list(self.records)
+        return list(self.info.problem_ids) or list(self.records)
 
     @property
     def finished_ids(self) -> list[str]:
@@ -104,31 +101,26 @@ class RunData:
 
     @property
     def model(self) -> str:
-        llm = self.info.get("llm")
-        if isinstance(llm, dict) and llm.get("model"):
-            return str(llm["model"])
-        if isinstance(llm, dict) and llm.get("name"):
-            return str(llm["name"])
-        gen = _section(self.info, "generator").get("name")
-        return f"{gen} (no LLM)" if gen else "?"
+        llm = self.info.llm
+        if llm is not None:
+            return llm.model or llm.name
+        return f"{self.info.generator.name} (no LLM)"
 
     @property
     def critics(self) -> list[str]:
-        crit = self.info.get("critics")
-        return [str(c) for c in crit] if isinstance(crit, list) else []
+        return list(self.info.critics)
 
     @property
     def max_iterations(self) -> int | None:
-        value = _section(self.info, "budget").get("max_iterations")
-        return int(value) if isinstance(value, int) else None
+        return self.info.budget.max_iterations
 
     @property
     def critic_source(self) -> str:
-        return str(self.info.get("critic_source") or "?")
+        return self.info.critic_source or "?"
 
     @property
     def git_revision(self) -> str:
-        rev = self.info.get("git_revision")
+        rev = self.info.git_revision
         if not rev:
             return "unknown"
         text = str(rev)
@@ -201,11 +193,6 @@ class RunData:
         return [self.records[i].best_plan if i in self.records else None for i in ids]
 
 
-def _section(info: dict[str, Any], key: str) -> dict[str, Any]:
-    value = info.get(key)
-    return value if isinstance(value, dict) else {}
-
-
 def _benchmark_class(name: str) -> type[Benchmark] | None:
     from .. import components
 
@@ -216,25 +203,25 @@ def _benchmark_class(name: str) -> type[Benchmark] | None:
     return cls if isinstance(cls, type) and issubclass(cls, Benchmark) else None
 
 
-def open_benchmark(info: dict[str, Any]) -> Benchmark:
+def open_benchmark(info: RunInfo) -> Benchmark:
     """Re-create a run's benchmark from its ``run.json`` (raises RunError with the reason)."""
     from .. import components
 
-    spec = _section(info, "benchmark")
-    name = spec.get("name")
+    spec = info.benchmark
+    name = spec.name
     if not name:
         raise RunError("run.json names no benchmark")
     try:
         cls = components.benchmarks.get(str(name))
     except ModuloError as exc:
         raise RunError(f"benchmark {name!r} is not available: {exc}") from exc
-    data_dir = spec.get("data_dir")
-    path = Path(str(data_dir)) if data_dir else None
+    data_dir = spec.data_dir
+    path = Path(data_dir) if data_dir else None
     if path is not None and not path.exists():
         path = None  # the recorded directory is gone here: let the benchmark use its default (MODULO_DATA_DIR)
-    args = spec.get("args") if isinstance(spec.get("args"), dict) else {}
+    args = dict(spec.args)
     try:
-        bench: Benchmark = cls(data_dir=path, **(args or {}))
+        bench: Benchmark = cls(data_dir=path, **args)
     except ModuloError as exc:
         raise RunError(f"benchmark {name!r} could not be created: {exc}") from exc
     except TypeError as exc:
@@ -449,14 +436,9 @@ def load_run(
     the records of those problem ids alone (``modulo show``).
     """
     path = Path(path)
-    info = _read_json(path / RUN_FILE)
-    if info is None:
-        raise RunError(f"{path}: no {RUN_FILE}; not a run directory")
+    info = read_run_info(path)
     notes: list[str] = []
-    fmt = info.get("format")
-    if fmt != SUPPORTED_FORMAT:
-        notes.append(f"run.json format {fmt!r}; this report reads format {SUPPORTED_FORMAT}")
-    derived = info.get("derived_problems") or []
+    derived = info.derived_problems
     if derived:
         shown = ", ".join(str(d) for d in derived[:8]) + (f" and {len(derived) - 8} more" if len(derived) > 8 else "")
         notes.append(f"{len(derived)} problem(s) carry data the benchmark derived, not official data: {shown}")

@@ -877,7 +877,7 @@ class _Builder:
                 strategy_label(run),
                 templates_label(run),
                 run.git_revision,
-                str(run.info.get("created") or "?"),
+                run.info.created or "?",
                 outcomes,
             ]
             rows.append(values)

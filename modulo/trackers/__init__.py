@@ -106,15 +106,13 @@ def tracked_run(run_dir: Path) -> TrackedRun:
         "modulo.run_dir": str(meta.path.resolve()),
         "modulo.benchmark": meta.benchmark_name,
         "modulo.split": meta.split,
-        "modulo.git_revision": str(info.get("git_revision") or "unknown"),
-        "modulo.version": str(info.get("modulo_version") or "unknown"),
-        "modulo.critic_source": str(info.get("critic_source") or "unknown"),
+        "modulo.git_revision": info.git_revision or "unknown",
+        "modulo.version": info.modulo_version or "unknown",
+        "modulo.critic_source": info.critic_source or "unknown",
         "modulo.evaluation": "recorded" if meta.evaluation is not None else "missing",
     }
-    templates = info.get("templates")
-    if isinstance(templates, dict):
-        for role, version in templates.items():
-            out.tags[f"modulo.template.{role}"] = str(version)
+    for role, version in info.templates.items():
+        out.tags[f"modulo.template.{role}"] = version
     out.tags = {k: str(v) for k, v in redact_data(out.tags).items()}
     out.artifacts = [run_dir / f for f in RUN_FILES if (run_dir / f).is_file()]
     out.artifacts += sorted(p for p in run_dir.iterdir() if p.suffix in (".png", ".csv") and p.is_file())

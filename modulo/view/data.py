@@ -327,7 +327,7 @@ def run_labels(run: RunData) -> dict[str, str]:
         "budget": budget_label(run),
         "templates": templates_label(run),
         "git revision": run.git_revision,
-        "created": str(run.info.get("created") or "?"),
+        "created": run.info.created or "?",
     }
 
 

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from modulo.cli.main import cli
+from modulo.errors import RunError
+from modulo.runinfo import RUN_INFO_VERSION, UserInfo, parse_run_info, read_run_info
 from modulo.runs import read_records
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "run_format1"
@@ -62,6 +64,9 @@ def test_an_old_run_resumes_where_it_stopped(old_run: Path, capsys: pytest.Captu
     code, out, err = modulo(capsys, "resume", str(old_run), "data_dir=/work/shared/data")
     assert code == 0, err
     assert "2 resumed" in out + err
+    written = json.loads((old_run / "run.json").read_text())
+    assert written["version"] == RUN_INFO_VERSION and "format" not in written  # rewritten in the current version
+    assert written["created"] == "2026-11-24T07:02:41+00:00"  # the run keeps its creation time
     records = list(read_records(old_run))
     assert [r.problem_id for r in records[:2]] == FINISHED  # the old records are kept as they were
     assert len(records) == 3 and records[2].problem_id == "calendar-easy-0-0002s"
@@ -70,3 +75,22 @@ def test_an_old_run_resumes_where_it_stopped(old_run: Path, capsys: pytest.Captu
     code, _, err = modulo(capsys, "report", str(old_run))
     assert code == 0, err
     assert "2 of 3 problems finished" not in (old_run / "report.md").read_text()
+
+
+def test_the_old_run_json_reads_as_the_current_version() -> None:
+    info = read_run_info(FIXTURE)
+    assert info.version == RUN_INFO_VERSION and info.benchmark.name == "synth/calendar"
+    assert info.budget.max_iterations == 2 and info.problem_ids[:2] == sorted(FINISHED)
+    assert info.user == UserInfo() and info.sandbox is None  # what format-1 code did without those settings
+    data = json.loads((FIXTURE / "run.json").read_text())
+    data["retired_key"] = {"kept": True}
+    assert parse_run_info(data).legacy == {"retired_key": {"kept": True}}  # nothing of an old run is dropped
+
+
+def test_a_run_json_from_a_newer_modulo_is_a_clear_error(old_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = json.loads((old_run / "run.json").read_text())
+    (old_run / "run.json").write_text(json.dumps({**data, "version": RUN_INFO_VERSION + 1}))
+    with pytest.raises(RunError, match=r"written by a newer modulo; this one reads versions up to"):
+        read_run_info(old_run)
+    code, out, err = modulo(capsys, "show", str(old_run), FINISHED[1])
+    assert code != 0 and "newer modulo" in out + err and "Traceback" not in out + err

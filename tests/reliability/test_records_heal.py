@@ -3,17 +3,22 @@ line, damaged derived files are rebuilt from the records, a full disk is a clear
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import pytest
 
 from modulo.errors import RunError
+from modulo.runinfo import BenchmarkInfo, BudgetInfo, GeneratorInfo, RunInfo
 from modulo.runs import RECORDS, RunDir, read_records
 from modulo.types import Outcome, ProblemResult
 
-INFO = {"benchmark": {"name": "toy"}, "problem_ids": ["a", "b", "c"]}
+INFO = RunInfo(
+    benchmark=BenchmarkInfo(name="toy"),
+    generator=GeneratorInfo(name="llm"),
+    budget=BudgetInfo(max_iterations=1),
+    problem_ids=["a", "b", "c"],
+)
 
 
 def rec(pid: str) -> ProblemResult:
@@ -93,7 +98,7 @@ def test_report_and_show_rebuild_from_records_when_summary_or_evaluation_is_dama
     from modulo.reports.load import load_run
 
     rd = started(tmp_path, "a", "b")
-    (rd.path / "run.json").write_text(json.dumps({"format": 1, "run_id": "run", **INFO}))
+    (rd.path / "run.json").write_text(INFO.to_json())
     (rd.path / "summary.json").write_bytes(b"\xff{broken")
     (rd.path / "evaluation.json").write_text("[]")
     run = load_run(rd.path)
