@@ -10,10 +10,9 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from modulo.build import build_session
+from modulo.build import build_session, loop_settings
 from modulo.cli.hydra_app import compose_config
 from modulo.cli.schema import hydra_schema
-from modulo.build import loop_settings
 from modulo.config import InvalidSettings, LLMSettings, LoopSettings, MetacontrollerConf, ModuloConfig, UserOptions
 from modulo.errors import ConfigError
 from modulo.llm.base import LLMSettings as BackendSettings
