@@ -47,9 +47,9 @@ def test_the_default_level_is_explain_and_a_critic_may_have_its_own() -> None:
     cfg.critic_args = {"synth_busy": {"feedback": "binary"}}
     session = build_session(cfg)
     levels = {c.name: c.feedback for c in session.critics}
-    assert session.feedback == "explain" and session.info["feedback"] == "explain"
+    assert session.feedback == "explain" and session.info is not None and session.info.feedback == "explain"
     assert levels.pop("synth_busy") == "binary" and set(levels.values()) == {"explain"}
-    assert session.info["critic_feedback"]["synth_busy"] == "binary"
+    assert session.info.critic_feedback["synth_busy"] == "binary"
 
 
 def test_an_unknown_level_is_refused_with_the_levels() -> None:
