@@ -37,7 +37,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
-import json
 import os
 import threading
 import time
