@@ -192,6 +192,19 @@ class CriticExecutor(ABC):
                 break
         return out
 
+    async def each(
+        self, critics: Sequence[Critic], problem: Problem, frozen: FrozenPlan, timeouts: Sequence[float]
+    ) -> list[Outcome]:
+        """The outcomes of ``critics``, each called on its own with :meth:`run`, all at the same time."""
+
+        async def one(critic: Critic, timeout_s: float) -> Outcome:
+            try:
+                return await self.run(critic, problem, frozen, timeout_s)
+            except CriticError as exc:
+                return exc
+
+        return list(await asyncio.gather(*(one(c, t) for c, t in zip(critics, timeouts, strict=True))))
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release workers (called when the session closes)."""
 
@@ -296,19 +309,12 @@ class ThreadExecutor(CriticExecutor):
             return await self._batch(list(critics), problem, frozen, list(timeouts), stop)
 
         async def each(side: list[Critic], side_timeouts: list[float]) -> list[Outcome]:
-            calls = (self._outcome(c, problem, frozen, t) for c, t in zip(side, side_timeouts, strict=True))
-            return list(await asyncio.gather(*calls))
+            return await self.each(side, problem, frozen, side_timeouts)
 
         async def batch(rest: list[Critic], rest_timeouts: list[float]) -> list[Outcome]:
             return await self._batch(rest, problem, frozen, rest_timeouts, stop)
 
         return await run_beside(critics, timeouts, stop, aside, each, batch)
-
-    async def _outcome(self, critic: Critic, problem: Problem, frozen: FrozenPlan, timeout_s: float) -> Outcome:
-        try:
-            return await self.run(critic, problem, frozen, timeout_s)
-        except CriticError as exc:
-            return exc
 
     async def _batch(
         self,
