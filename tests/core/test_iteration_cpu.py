@@ -1,0 +1,111 @@
+"""The per-iteration savings keep their meaning: the prompt hash by parts equals the whole hash, one plan
+copy serves a batch only while unchanged, a batch keeps per-critic deadlines and stops where told, and
+per-problem data is computed once per problem object."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import math
+import time
+from typing import Any
+
+from modulo.benchmark import PerProblem, frozen_data
+from modulo.critic import Critic
+from modulo.errors import CriticError
+from modulo.executor import FrozenPlan, ThreadExecutor
+from modulo.metacontroller import PromptHasher, _sha
+from modulo.types import Message, PlanJSON, Problem, Verdict, plan_fingerprint
+
+PROBLEM = Problem(id="p", benchmark="b", query="q")
+
+
+def test_the_prompt_hash_by_parts_is_the_whole_prompts_hash() -> None:
+    system = Message(role="system", content='sys "quoted" é \u2028')
+    a, b = Message(role="user", content="first\nline"), Message(role="assistant", content="reply")
+    hasher = PromptHasher()
+    for messages in ([system, a], [system, a], [system, a, b], [system, b], [], [b, b]):
+        assert hasher.sha(messages) == _sha(messages)
+
+
+def test_a_frozen_plan_is_encoded_once_and_a_nan_is_no_change() -> None:
+    plan = [{"x": 1, "y": [1.5, None, "é"]}]
+    frozen = FrozenPlan.of(plan)
+    assert frozen.fingerprint == plan_fingerprint(plan)
+    copy = frozen.copy()
+    assert frozen.unchanged(copy)
+    copy[0]["y"].append(2)
+    assert not frozen.unchanged(copy)
+    odd = FrozenPlan.of([math.nan])  # NaN is not equal to itself: the text decides
+    assert odd.unchanged(odd.copy())
+
+
+class Seen(Critic):
+    """Records the plan object it is given; ``mutate`` changes it."""
+
+    group = "hard"
+
+    def __init__(self, name: str, seen: list[Any], mutate: bool = False, sleep: float = 0.0) -> None:
+        self.name = name  # type: ignore[misc]
+        self.seen, self.mutate, self.sleep = seen, mutate, sleep
+
+    def check(self, problem: Problem, plan: PlanJSON) -> Verdict:
+        self.seen.append((self.name, id(plan), list(plan)))
+        if self.sleep:
+            time.sleep(self.sleep)
+        if self.mutate:
+            plan.append(0)
+        return Verdict.ok()
+
+
+def test_one_copy_serves_the_batch_until_a_critic_changes_it() -> None:
+    seen: list[Any] = []
+    critics = [Seen("a", seen), Seen("b", seen), Seen("m", seen, mutate=True), Seen("c", seen)]
+    ex = ThreadExecutor()
+    out = asyncio.run(ex.run_all(critics, PROBLEM, FrozenPlan.of([1]), [5.0] * 4))
+    assert [type(o) for o in out] == [Verdict, Verdict, CriticError, Verdict]
+    assert "mutated the plan" in str(out[2])
+    ids = [i for _, i, _ in seen]
+    assert ids[0] == ids[1] == ids[2] != ids[3]  # a fresh copy only after the change
+    assert [p for _, _, p in seen] == [[1]] * 4  # every critic saw the plan as it was
+
+
+def test_a_batch_keeps_each_critics_deadline_and_stops_where_told() -> None:
+    seen: list[Any] = []
+    slow = Seen("slow", seen, sleep=1.0)
+    critics = [Seen("a", seen), slow, Seen("b", seen)]
+    ex = ThreadExecutor()
+    t0 = time.monotonic()
+    out = asyncio.run(ex.run_all(critics, PROBLEM, FrozenPlan.of([1]), [30.0, 0.2, 30.0]))
+    assert time.monotonic() - t0 < 0.9  # the slow critic's own deadline, not the others'
+    assert isinstance(out[1], CriticError) and "did not finish within 0.2 s" in str(out[1])
+    assert isinstance(out[2], Verdict)  # the rest of the batch went on in another worker
+    stopped = asyncio.run(
+        ex.run_all(
+            [Seen("m", [], mutate=True), Seen("z", [])],
+            PROBLEM,
+            FrozenPlan.of([1]),
+            [5.0, 5.0],
+            stop=lambda c, o: isinstance(o, CriticError),
+        )
+    )
+    assert len(stopped) == 1 and isinstance(stopped[0], CriticError)
+
+
+def test_per_problem_data_is_computed_once_per_problem_object() -> None:
+    calls: list[str] = []
+
+    def compute(p: Problem) -> Any:
+        calls.append(p.id)
+        return frozen_data({"id": p.id, "list": [1, 2]})
+
+    cache = PerProblem(compute)
+    one = Problem(id="one", benchmark="b", query="q")
+    assert cache(one) is cache(one) and calls == ["one"]
+    assert cache(one)["list"] == (1, 2)
+    other = one.model_copy(update={"query": "changed"})  # an updated problem is a new object
+    cache(other)
+    assert calls == ["one", "one"] and len(cache) == 2
+    del other
+    gc.collect()
+    assert len(cache) == 1  # forgotten with its problem
