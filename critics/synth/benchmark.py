@@ -245,7 +245,8 @@ class SynthBenchmark(Benchmark):
         if remove:
             gone = [c for c in spec["constraints"] if c["id"] in remove]
             text = text or " ".join(f'No longer: "{c.get("text") or self.family.describe(c)}".' for c in gone)
-        query = problem.query + (f"\n\nUpdate: {text}" if text else "")
+        base = update.query if update.query is not None else problem.query
+        query = base + (f"\n\nUpdate: {text}" if text else "")
         meta = {
             **problem.metadata,
             "solvable": facts["solvable"],
@@ -257,6 +258,7 @@ class SynthBenchmark(Benchmark):
             update={
                 "constraints": new_spec,
                 "query": query,
+                "context": update.context if update.context is not None else problem.context,
                 "hidden": hidden,
                 "solvable": facts["solvable"],
                 "metadata": meta,

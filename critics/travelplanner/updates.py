@@ -111,5 +111,7 @@ def updated_problem(problem: Problem, update: ProblemUpdate) -> Problem:
     except DataError as exc:  # pragma: no cover - every value was checked above
         raise ConfigError(str(exc)) from None
     text = update.text or " ".join(told)
-    query_text = problem.query + (f"\n\nUpdate: {text}" if text else "")
-    return problem.model_copy(update={"constraints": constraints, "query": query_text})
+    base = update.query if update.query is not None else problem.query
+    query_text = base + (f"\n\nUpdate: {text}" if text else "")
+    context = update.context if update.context is not None else problem.context
+    return problem.model_copy(update={"constraints": constraints, "query": query_text, "context": context})

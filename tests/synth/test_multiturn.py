@@ -279,3 +279,11 @@ def test_oracle_script_plans_each_version_and_abstains_with_the_core(tmp_path: P
         assert len(mine) >= 3
     with pytest.raises(ModuloError):  # raised for the modulo CLI to print (exit 2)
         b.commands()["oracle-script"](["--problems", str(tmp_path / "none.jsonl"), "--out", str(script)])
+
+
+def test_an_update_may_replace_the_query_and_the_context() -> None:
+    b = bench("calendar", n=1, seed=3)
+    p = b.load("generated")[0]
+    q = b.apply_update(p, ProblemUpdate(query="Plan the meeting.", context="All times are local.", text="Note."))
+    assert q.query == "Plan the meeting.\n\nUpdate: Note." and q.context == "All times are local."
+    assert q.constraints == p.constraints and q.solvable is True
