@@ -149,7 +149,7 @@ def budget_curve(run: RunData, *, max_k: int | None = None, use_cache: bool = Tr
             return BudgetCurve(run.name, metric, [float(v) for v in hit["values"]], len(ids), "cached", *calls)
     try:
         problems = run.problems(ids)
-        values, method = _by_pairs(bench, problems, plans_by_k, metric)
+        values, method = _by_pairs(bench, problems, ids, plans_by_k, metric)
         if values is None:
             values = []
             for plans in plans_by_k:
@@ -164,23 +164,25 @@ def budget_curve(run: RunData, *, max_k: int | None = None, use_cache: bool = Tr
 
 
 def _by_pairs(
-    bench: Any, problems: Sequence[Any], plans_by_k: list[list[PlanJSON]], metric: str
+    bench: Any, problems: Sequence[Any], ids: Sequence[str], plans_by_k: list[list[PlanJSON]], metric: str
 ) -> tuple[list[float] | None, str]:
-    """Evaluate each distinct (problem, plan) once; None when the metric is not a per-problem ratio."""
+    """Evaluate each distinct (problem, plan) once; None when the metric is not a per-problem ratio.
+    ``ids[i]`` is the id of ``problems[i]`` (the problems are read only when scored)."""
     slot: dict[tuple[int, str | None], int] = {}
-    batch_problems: list[Any] = []
+    batch_index: list[int] = []  # the problem of each distinct pair (read from ``problems`` when scored)
     batch_plans: list[PlanJSON] = []
     for plans in plans_by_k:
         for i, plan in enumerate(plans):
             fp = None if plan is None else plan_fingerprint(plan)
             if (i, fp) not in slot:
                 slot[(i, fp)] = len(batch_plans)
-                batch_problems.append(problems[i])
+                batch_index.append(i)
                 batch_plans.append(plan)
-    result = evaluate_plans(bench, batch_problems, batch_plans)
+    result = evaluate_plans(bench, (problems[i] for i in batch_index), batch_plans)
     if len(result.per_problem) != len(batch_plans) or metric not in result.metrics:
         return None, ""
-    if any(str(row.get("problem_id", p.id)) != p.id for row, p in zip(result.per_problem, batch_problems, strict=True)):
+    expected = [ids[i] for i in batch_index]
+    if any(str(row.get("problem_id", pid)) != pid for row, pid in zip(result.per_problem, expected, strict=True)):
         return None, ""  # the evaluator does not keep one row per input in order: score budget by budget
     parts = metric_parts(
         metric,

@@ -15,12 +15,13 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from pydantic import BaseModel, ValidationError
 
 from ..benchmark import Benchmark, EvalResult, MetricSpec
 from ..errors import ModuloError, RunError
+from ..problems import ProblemSet
 from ..runinfo import RunInfo, read_run_info
 from ..runs import error_digest
 from ..types import Outcome, PlanJSON, Problem, ProblemResult, Usage, Verdict
@@ -54,7 +55,7 @@ class RunData:
     name: str = ""
     _benchmark: Benchmark | None = field(default=None, repr=False)
     _benchmark_error: str | None = field(default=None, repr=False)
-    _problems: dict[str, Problem] | None = field(default=None, repr=False)
+    _problems: ProblemSet | None = field(default=None, repr=False)
 
     # -- run.json accessors -----------------------------------------------------------------------
     @property
@@ -150,24 +151,27 @@ class RunData:
         self.benchmark_or_none()
         return self._benchmark_error
 
-    def problems(self, ids: Sequence[str] | None = None) -> list[Problem]:
-        """The run's problems (``ids`` or all finished ones), loaded once through the benchmark, each as the
-        updates recorded during its loop left it (what its final plan is judged against)."""
+    def problems(self, ids: Sequence[str] | None = None) -> Sequence[Problem]:
+        """The run's problems (``ids`` or all finished ones), each as the updates recorded during its loop
+        left it (what its final plan is judged against). The benchmark's problems are selected once; a
+        benchmark that streams them is spooled (:class:`~modulo.problems.ProblemSet`), and the sequence
+        returned reads each problem when it is used and keeps none, so that scoring a large run holds
+        one problem at a time."""
         if self._problems is None:
             bench = self.benchmark()
             wanted = self.finished_ids
             try:
-                loaded = bench.select(self.split, ids=wanted) if wanted else []
+                self._problems = bench.problem_set(self.split, ids=wanted) if wanted else ProblemSet()
             except ModuloError as exc:
                 raise RunError(
                     f"{self.path}: cannot load problems of {self.benchmark_name}/{self.split}: {exc}"
                 ) from exc
-            self._problems = {p.id: self._in_force(bench, p) for p in loaded}
         ids = list(ids) if ids is not None else self.finished_ids
-        missing = [i for i in ids if i not in self._problems]
+        known = set(self._problems.ids)
+        missing = [i for i in ids if i not in known]
         if missing:
             raise RunError(f"{self.path}: problems {missing[:5]} are not in {self.benchmark_name}/{self.split}")
-        return [self._problems[i] for i in ids]
+        return _RunProblems(self, self.benchmark(), self._problems, ids)
 
     def _in_force(self, bench: Benchmark, problem: Problem) -> Problem:
         record = self.records.get(problem.id)
@@ -191,6 +195,29 @@ class RunData:
     def best_plans(self, ids: Sequence[str] | None = None) -> list[PlanJSON]:
         ids = list(ids) if ids is not None else self.finished_ids
         return [self.records[i].best_plan if i in self.records else None for i in ids]
+
+
+class _RunProblems(Sequence[Problem]):
+    """Problems of a run by id, read from the selected set on each access (see :meth:`RunData.problems`)."""
+
+    def __init__(self, run: RunData, bench: Benchmark, source: ProblemSet, ids: list[str]) -> None:
+        self._run, self._bench, self._source, self._ids = run, bench, source, ids
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    @overload
+    def __getitem__(self, i: int) -> Problem: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Problem]: ...
+    def __getitem__(self, i: int | slice) -> Problem | list[Problem]:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        return self._run._in_force(self._bench, self._source.get(self._ids[i]))
+
+    def __iter__(self) -> Iterator[Problem]:
+        for pid in self._ids:
+            yield self._run._in_force(self._bench, self._source.get(pid))
 
 
 def _benchmark_class(name: str) -> type[Benchmark] | None:
@@ -549,15 +576,16 @@ def ensure_evaluation(run: RunData, *, reevaluate: bool = True) -> None:
     )
 
 
-def evaluate_plans(bench: Benchmark, problems: Sequence[Problem], plans: Sequence[PlanJSON | None]) -> EvalResult:
-    """``bench.evaluate(problems, plans)`` run in a worker thread (its exceptions raised here).
+def evaluate_plans(bench: Benchmark, problems: Iterable[Problem], plans: Iterable[PlanJSON | None]) -> EvalResult:
+    """``bench.evaluate(problems, plans)`` run in a worker thread (its exceptions raised here), the
+    problems handed over one at a time (:meth:`~modulo.benchmark.Benchmark.evaluate_stream`).
 
     Z3, the synthesized benchmarks' evaluator, pays for every context it creates on the main thread
     a cost that grows with the process's heap (about 10 ms at 200 MB, against 0.5 ms in a thread);
     a report holding a sweep's records would pay it for every problem scored.
     """
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="modulo-evaluate") as pool:
-        return pool.submit(bench.evaluate, problems, plans).result()
+        return pool.submit(bench.evaluate_stream, zip(problems, plans, strict=True)).result()
 
 
 def eval_result_to_dict(result: EvalResult) -> dict[str, Any]:
