@@ -314,7 +314,7 @@ def _budget_rows(
         whole = k == budget or used <= 1
         accepted = sum(1 for r in finished if (r.any_accepted if whole else r.first_accepted))
         row = {"certified": accepted / len(finished)}
-        if whole or all(r.first_plan == r.best_plan for r in finished):
+        if whole or all(_first(r) == _best(r) for r in finished):  # the same plans: the same evaluation
             row.update(final_metrics)
         else:
             ev = _evaluate(session, finished, _first)
