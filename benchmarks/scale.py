@@ -128,9 +128,11 @@ def main() -> None:
     env = {**os.environ, "MODULO_CACHE_DIR": str(work / "cache")}
     print("| problems | budget | wall | CPU/iter | peak RSS | records | iterations | outcomes | report | report RSS |")
     print("|---|---|---|---|---|---|---|---|---|---|")
+    peaks: dict[int, float] = {}
     try:
         for n in args.n:
             r = one(n, args.budget, work, env, report=not args.no_report)
+            peaks[n] = r["run"]["peak_rss_mb"]
             run, rep = r["run"], r["report"]
             failed = "" if run["rc"] == 0 else f" (exit {run['rc']})"
             if rep is None:
@@ -146,6 +148,10 @@ def main() -> None:
             )
             if args.json:
                 print(json.dumps(r))
+        smallest = min(peaks, default=0)
+        for n, peak in peaks.items():
+            if n != smallest and peaks[smallest]:
+                print(f"peak RSS at {n:,} problems: {peak / peaks[smallest]:.2f}x that of {smallest:,}")
     finally:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)

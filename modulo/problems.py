@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from abc import abstractmethod
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from typing import IO, overload
@@ -24,7 +25,33 @@ from .errors import ConfigError, DataError
 from .types import Problem
 
 
-class ProblemSet(Sequence[Problem]):
+class ProblemView(Sequence[Problem]):
+    """A sequence of problems known by their ids (``_ids``), each made by ``_load(position)`` when used."""
+
+    _ids: list[str]
+
+    @abstractmethod
+    def _load(self, n: int) -> Problem:
+        """The problem at position ``n`` (0 <= n < len)."""
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    @overload
+    def __getitem__(self, i: int) -> Problem: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Problem]: ...
+    def __getitem__(self, i: int | slice) -> Problem | list[Problem]:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        return self._load(range(len(self._ids))[i])  # IndexError, negative indices
+
+    def __iter__(self) -> Iterator[Problem]:
+        for n in range(len(self._ids)):
+            yield self._load(n)
+
+
+class ProblemSet(ProblemView):
     """An ordered, read-only sequence of problems with their ids at hand (``ids``, ``index``).
 
     Indexing and iteration give :class:`Problem` objects; a spooled set parses each from its
@@ -83,19 +110,9 @@ class ProblemSet(Sequence[Problem]):
     def get(self, problem_id: str) -> Problem:
         return self[self.index(problem_id)]
 
-    def __len__(self) -> int:
-        return len(self._ids)
-
-    @overload
-    def __getitem__(self, i: int) -> Problem: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[Problem]: ...
-    def __getitem__(self, i: int | slice) -> Problem | list[Problem]:
-        if isinstance(i, slice):
-            return [self[k] for k in range(*i.indices(len(self)))]
+    def _load(self, n: int) -> Problem:
         if self._items is not None:
-            return self._items[i]
-        n = range(len(self._ids))[i]  # IndexError, negative indices
+            return self._items[n]
         assert self._file is not None
         data = os.pread(self._file.fileno(), self._lengths[n], self._offsets[n])
         return Problem.model_validate_json(data)

@@ -15,13 +15,13 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, overload
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from ..benchmark import Benchmark, EvalResult, MetricSpec
 from ..errors import ModuloError, RunError
-from ..problems import ProblemSet
+from ..problems import ProblemSet, ProblemView
 from ..runinfo import RunInfo, read_run_info
 from ..runs import error_digest
 from ..types import Outcome, PlanJSON, Problem, ProblemResult, Usage, Verdict
@@ -197,27 +197,14 @@ class RunData:
         return [self.records[i].best_plan if i in self.records else None for i in ids]
 
 
-class _RunProblems(Sequence[Problem]):
+class _RunProblems(ProblemView):
     """Problems of a run by id, read from the selected set on each access (see :meth:`RunData.problems`)."""
 
     def __init__(self, run: RunData, bench: Benchmark, source: ProblemSet, ids: list[str]) -> None:
         self._run, self._bench, self._source, self._ids = run, bench, source, ids
 
-    def __len__(self) -> int:
-        return len(self._ids)
-
-    @overload
-    def __getitem__(self, i: int) -> Problem: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[Problem]: ...
-    def __getitem__(self, i: int | slice) -> Problem | list[Problem]:
-        if isinstance(i, slice):
-            return [self[k] for k in range(*i.indices(len(self)))]
-        return self._run._in_force(self._bench, self._source.get(self._ids[i]))
-
-    def __iter__(self) -> Iterator[Problem]:
-        for pid in self._ids:
-            yield self._run._in_force(self._bench, self._source.get(pid))
+    def _load(self, n: int) -> Problem:
+        return self._run._in_force(self._bench, self._source.get(self._ids[n]))
 
 
 def _benchmark_class(name: str) -> type[Benchmark] | None:

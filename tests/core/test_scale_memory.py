@@ -95,14 +95,12 @@ def _run(tmp_path: Path, n: int) -> dict[str, int]:
 
 @pytest.mark.slow  # counts every live object at each step
 def test_live_problems_and_records_do_not_grow_with_the_number_of_problems(tmp_path: Path) -> None:
-    # in flight: at most one problem per worker (plus the one a worker has just taken) and the records
-    # of those problems; the bound does not depend on the number of problems, and both runs stay in it
-    bound = {
-        "Problem": CONCURRENCY + 2,
-        "ProblemResult": CONCURRENCY + 1,
-        "IterationRecord": (CONCURRENCY + 1) * BUDGET,
-    }
-    for n in (6, 30):
+    # in flight: a problem per worker and its records, plus what a critic's worker thread may still hold
+    # of the problem before (released at its next job); the bound does not depend on the number of
+    # problems, which is well above it in the larger run
+    slack = 2 * CONCURRENCY + 1
+    bound = {"Problem": slack + 1, "ProblemResult": slack, "IterationRecord": slack * BUDGET}
+    for n in (6, 40):
         peak = _run(tmp_path, n)
         assert all(peak[k] <= bound[k] for k in bound), (n, peak, bound)
         assert peak["Problem"] >= 1 and peak["IterationRecord"] >= 1, peak  # the counting sees them
