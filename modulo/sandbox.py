@@ -368,16 +368,8 @@ class SandboxExecutor(CriticExecutor):
             return await self.inner.run_all(critics, problem, frozen, timeouts, stop)
 
         async def sandboxed(side: list[Critic], side_timeouts: list[float]) -> list[Outcome]:
-            out: list[Outcome] = []
-            for critic, timeout_s in zip(side, side_timeouts, strict=True):
-                try:
-                    outcome: Outcome = await self.run(critic, problem, frozen, timeout_s)
-                except CriticError as exc:
-                    outcome = exc
-                out.append(outcome)
-                if stop(critic, outcome):
-                    break
-            return out
+            # the interface's default: one critic after another through :meth:`run` (to its worker)
+            return await CriticExecutor.run_all(self, side, problem, frozen, side_timeouts, stop)
 
         async def rest(others: list[Critic], other_timeouts: list[float]) -> list[Outcome]:
             return await self.inner.run_all(others, problem, frozen, other_timeouts, stop)
