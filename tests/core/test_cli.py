@@ -64,6 +64,7 @@ def test_unknown_argument_and_config_typo_fail_at_start(tmp_path: Path) -> None:
     assert code != 0 and "max_iteration" in out
 
 
+@pytest.mark.slow  # a whole scripted run and its report
 def test_scripted_run_iterates_and_records_the_backprompts(tmp_path: Path) -> None:
     script = {"toy-0": ["[1, 1]", "[1, 3]", "[2, 3]"], "toy-1": ["[3, 3]"] * 4}
     code, out = invoke("run", *toy_args(tmp_path, script, "critics=all", "metacontroller.max_iterations=4"))

@@ -225,6 +225,7 @@ def test_build_compatibility_rules() -> None:
     assert incompatible_build(portable, set(), allow_native=False) is None  # no /proc/cpuinfo: nothing to compare
 
 
+@pytest.mark.slow  # a whole modulo run in a subprocess
 def test_modulo_run_exits_nonzero_with_the_crash_first_and_the_log_in_the_run_dir(
     fake: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

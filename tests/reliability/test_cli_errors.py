@@ -51,6 +51,7 @@ def test_missing_data_directory(launcher: Launcher, tmp_path: Path) -> None:
     clean_error(code, out, "DataError", "/nonexistent/data/travelplanner", "MODULO_DATA_DIR")
 
 
+@pytest.mark.slow  # whole modulo runs in subprocesses over a copied database
 def test_malformed_travelplanner_rows(launcher: Launcher, tmp_path: Path, data_dir: Path) -> None:
     rows = (data_dir / "travelplanner" / "validation.jsonl").read_text().splitlines()[:3]
     bad = tmp_path / "data" / "travelplanner"

@@ -5,7 +5,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 
+
+@pytest.mark.slow  # modulo in a subprocess
 def test_a_wrong_structured_output_value_is_a_clear_error_naming_the_key() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "modulo.cli.main", "check", "llm=scripted", "llm.structured_output=maybe"],

@@ -107,6 +107,7 @@ def test_report_and_show_rebuild_from_records_when_summary_or_evaluation_is_dama
     assert any("evaluation.json is damaged" in n for n in run.notes)
 
 
+@pytest.mark.slow  # modulo resume in a subprocess, three times
 @pytest.mark.parametrize("content", [b"", b"{a: 1}\n", b"\xff\xfe"])
 def test_resume_refuses_an_empty_or_damaged_overrides_file(tmp_path: Path, content: bytes) -> None:
     import subprocess

@@ -80,6 +80,7 @@ def _line_styles(fig: Any) -> list[tuple[tuple[float, ...], str, str]]:
     ]
 
 
+@pytest.mark.slow  # draws and measures every figure of up to 12 runs
 @pytest.mark.parametrize(("n", "long_labels"), [(12, False), (8, True), (2, False)])
 def test_many_runs_figures_have_no_overlapping_text_and_no_repeated_colour(
     tmp_path: Path, make_run: Any, captured: list[tuple[str, Any]], n: int, long_labels: bool
@@ -184,6 +185,7 @@ def test_no_travelplanner_headings_on_another_benchmark(tmp_path: Path, make_run
     assert "Critic presets on toy_reports: [All] = format, c_nonneg, c_even, h_max;" in result.markdown
 
 
+@pytest.mark.slow  # a sweep of real runs, then their report
 def test_sweep_over_collapsing_presets_names_each_job_by_its_request(tmp_path: Path, invoke: Any) -> None:
     """synth/calendar has no commonsense critics: `hard` runs every critic and `common` only format."""
     sweep = tmp_path / "sweep"

@@ -247,6 +247,7 @@ def test_without_a_browser_the_browser_tests_skip_with_the_reason(monkeypatch: p
         browser.start_browser()
 
 
+@pytest.mark.slow  # a served view in a subprocess, terminated
 def test_modulo_view_serve_runs_until_terminated(tp_run: Path) -> None:
     import os
     import signal
