@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
-from modulo.critic import critic
+from modulo.critic import CheckFn, CriticFactory, critic
 from modulo.types import PlanJSON, Problem, Verdict
 
 from .trip import stays_of
@@ -17,16 +18,17 @@ from .trip import stays_of
 TRIP = ("natural_plan/trip",)
 
 
+def _trip(name: str, group: str, priority: int, description: str, **options: Any) -> Callable[[CheckFn], CriticFactory]:
+    """``@critic`` for a Trip Planning critic."""
+    return critic(name, group=group, benchmarks=TRIP, priority=priority, description=description, **options)
+
+
 def _span(start: int, end: int) -> str:
     return f"day {start}" if start == end else f"day {start} to day {end}"
 
 
-@critic(
-    "trip_each_city_once",
-    group="commonsense",
-    benchmarks=TRIP,
-    priority=10,
-    description="the trip visits every city of the query exactly once and no other city",
+@_trip(
+    "trip_each_city_once", "commonsense", 10, "the trip visits every city of the query exactly once and no other city"
 )
 def trip_each_city_once(problem: Problem, plan: PlanJSON) -> Verdict:
     required: dict[str, int] = problem.constraints["stays"]
@@ -55,13 +57,7 @@ def trip_each_city_once(problem: Problem, plan: PlanJSON) -> Verdict:
     )
 
 
-@critic(
-    "trip_total_days",
-    group="hard",
-    benchmarks=TRIP,
-    priority=20,
-    description="the trip starts on day 1 and ends on the last day of the stated total",
-)
+@_trip("trip_total_days", "hard", 20, "the trip starts on day 1 and ends on the last day of the stated total")
 def trip_total_days(problem: Problem, plan: PlanJSON) -> Verdict:
     total: int = problem.constraints["total_days"]
     quote = problem.constraints["total_text"]
@@ -82,12 +78,11 @@ def trip_total_days(problem: Problem, plan: PlanJSON) -> Verdict:
     )
 
 
-@critic(
+@_trip(
     "trip_flight_days",
-    group="commonsense",
-    benchmarks=TRIP,
-    priority=30,
-    description="each stay starts on the day the previous one ends (the flight day counts for both cities)",
+    "commonsense",
+    30,
+    "each stay starts on the day the previous one ends (the flight day counts for both cities)",
 )
 def trip_flight_days(problem: Problem, plan: PlanJSON) -> Verdict:
     stays = stays_of(plan)
@@ -110,12 +105,11 @@ def trip_flight_days(problem: Problem, plan: PlanJSON) -> Verdict:
     )
 
 
-@critic(
+@_trip(
     "trip_stay_lengths",
-    group="hard",
-    benchmarks=TRIP,
-    priority=40,
-    description="each city is stayed in for the number of days the query asks (flight days count for both)",
+    "hard",
+    40,
+    "each city is stayed in for the number of days the query asks (flight days count for both)",
     options=("hints",),
 )
 def trip_stay_lengths(problem: Problem, plan: PlanJSON, *, hints: bool = False) -> Verdict:
@@ -146,12 +140,11 @@ def trip_stay_lengths(problem: Problem, plan: PlanJSON, *, hints: bool = False) 
     )
 
 
-@critic(
+@_trip(
     "trip_direct_flights",
-    group="hard",
-    benchmarks=TRIP,
-    priority=50,
-    description="every hop between consecutive cities is a listed direct flight, in the listed direction",
+    "hard",
+    50,
+    "every hop between consecutive cities is a listed direct flight, in the listed direction",
 )
 def trip_direct_flights(problem: Problem, plan: PlanJSON) -> Verdict:
     flights = {(a, b) for a, b in problem.constraints["flights"]}
@@ -178,13 +171,7 @@ def trip_direct_flights(problem: Problem, plan: PlanJSON) -> Verdict:
     )
 
 
-@critic(
-    "trip_event_windows",
-    group="hard",
-    benchmarks=TRIP,
-    priority=60,
-    description="each fixed-day event lies inside the stay in its city",
-)
+@_trip("trip_event_windows", "hard", 60, "each fixed-day event lies inside the stay in its city")
 def trip_event_windows(problem: Problem, plan: PlanJSON) -> Verdict:
     events: list[dict[str, Any]] = problem.constraints["events"]
     if not events:

@@ -15,30 +15,17 @@ SECRET = "sk-modulo-test-SECRET-7f3a9c1e5b"
 ProviderFactory = Callable[..., FakeProvider]
 
 
+def _settings(name: str, model: str, base_url: str, overrides: dict[str, Any]) -> LLMSettings:
+    values: dict[str, Any] = {"name": name, "model": model, "base_url": base_url, "timeout_s": 5.0}
+    return LLMSettings(**{**values, "max_retries": 3, "max_backoff_s": 0.05, **overrides})
+
+
 def openai_settings(fake: FakeProvider, **overrides: Any) -> LLMSettings:
-    values: dict[str, Any] = {
-        "name": "openai",
-        "model": "gpt-4o-mini",
-        "base_url": fake.openai_base_url,
-        "timeout_s": 5.0,
-        "max_retries": 3,
-        "max_backoff_s": 0.05,
-    }
-    values.update(overrides)
-    return LLMSettings(**values)
+    return _settings("openai", "gpt-4o-mini", fake.openai_base_url, overrides)
 
 
 def anthropic_settings(fake: FakeProvider, **overrides: Any) -> LLMSettings:
-    values: dict[str, Any] = {
-        "name": "anthropic",
-        "model": "claude-haiku-4-5-20251001",
-        "base_url": fake.anthropic_base_url,
-        "timeout_s": 5.0,
-        "max_retries": 3,
-        "max_backoff_s": 0.05,
-    }
-    values.update(overrides)
-    return LLMSettings(**values)
+    return _settings("anthropic", "claude-haiku-4-5-20251001", fake.anthropic_base_url, overrides)
 
 
 def request(text: str = "Plan a trip to Rome.", *, problem: str | None = None, **fields: Any) -> LLMRequest:
