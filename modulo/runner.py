@@ -29,7 +29,7 @@ from .build import Session
 from .errors import RunError
 from .metacontroller import RunAborted, RunBudget, best_iteration
 from .runs import RunDir, error_digest, latest_records
-from .types import Outcome, PlanJSON, Problem, ProblemResult, ProblemUpdate, Usage
+from .types import IterationRecord, Outcome, PlanJSON, Problem, ProblemResult, ProblemUpdate, Usage
 from .users import in_force
 
 ProgressFn = Callable[["RunState"], None]
@@ -72,7 +72,8 @@ class Finished:
     #: against the problem in force at the end (after the last update)
     first_accepted: bool
     any_accepted: bool
-    usage: Usage
+    #: the problem's usage, read when a run resumes (summed at once, then dropped: None)
+    usage: Usage | None
     #: the updates applied to the problem during the loop (the evaluator scores the problem they made)
     updates: tuple[ProblemUpdate, ...] = ()
 
@@ -88,12 +89,17 @@ class Finished:
             error=result.error,
             iterations=len(result.iterations),
             best_plan=result.best_plan,
-            first_plan=first.plan if first is not None else None,
+            # the same object when equal (the common case): one plan kept, not two
+            first_plan=result.best_plan if first is not None and first.plan == result.best_plan else _plan(first),
             first_accepted=judged is not None and judged.accepts,
             any_accepted=result.best_certified,
             updates=tuple(result.updates),
             usage=result.usage,
         )
+
+
+def _plan(it: IterationRecord | None) -> PlanJSON:
+    return it.plan if it is not None else None
 
 
 @dataclass(repr=False)
@@ -136,12 +142,14 @@ async def run_session(
     retry = {Outcome.ERROR, Outcome.SKIPPED} if cfg.run.retry_errors else set()
     problems = session.problems
     ids = set(problems.ids)
-    spent = sum((r.usage.cost_usd for r in previous.values()), 0.0)
+    spent = sum((r.usage.cost_usd for r in previous.values() if r.usage is not None), 0.0)
     results: dict[str, Finished] = {pid: r for pid, r in previous.items() if r.outcome not in retry}
     del previous
     usage = Usage()  # of the problems finished in this run directory (the summary's usage)
     for pid in results.keys() & ids:
-        usage = usage + results[pid].usage
+        usage = usage + (results[pid].usage or Usage())
+    for r in results.values():
+        r.usage = None  # summed: the digests keep no usage (a finishing problem's is added as it comes)
     n_todo = sum(1 for pid in problems.ids if pid not in results)
     if n_todo:
         try:  # a model that cannot answer stops the run now, not after every problem has errored
@@ -165,7 +173,9 @@ async def run_session(
         nonlocal usage
         # flushed and fsync'ed off the event loop, so other problems keep running meanwhile
         await asyncio.to_thread(run_dir.append, result)
-        results[result.problem_id] = Finished.of(result)  # the full record leaves memory
+        digest = Finished.of(result)  # the full record leaves memory
+        digest.usage = None  # summed just below
+        results[result.problem_id] = digest
         usage = usage + result.usage
         state.done += 1
         state.outcomes[result.outcome.value] += 1
