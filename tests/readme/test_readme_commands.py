@@ -17,6 +17,7 @@ matches, and a command that no rule covers fails the test, so a new README line 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import shlex
@@ -175,12 +176,24 @@ class Workspace:
                 return run
         raise AssertionError(f"no run directory holds problem {problem_id}")
 
+    def run_of(self, benchmark: str) -> Path:
+        """The newest run directory of a benchmark (a command that only makes sense for its runs)."""
+        for run in sorted(self.root.glob("runs/*/*"), key=lambda p: p.stat().st_mtime, reverse=True):
+            manifest = run / "run.json"
+            if manifest.exists():
+                name = str(json.loads(manifest.read_text(encoding="utf-8")).get("benchmark", {}).get("name", ""))
+                if name == benchmark or name.startswith(benchmark + "/"):
+                    return run
+        raise AssertionError(f"no run directory of benchmark {benchmark}")
+
     def substitute(self, words: list[str]) -> list[str]:
         plans = self.root / "sub.jsonl"
         out = []
         for w in words:
             if w == "RUN_DIR" and words[:2] == ["modulo", "show"]:
                 w = str(self.run_with(words[3]))
+            elif w == "RUN_DIR" and "travelplanner-submission" in words:
+                w = str(self.run_of("travelplanner"))
             elif w == "RUN_DIR" or re.fullmatch(r"runs/\d{4}-\d\d-\d\d/\d\d-\d\d-\d\d", w):
                 assert self.run_dir is not None, "no run directory made yet"
                 w = str(self.run_dir)
