@@ -37,7 +37,7 @@ def compose_config(benchmark: str, overrides: list[str]):  # type: ignore[no-unt
 
     from ..llm.keys import reject_secret_overrides
     from ..resources import resource_dir
-    from .hydra_app import check_overrides, register_schema, to_modulo_config
+    from .hydra_app import check_overrides, register_schema, search_path_override, to_modulo_config
 
     for arg in overrides:
         key = arg.lstrip("+~").partition("=")[0].split(".")[0]
@@ -53,7 +53,7 @@ def compose_config(benchmark: str, overrides: list[str]):  # type: ignore[no-unt
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
-            cfg = compose(config_name="config", overrides=argv)
+            cfg = compose(config_name="config", overrides=[*argv, *search_path_override()])
     except Exception as exc:  # Hydra's own override errors: a typo must read as a config error
         if isinstance(exc, ModuloError):
             raise

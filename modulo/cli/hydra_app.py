@@ -78,7 +78,7 @@ def compose_config(overrides: list[str]) -> ModuloConfig:
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(resource_dir("conf")), version_base="1.3"):
-            cfg = compose(config_name="config", overrides=list(overrides))
+            cfg = compose(config_name="config", overrides=[*overrides, *search_path_override()])
     finally:
         GlobalHydra.instance().clear()
     return to_modulo_config(cfg)
@@ -254,10 +254,49 @@ LAUNCHER_EXTRAS = {
 }
 
 
+#: the entry-point group through which a package ships Hydra config group entries (its benchmarks' defaults)
+CONFIG_GROUP = "modulo.configs"
+
+
+def config_dirs() -> list[Path]:
+    """The config directories packages ship (entry points of ``modulo.configs``), added to Hydra's search
+    path after modulo's own conf/: ``NAME = "package.sub.dir"`` names a directory inside an installed
+    package holding config groups (``benchmark/mylab/bench.yaml``). Found without importing the package:
+    listing config options never runs plugin code. A directory that does not exist is an error."""
+    import importlib.util
+    from importlib.metadata import entry_points
+
+    out: list[Path] = []
+    for ep in sorted(entry_points(group=CONFIG_GROUP), key=lambda e: e.name):
+        top, *rest = ep.value.split(":")[0].strip().split(".")
+        spec = importlib.util.find_spec(top)
+        locations = list(spec.submodule_search_locations or []) if spec is not None else []
+        found = [Path(loc).joinpath(*rest) for loc in locations if Path(loc).joinpath(*rest).is_dir()]
+        if not found:
+            raise ConfigError(
+                f"the config directory {ep.value!r} registered under {CONFIG_GROUP} as {ep.name!r} "
+                f"(package {ep.dist.name if ep.dist else '?'}) does not exist; reinstall that package"
+            )
+        out.append(found[0].resolve())
+    return out
+
+
+def search_path_override() -> list[str]:
+    """``hydra.searchpath=[...]`` with every package's config directory (none when no package ships one)."""
+    dirs = config_dirs()
+    if not dirs:
+        return []
+    return ["hydra.searchpath=[" + ",".join(f"'file://{d}'" for d in dirs) + "]"]
+
+
 def group_options(conf_dir: Path, group: str) -> list[str]:
-    """The options of a config group: its YAML files, ``natural_plan/trip`` for nested ones."""
-    root = conf_dir / group
-    return sorted(str(p.relative_to(root).with_suffix("")) for p in root.rglob("*.yaml"))
+    """The options of a config group: its YAML files in conf/ and in every package's config directory,
+    ``natural_plan/trip`` for nested ones."""
+    options: set[str] = set()
+    for base in (conf_dir, *config_dirs()):
+        root = base / group
+        options.update(str(p.relative_to(root).with_suffix("")) for p in root.rglob("*.yaml"))
+    return sorted(options)
 
 
 def _override_values(arg: str) -> tuple[str, list[str]] | None:
@@ -282,7 +321,7 @@ def check_overrides(argv: list[str], conf_dir: Path) -> list[str]:
 
     from .. import components
 
-    groups = {p.name for p in conf_dir.iterdir() if p.is_dir() and p.name != "hydra"}
+    groups = {p.name for base in (conf_dir, *config_dirs()) for p in base.iterdir() if p.is_dir() and p.name != "hydra"}
     out: list[str] = []
     for arg in argv:
         parsed = _override_values(arg)
@@ -398,6 +437,7 @@ def run_hydra(argv: list[str], *, check: bool = False) -> None:
         argv = _with_overrides(argv, ["hydra.output_subdir=null", "hydra.run.dir=.", "hydra/job_logging=none"])
     elif save_hydra:
         argv = _with_overrides(argv, ["hydra.output_subdir=null"])
+    argv = _with_overrides(argv, search_path_override())  # the benchmarks' own config groups
     # a single run into a known directory is locked before Hydra creates its log file there
     lock = RunLock(Path(known)) if not check and not multirun and (known := _run_dir_of(argv)) else None
     old = sys.argv

@@ -210,6 +210,17 @@ def list_kind(kind: str, names_only: bool, benchmark: str | None = None) -> None
         else:
             table.add_row(name, desc, origin)
     console.print(table)
+    if key == "benchmarks":
+        from ..resources import resource_dir
+        from .hydra_app import group_options
+
+        choices = [c for c in group_options(resource_dir("conf"), "benchmark") if c != "custom"]
+        console.print(
+            "benchmark= choices with config defaults (conf/ and the packages' own config groups): "
+            + ", ".join(choices)
+            + "; any registered benchmark without one: benchmark=NAME (run on benchmark=custom's node)",
+            soft_wrap=True,
+        )
 
 
 @cli.command("list")

@@ -228,9 +228,10 @@ def witness_answers(
 def benchmark_override(name: str) -> list[str]:
     """``benchmark=NAME`` when the benchmark has a config file, else ``benchmark=custom benchmark.name=NAME``
     (so the default benchmark's own arguments do not leak into it)."""
+    from ..cli.hydra_app import group_options
     from ..resources import resource_dir
 
-    group = (resource_dir("conf") / "benchmark" / f"{name}.yaml").is_file()
+    group = name in group_options(resource_dir("conf"), "benchmark")
     return [f"benchmark={name}"] if group else ["benchmark=custom", f"benchmark.name={name}"]
 
 

@@ -87,3 +87,19 @@ def test_plugin_benchmark_runs_end_to_end_with_its_own_templates(bench_env: dict
     info = json.loads((run_dir / "run.json").read_text())
     assert info["critics"] == ["format", "toybench/sum_ok"]
     assert any(str(label).startswith("toybench/sum/json@7#") for label in json.dumps(info["templates"]).split('"'))
+
+
+def test_plugin_benchmark_ships_its_own_config_defaults(bench_env: dict[str, str]) -> None:
+    # benchmark=toybench/sum is found in the plugin's own config group (modulo.configs entry point):
+    # its defaults (n: 5, seed: 3) apply, and nothing in modulo's conf/ names it
+    assert not list((ROOT / "conf").rglob("*toybench*"))
+    checked = modulo(bench_env, "check", "benchmark=toybench/sum", "llm=scripted")
+    assert checked.returncode == 0, checked.stderr[-3000:]
+    assert "toybench/sum / generated (5 problems)" in checked.stdout
+    overridden = modulo(bench_env, "check", "benchmark=toybench/sum", "llm=scripted", "benchmark.n=2")
+    assert "toybench/sum / generated (2 problems)" in overridden.stdout
+    listed = modulo(bench_env, "list", "benchmarks")
+    choices = " ".join(listed.stdout.split()).partition("choices with config defaults")[2]
+    assert "toybench/sum" in choices and "synth/calendar_small" in choices
+    typo = modulo(bench_env, "check", "benchmark=toybench/sun", "llm=scripted")
+    assert typo.returncode == 2 and "Did you mean 'toybench/sum'" in typo.stderr
