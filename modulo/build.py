@@ -378,7 +378,18 @@ def run_info(
     info["heavy"] = heavy.model_dump() if heavy is not None else None
     # held exactly as written: JSON data only (a scripted backend's function becomes its text), no
     # secret, no URL userinfo
-    return RunInfo.model_validate(json.loads(json.dumps(safe_config(info), default=str)))
+    stored = RunInfo.model_validate(json.loads(json.dumps(safe_config(info), default=str)))
+    return stored.with_arg_defaults(benchmark_arg_defaults(session.benchmark))
+
+
+def benchmark_arg_defaults(benchmark: Benchmark) -> dict[str, Any]:
+    """The keyword arguments of the benchmark's constructor that have defaults, with those defaults."""
+    params = inspect.signature(type(benchmark).__init__).parameters.values()
+    return {
+        p.name: p.default
+        for p in params
+        if p.default is not inspect.Parameter.empty and p.name != "data_dir" and p.kind is not p.VAR_KEYWORD
+    }
 
 
 def _user_info(cfg: ModuloConfig, session: Session) -> dict[str, Any]:

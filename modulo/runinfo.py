@@ -21,7 +21,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from .errors import RunError
 
@@ -186,6 +186,8 @@ class RunInfo(_Part):
     #: keys of an older run.json that this version does not know, kept as they were
     legacy: dict[str, Any] = Field(default_factory=dict)
 
+    _arg_defaults: dict[str, Any] = PrivateAttr(default_factory=dict)
+
     def to_json(self) -> str:
         return json.dumps(self.model_dump(mode="json"), indent=1, default=str)
 
@@ -195,9 +197,28 @@ class RunInfo(_Part):
         return {k: v for k, v in self.model_dump(mode="json").items() if k not in RESUMABLE_KEYS}
 
     def differences(self, other: RunInfo) -> list[str]:
-        """The top-level keys whose content differs between two runs' identities."""
+        """The top-level keys whose content differs between two runs' identities.
+
+        The benchmark's arguments are compared with the benchmark's declared defaults filled in (see
+        :attr:`arg_defaults`): an argument a newer benchmark added, recorded at its default, is the
+        behaviour an older run had without it, not another configuration."""
         mine, theirs = self.identity(), other.identity()
+        defaults = self._arg_defaults or other._arg_defaults
+        for side in (mine, theirs):
+            side["benchmark"] = {**side["benchmark"], "args": {**defaults, **side["benchmark"]["args"]}}
         return sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
+
+    @property
+    def arg_defaults(self) -> dict[str, Any]:
+        """The benchmark constructor's default arguments (JSON values; known to a run being built, not
+        written to run.json)."""
+        return dict(self._arg_defaults)
+
+    def with_arg_defaults(self, defaults: dict[str, Any]) -> RunInfo:
+        """This run information, knowing the benchmark's default arguments (see :meth:`differences`)."""
+        out = self.model_copy()
+        out._arg_defaults = json.loads(json.dumps(defaults, default=str))
+        return out
 
 
 def migrate(data: dict[str, Any]) -> dict[str, Any]:

@@ -94,3 +94,14 @@ def test_a_run_json_from_a_newer_modulo_is_a_clear_error(old_run: Path, capsys: 
         read_run_info(old_run)
     code, out, err = modulo(capsys, "show", str(old_run), FINISHED[1])
     assert code != 0 and "newer modulo" in out + err and "Traceback" not in out + err
+
+
+def test_an_argument_a_benchmark_added_at_its_default_is_not_another_configuration() -> None:
+    old = read_run_info(FIXTURE)  # recorded before synth gained its multi-turn arguments
+    args = {**old.benchmark.args, "hidden": 0, "hide_contradiction": False}
+    new = old.model_copy(update={"benchmark": old.benchmark.model_copy(update={"args": args})})
+    assert old.differences(new) == ["benchmark"]  # without the benchmark's defaults nothing says they match
+    knowing = new.with_arg_defaults({"hidden": 0, "hide_contradiction": False, "n": 50})
+    assert old.differences(knowing) == []
+    changed = knowing.model_copy(update={"benchmark": old.benchmark.model_copy(update={"args": {**args, "hidden": 2}})})
+    assert old.differences(changed) == ["benchmark"]  # a value other than the default is another configuration

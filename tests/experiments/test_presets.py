@@ -12,7 +12,7 @@ from hydra.core.global_hydra import GlobalHydra
 from omegaconf import OmegaConf
 
 from modulo import components
-from modulo.cli.hydra_app import register_schema, to_modulo_config
+from modulo.cli.hydra_app import register_schema, search_path_override, to_modulo_config
 from modulo.config import CRITIC_PRESETS
 from modulo.resources import resource_dir
 
@@ -36,7 +36,8 @@ def composed() -> Iterator[Any]:
 
         def run(*overrides: str, hydra: bool = False) -> Any:
             """The composed config; with ``hydra=True`` its ``hydra`` node too (sweeper, output dirs)."""
-            return compose("config", overrides=list(overrides), return_hydra_config=hydra)
+            extra = search_path_override()  # the benchmarks' own config groups, as modulo run adds them
+            return compose("config", overrides=[*overrides, *extra], return_hydra_config=hydra)
 
         yield run
     GlobalHydra.instance().clear()
