@@ -266,8 +266,16 @@ def config_dirs() -> list[Path]:
     import importlib.util
     from importlib.metadata import entry_points
 
+    found_eps = sorted(entry_points(group=CONFIG_GROUP), key=lambda e: e.name)
+    if not any(ep.dist is not None and ep.dist.name == "modulo" for ep in found_eps):
+        # modulo's own package declares its benchmarks' config folders: none means an install made
+        # before they existed, whose benchmark defaults would silently be missing
+        raise ConfigError(
+            f"modulo's installed metadata declares no {CONFIG_GROUP} entry points (the install is older than "
+            'the source): re-run the install, e.g. pip install -e ".[dev]" in the modulo checkout'
+        )
     out: list[Path] = []
-    for ep in sorted(entry_points(group=CONFIG_GROUP), key=lambda e: e.name):
+    for ep in found_eps:
         top, *rest = ep.value.split(":")[0].strip().split(".")
         spec = importlib.util.find_spec(top)
         locations = list(spec.submodule_search_locations or []) if spec is not None else []

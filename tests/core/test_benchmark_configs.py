@@ -6,7 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from modulo.cli.hydra_app import compose_config, config_dirs, group_options
+from modulo.errors import ConfigError
 from modulo.resources import resource_dir
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,3 +32,13 @@ def test_a_package_config_is_composed_with_its_defaults() -> None:
     cfg = compose_config(["benchmark=synth/trip", "llm=scripted"])
     assert cfg.benchmark.name == "synth/trip" and cfg.benchmark.args["n"] == 50
     assert compose_config(["llm=scripted"]).benchmark.args["n"] == 8  # the primary config's default, found there
+
+
+def test_an_install_older_than_the_source_is_named_not_silently_missing_defaults(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import importlib.metadata
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda **kw: [])
+    with pytest.raises(ConfigError, match=r"declares no modulo\.configs entry points .* re-run the install"):
+        config_dirs()
