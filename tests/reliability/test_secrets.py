@@ -189,7 +189,7 @@ def test_a_token_in_a_header_a_url_and_extra_body_is_written_nowhere_in_any_form
                 found.append(f"{path}: {needle}")
     assert found == []
     stored = (tmp_path / "run" / "config.yaml").read_text() + (tmp_path / "run" / "run.json").read_text()
-    assert "user:" not in stored and "@127.0.0.1" not in stored  # URLs are stored without userinfo
+    assert "//user:" not in stored and "@127.0.0.1" not in stored  # URLs are stored without userinfo
 
 
 @pytest.mark.parametrize(
