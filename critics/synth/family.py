@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import random
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -36,6 +37,11 @@ from .common import Constraint, Formula, as_z3, check_choice, neg, new_solver, r
 Spec = dict[str, Any]
 Row = tuple[Any, ...]
 DIFFICULTIES = ("easy", "medium", "hard")
+
+#: unsat cores kept per family (a digest and a few ids each: about 200 bytes): a 20,000-problem run's
+#: final evaluation reuses the cores its unsolvability checks computed
+CORE_CACHE_SIZE = 20_000
+_CORE_LOCK = threading.Lock()
 
 
 @dataclass
@@ -335,18 +341,29 @@ class Family(ABC):
         return bool(self._solver(spec, rows, domain, include_meta=True).check() == z3.sat)
 
     def unsat_core_ids(self, spec: Spec) -> list[str] | None:
-        """Ids of a minimal unsatisfiable subset of ``spec``'s constraints (None when satisfiable); memoised."""
+        """Ids of a minimal unsatisfiable subset of ``spec``'s constraints (None when satisfiable); memoised
+        by a digest of the spec (without the sentences), the oldest entries dropped past
+        ``CORE_CACHE_SIZE``: a run's unsolvability check and its final evaluation of the same problem
+        then share one Z3 call, even over thousands of problems, in a few MB."""
+        import hashlib
         import json
 
-        key = json.dumps({k: v for k, v in spec.items() if k != "constraints"}, sort_keys=True) + json.dumps(
-            [{k: v for k, v in c.items() if k != "text"} for c in spec["constraints"]], sort_keys=True
-        )
-        cache: dict[str, list[str] | None] = self.__dict__.setdefault("_core_cache", {})
-        if key not in cache:
-            if len(cache) > 512:
-                cache.clear()
-            cache[key] = self._compute_core(spec)
-        hit = cache[key]
+        key = hashlib.sha256(
+            (
+                json.dumps({k: v for k, v in spec.items() if k != "constraints"}, sort_keys=True)
+                + json.dumps([{k: v for k, v in c.items() if k != "text"} for c in spec["constraints"]], sort_keys=True)
+            ).encode()
+        ).digest()
+        cache: dict[bytes, list[str] | None] = self.__dict__.setdefault("_core_cache", {})
+        with _CORE_LOCK:
+            known = key in cache
+            hit = cache.get(key)
+        if not known:
+            hit = self._compute_core(spec)
+            with _CORE_LOCK:
+                while len(cache) >= CORE_CACHE_SIZE:
+                    del cache[next(iter(cache))]  # the oldest entry (dicts keep insertion order)
+                cache[key] = hit
         return None if hit is None else list(hit)
 
     def _compute_core(self, spec: Spec) -> list[str] | None:

@@ -132,3 +132,33 @@ def test_loop_stops_unsolvable_without_a_generator_call_and_certifies_the_witnes
             assert result.outcome is Outcome.UNSOLVABLE and client.calls == before
             assert result.explanation and "No plan can meet" in result.explanation
     assert 0 < len(texts) < len(problems)
+
+
+def test_unsat_cores_are_memoised_per_spec_and_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The unsolvability check and the final evaluation share one Z3 call per problem; the memo keeps
+    at most CORE_CACHE_SIZE entries (oldest dropped), and a hit is a copy the caller may change."""
+    import critics.synth.family as family_mod
+
+    fam = get_family("calendar")
+    monkeypatch.setattr(fam, "_core_cache", {}, raising=False)
+    monkeypatch.setattr(family_mod, "CORE_CACHE_SIZE", 3)
+    calls: list[str] = []
+    compute = fam._compute_core
+
+    def counted(spec: dict[str, Any]) -> list[str] | None:
+        calls.append(str(spec["constraints"][0]["id"]))
+        return compute(spec)
+
+    monkeypatch.setattr(fam, "_compute_core", counted)
+    problems = list(bench("calendar", n=5, seed=11, unsolvable_fraction=0.6).load("generated"))
+    first = [fam.unsat_core_ids(p.constraints) for p in problems[:3]]
+    assert any(c is not None for c in first), "the seed should give at least one unsolvable problem"
+    again = [fam.unsat_core_ids(p.constraints) for p in problems[:3]]
+    assert again == first and len(calls) == 3  # all three from the memo
+    at = next(i for i, c in enumerate(again) if c is not None)
+    again[at].append("changed by the caller")  # type: ignore[union-attr]
+    assert fam.unsat_core_ids(problems[at].constraints) == first[at]
+    fam.unsat_core_ids(problems[3].constraints)  # a fourth spec: the oldest entry goes
+    assert len(fam._core_cache) == 3
+    fam.unsat_core_ids(problems[0].constraints)
+    assert len(calls) == 5  # the first problem's core was computed again
