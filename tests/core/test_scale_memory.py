@@ -61,10 +61,22 @@ def _problem(i: int) -> Problem:
     )
 
 
+#: ids of the objects alive before the run (left by earlier tests in this process): not the run's
+_before: set[int] = set()
+
+
+def _counted() -> Iterator[Any]:
+    for obj in gc.get_objects():
+        if isinstance(obj, (Problem, ProblemResult, IterationRecord)):
+            yield obj
+
+
 def watch(*_: Any) -> None:
     gc.collect()
     live = {"Problem": 0, "ProblemResult": 0, "IterationRecord": 0}
-    for obj in gc.get_objects():
+    for obj in _counted():
+        if id(obj) in _before:
+            continue
         if isinstance(obj, Problem):
             live["Problem"] += 1
         elif isinstance(obj, ProblemResult):
@@ -75,8 +87,15 @@ def watch(*_: Any) -> None:
         StreamingToy.peak[k] = max(StreamingToy.peak.get(k, 0), v)
 
 
+def _baseline() -> None:
+    gc.collect()
+    _before.clear()
+    _before.update(id(obj) for obj in _counted())
+
+
 def _run(tmp_path: Path, n: int) -> dict[str, int]:
     StreamingToy.peak = {}
+    _baseline()
     components.benchmarks.register("toy", StreamingToy, replace=True)  # the toy's critics apply
     try:
         # every reply is wrong (sum 3): each problem uses its whole budget
@@ -114,6 +133,7 @@ def test_resume_keeps_digests_not_records(tmp_path: Path) -> None:
         cfg = config("toy", 12, {"*": ["[1, 2]", "[0, 3]", "[3, 0]"]}, concurrency=CONCURRENCY)
         cfg.metacontroller.max_iterations = BUDGET
         StreamingToy.peak = {}
+        _baseline()
         result = asyncio.run(run_session(build_session(cfg), RunDir(tmp_path / "run-12"), progress=watch))
     finally:
         components.benchmarks.register("toy", toy.Toy, replace=True)
