@@ -57,9 +57,15 @@ def _hydra_type(annotation: Any) -> Any:
     return Any
 
 
-@functools.cache
 def hydra_schema(model: type[BaseModel]) -> type:
-    """A dataclass with the fields, defaults and (OmegaConf-compatible) types of ``model``."""
+    """A dataclass with the fields, defaults and (OmegaConf-compatible) types of ``model``.
+
+    Made afresh on every call, never cached: Hydra's Ray launcher sends the composed config (whose
+    metadata names these classes) through cloudpickle < 3, which, on the way back, writes copies of
+    ``dataclasses.MISSING`` into the fields of the very class objects the driver holds; a cached class
+    then reads as a class whose every section defaults to MISSING, and each later run in the process
+    failed at composition ("Cannot assign _MISSING_TYPE to Dict[str, Any]").
+    """
     fields: list[tuple[str, Any, Any]] = []
     for name, info in model.model_fields.items():
         kind = _hydra_type(info.annotation)

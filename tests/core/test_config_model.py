@@ -8,6 +8,7 @@ import dataclasses
 
 import pytest
 import yaml
+from omegaconf import OmegaConf
 from pydantic import BaseModel
 
 from modulo.build import build_session, loop_settings
@@ -76,3 +77,14 @@ def test_a_value_set_in_python_after_construction_is_checked_before_anything_run
     cfg.llm.structured_output = "maybe"  # type: ignore[assignment]
     with pytest.raises(ConfigError, match=r"llm\.structured_output must be one of schema, json, off"):
         build_session(cfg, load_problems=False)
+
+
+def test_the_schema_is_made_afresh_so_a_class_a_launcher_damaged_is_never_reused() -> None:
+    # Hydra's Ray launcher round-trips the config through cloudpickle < 3, which leaves copies of
+    # dataclasses.MISSING as the defaults of the schema classes the driver holds
+    first = hydra_schema(ModuloConfig)
+    for f in dataclasses.fields(first):
+        f.default = type(dataclasses.MISSING)()
+    fresh = hydra_schema(ModuloConfig)
+    assert fresh is not first
+    assert OmegaConf.structured(fresh).benchmark.name == ModuloConfig().benchmark.name
