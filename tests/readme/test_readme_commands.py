@@ -238,7 +238,7 @@ def _first_values(words: list[str]) -> list[str]:
     out = []
     for w in words:
         key, eq, value = w.partition("=")
-        if eq and "," in value and not value.startswith(("[", "'", '"')) and "(" not in value:
+        if eq and "," in value and not value.startswith(("[", "{", "'", '"')) and "(" not in value:
             w = f"{key}={value.split(',')[0]}"
         out.append(w)
     return out
