@@ -10,6 +10,15 @@ from typing import Any
 
 from .store import Store
 
+#: house-rule names in a query -> the text a listing's ``house_rules`` carries when it forbids them
+HOUSE_RULE_TEXT = {
+    "smoking": "No smoking",
+    "parties": "No parties",
+    "children under 10": "No children under 10",
+    "visitors": "No visitors",
+    "pets": "No pets",
+}
+
 COMMONSENSE_KEYS: tuple[str, ...] = (
     "is_reasonable_visiting_city",
     "is_valid_restaurants",

@@ -10,19 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .checks import MEALS, CheckResult, ceil_div, money, query_dates
+from .checks import HOUSE_RULE_TEXT, MEALS, CheckResult, ceil_div, money, query_dates
 from .checks import people as people_text
 from .store import Accommodation, Restaurant, Store
 from .text import is_blank, normalise, split_attractions, strict_current_city, strict_name_city
 
 Query = Mapping[str, Any]
-_RULES = {
-    "smoking": "No smoking",
-    "parties": "No parties",
-    "children under 10": "No children under 10",
-    "visitors": "No visitors",
-    "pets": "No pets",
-}
 _ROOM_TYPES = {
     "not shared room": ("Private room", "Entire home/apt"),
     "shared room": ("Shared room",),
@@ -64,7 +57,7 @@ def suitable_accommodations(store: Store, query: Query, city: str, nights: int |
     people = int(query.get("people_number") or 1)
     out = []
     for row in store.accommodations_in(city):
-        if rule in _RULES and _RULES[rule] in {r.strip() for r in row.house_rules.split("&")}:
+        if rule in HOUSE_RULE_TEXT and HOUSE_RULE_TEXT[rule] in {r.strip() for r in row.house_rules.split("&")}:
             continue
         if kind in _ROOM_TYPES and row.room_type not in _ROOM_TYPES[kind]:
             continue

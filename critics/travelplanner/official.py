@@ -20,7 +20,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .checks import COMMONSENSE_KEYS, HARD_KEYS, CheckFn, CheckOutcome, CheckResult, ceil_div, run_check
+from .checks import (
+    COMMONSENSE_KEYS,
+    HARD_KEYS,
+    HOUSE_RULE_TEXT,
+    CheckFn,
+    CheckOutcome,
+    CheckResult,
+    ceil_div,
+    run_check,
+)
 from .store import Store
 from .text import PLACEHOLDER_DAY, before_parenthesis, flight_number_official, from_to, name_city
 
@@ -468,15 +477,6 @@ def valid_cuisine(query: Query, plan: Any, store: Store) -> CheckOutcome:
     return False, f"The cuisine {missing[0]} is not satisfied.", {"missing": missing, "meals": counted}
 
 
-_RULE_TEXT = {
-    "smoking": "No smoking",
-    "parties": "No parties",
-    "children under 10": "No children under 10",
-    "visitors": "No visitors",
-    "pets": "No pets",
-}
-
-
 def valid_room_rule(query: Query, plan: Any, store: Store) -> CheckOutcome:
     rule = query["local_constraint"]["house rule"]
     if rule is None:
@@ -486,7 +486,7 @@ def valid_room_rule(query: Query, plan: Any, store: Store) -> CheckOutcome:
         if unit["accommodation"] and unit["accommodation"] != "-":
             name, city = name_city(unit["accommodation"])
             rows = store.match_accommodations(name, city)
-            if rows and rule in _RULE_TEXT and _RULE_TEXT[rule] in str(rows[0].house_rules):
+            if rows and rule in HOUSE_RULE_TEXT and HOUSE_RULE_TEXT[rule] in str(rows[0].house_rules):
                 return (
                     False,
                     f"The house rule should be {rule}.",

@@ -34,6 +34,7 @@ from . import official
 from .checks import (
     COMMONSENSE_KEYS,
     HARD_KEYS,
+    HOUSE_RULE_TEXT,
     MEALS,
     CheckFn,
     CheckOutcome,
@@ -683,13 +684,6 @@ def cuisine(query: Query, plan: Any, store: Store) -> CheckOutcome:
     return True, None, {"served": served}
 
 
-_RULES = {
-    "smoking": "No smoking",
-    "parties": "No parties",
-    "children under 10": "No children under 10",
-    "visitors": "No visitors",
-    "pets": "No pets",
-}
 _ROOM_TYPES: dict[str, Callable[[str], bool]] = {
     "not shared room": lambda t: t in ("Private room", "Entire home/apt"),
     "shared room": lambda t: t == "Shared room",
@@ -712,7 +706,7 @@ def room_rule(query: Query, plan: Any, store: Store) -> CheckOutcome:
     rule = query["local_constraint"]["house rule"]
     if rule is None:
         return None, None, {}
-    if rule not in _RULES:
+    if rule not in HOUSE_RULE_TEXT:
         return None, f"unknown house rule {rule!r}", {}
     for day, value in _stays(query, plan):
         _name, city, rows = _listing(store, value, day)
@@ -727,7 +721,7 @@ def room_rule(query: Query, plan: Any, store: Store) -> CheckOutcome:
                 reason="unknown_listing",
             )
         rules = {r.strip() for r in rows[0].house_rules.split("&")}
-        if _RULES[rule] in rules:
+        if HOUSE_RULE_TEXT[rule] in rules:
             return _fail(
                 f"Day {day} accommodation {value!r} has the house rules '{rows[0].house_rules}', but the query "
                 f"needs {rule} to be allowed.",

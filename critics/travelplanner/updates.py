@@ -24,11 +24,12 @@ from typing import Any
 from modulo.errors import ConfigError, DataError
 from modulo.types import Problem, ProblemUpdate
 
+from .checks import HOUSE_RULE_TEXT
 from .data import structured_query
-from .official import _ROOM_TYPE_OK, _RULE_TEXT
+from .official import _ROOM_TYPE_OK
 
 #: the values the official evaluator understands
-HOUSE_RULES = tuple(_RULE_TEXT)
+HOUSE_RULES = tuple(HOUSE_RULE_TEXT)
 ROOM_TYPES = tuple(_ROOM_TYPE_OK)
 TRANSPORT_RULES = ("no flight", "no self-driving")
 
