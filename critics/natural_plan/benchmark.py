@@ -35,7 +35,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ValidationError
 
 from critics.core import format_critic
-from modulo.benchmark import Benchmark, CommandParser, DataReport, EvalResult, MetricSpec
+from modulo.benchmark import Benchmark, CommandParser, ConstraintInfo, DataReport, EvalResult, GateCase, MetricSpec
 from modulo.binding import bind_critics
 from modulo.critic import Critic, CriticFactory
 from modulo.errors import ConfigError, DataError, ModuloError, PlanFormatError
@@ -43,6 +43,7 @@ from modulo.prompts import role_templates
 from modulo.types import PlanJSON, Problem, Verdict
 
 from . import calendar as cal
+from . import extract as _extract
 from . import meeting as mtg
 from . import trip as trp
 from .calendar_critics import CALENDAR_CRITICS
@@ -201,6 +202,19 @@ class NaturalPlanBenchmark(Benchmark):
     @abstractmethod
     def example_plan(self) -> PlanJSON:
         """A small made-up plan that shows the JSON shape (not an answer to any instance)."""
+
+    # -- extracted critics (``modulo critics extract natural_plan/TASK``) -------------------------
+    def extraction_constraints(self) -> list[ConstraintInfo]:
+        """One constraint per critic of the task."""
+        return _extract.extraction_constraints(self)
+
+    def critic_view(self, problem: Problem) -> dict[str, Any]:
+        """The query and the constraints parsed from it (never ``metadata``, which holds the gold answer)."""
+        return {"query": problem.query, "constraints": problem.constraints}
+
+    def gate_cases(self, constraint: str, *, problems: int, seed: int) -> list[GateCase]:
+        """Gold answers and perturbations labelled by construction (see :mod:`critics.natural_plan.extract`)."""
+        return _extract.gate_cases(self, constraint, problems=problems, seed=seed)
 
     # -- critics and evaluation ------------------------------------------------------------------
     def fuzz_cases(self, n: int) -> list[tuple[Problem, PlanJSON]]:

@@ -112,7 +112,7 @@ def test_constraints_are_named_by_the_benchmark() -> None:
     with pytest.raises(ConfigError, match="Did you mean 'synth_busy'"):
         select_constraints(bench, ["synth_bsy"])
     with pytest.raises(ConfigError, match="offers no constraints"):
-        select_constraints(bind_benchmark("natural_plan/calendar"), [])
+        select_constraints(bind_benchmark("travelbench/single_turn"), [])
 
 
 def test_the_critic_view_of_a_synthesized_problem_holds_no_witness() -> None:
