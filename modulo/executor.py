@@ -179,8 +179,38 @@ class CriticExecutor(ABC):
         stop: StopRule = _never,
     ) -> list[Outcome]:
         """Run ``critics`` in order on one plan, each under its own deadline (``timeouts``), until
-        ``stop(critic, outcome)`` says so: the outcomes of the critics that ran, in order. This
-        default calls :meth:`run` one critic at a time; a kind may batch or spread the calls."""
+        ``stop(critic, outcome)`` says so: the outcomes of the critics that ran, in order. The critics
+        this kind takes aside (:meth:`aside`) run with :meth:`run_aside` while the others run with
+        :meth:`run_rest`, at the same time (:func:`run_beside`); a kind overrides those three, not this."""
+        if len(critics) != len(timeouts):
+            raise ValueError("run_all: one timeout per critic")
+        aside = [i for i, c in enumerate(critics) if self.aside(c)]
+        if not aside:
+            return await self.run_rest(list(critics), problem, frozen, list(timeouts), stop)
+
+        async def side(some: list[Critic], some_timeouts: list[float]) -> list[Outcome]:
+            return await self.run_aside(some, problem, frozen, some_timeouts, stop)
+
+        async def rest(others: list[Critic], other_timeouts: list[float]) -> list[Outcome]:
+            return await self.run_rest(others, problem, frozen, other_timeouts, stop)
+
+        return await run_beside(critics, timeouts, stop, aside, side, rest)
+
+    def aside(self, critic: Critic) -> bool:
+        """Whether :meth:`run_all` runs ``critic`` with :meth:`run_aside` (default: none)."""
+        return False
+
+    async def run_aside(
+        self, critics: list[Critic], problem: Problem, frozen: FrozenPlan, timeouts: list[float], stop: StopRule
+    ) -> list[Outcome]:
+        """The critics taken aside, in order up to ``stop``; by default the same as :meth:`run_rest`."""
+        return await CriticExecutor.run_rest(self, critics, problem, frozen, timeouts, stop)
+
+    async def run_rest(
+        self, critics: list[Critic], problem: Problem, frozen: FrozenPlan, timeouts: list[float], stop: StopRule
+    ) -> list[Outcome]:
+        """The other critics, in order up to ``stop``. This default calls :meth:`run` one critic at a
+        time; a kind may batch or spread the calls."""
         out: list[Outcome] = []
         for critic, timeout_s in zip(critics, timeouts, strict=True):
             try:
@@ -288,41 +318,21 @@ class ThreadExecutor(CriticExecutor):
                 CriticTimeoutError(f"did not finish within {timeout_s:g} s (abandoned; its verdict is ignored)"),
             ) from None
 
-    async def run_all(
-        self,
-        critics: Sequence[Critic],
-        problem: Problem,
-        frozen: FrozenPlan,
-        timeouts: Sequence[float],
-        stop: StopRule = _never,
+    # run_all: the light critics run one after another in *one* worker thread, on one copy of the plan
+    # while none changes it, and report back once: one hand-off per batch instead of one per critic.
+    # Critics declared ``heavy = "thread"`` (their work releases the GIL) run each in its own thread
+    # meanwhile. Each critic keeps its own deadline, counted from its start: past it, the critic is a
+    # recorded timeout, its worker is abandoned and the rest of the batch goes on in another worker.
+    def aside(self, critic: Critic) -> bool:
+        return heavy_kind(critic) is not None
+
+    async def run_aside(
+        self, critics: list[Critic], problem: Problem, frozen: FrozenPlan, timeouts: list[float], stop: StopRule
     ) -> list[Outcome]:
-        """The light critics run one after another in *one* worker thread, on one copy of the plan
-        while none changes it, and report back once: one hand-off per batch instead of one per critic.
-        Critics declared ``heavy = "thread"`` (their work releases the GIL) run each in its own
-        thread meanwhile. Each critic keeps its own deadline, counted from its start: past it, the
-        critic is a recorded timeout, its worker is abandoned and the rest of the batch goes on in
-        another worker."""
-        if len(critics) != len(timeouts):
-            raise ValueError("run_all: one timeout per critic")
-        aside = [i for i, c in enumerate(critics) if heavy_kind(c) is not None]
-        if not aside:
-            return await self._batch(list(critics), problem, frozen, list(timeouts), stop)
+        return await self.each(critics, problem, frozen, timeouts)
 
-        async def each(side: list[Critic], side_timeouts: list[float]) -> list[Outcome]:
-            return await self.each(side, problem, frozen, side_timeouts)
-
-        async def batch(rest: list[Critic], rest_timeouts: list[float]) -> list[Outcome]:
-            return await self._batch(rest, problem, frozen, rest_timeouts, stop)
-
-        return await run_beside(critics, timeouts, stop, aside, each, batch)
-
-    async def _batch(
-        self,
-        critics: list[Critic],
-        problem: Problem,
-        frozen: FrozenPlan,
-        timeouts: list[float],
-        stop: StopRule,
+    async def run_rest(
+        self, critics: list[Critic], problem: Problem, frozen: FrozenPlan, timeouts: list[float], stop: StopRule
     ) -> list[Outcome]:
         out: list[Outcome] = []
         while critics:

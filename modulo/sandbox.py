@@ -67,7 +67,6 @@ from .executor import (
     ThreadExecutor,
     _never,
     heavy_kind,
-    run_beside,
 )
 from .types import Problem, Verdict, canonical_json
 
@@ -347,34 +346,21 @@ class SandboxExecutor(CriticExecutor):
         self._pools: dict[str, _Pool] = {}
         self._lock = threading.Lock()
 
+    # one critic: a sandboxed one in its worker, the others in ``inner``; a batch (run_all): the
+    # sandboxed critics one after another in their workers (the interface's default run_aside, through
+    # run), beside the in-process ones, which go to ``inner.run_all`` as one batch
+    def aside(self, critic: Critic) -> bool:
+        return critic.name in self.sandboxed
+
     async def run(self, critic: Critic, problem: Problem, frozen: FrozenPlan, timeout_s: float) -> Verdict:
         if critic.name not in self.sandboxed:
             return await self.inner.run(critic, problem, frozen, timeout_s)
         return await asyncio.to_thread(self._call, critic, problem, frozen, timeout_s)
 
-    async def run_all(
-        self,
-        critics: Sequence[Critic],
-        problem: Problem,
-        frozen: FrozenPlan,
-        timeouts: Sequence[float],
-        stop: StopRule = _never,
+    async def run_rest(
+        self, critics: list[Critic], problem: Problem, frozen: FrozenPlan, timeouts: list[float], stop: StopRule
     ) -> list[Outcome]:
-        """The sandboxed critics one after another in their workers, beside the in-process ones, which go
-        to ``inner.run_all`` as one batch (:func:`~modulo.executor.run_beside`); outcomes in order, up to
-        where ``stop`` says."""
-        aside = [i for i, c in enumerate(critics) if c.name in self.sandboxed]
-        if not aside:
-            return await self.inner.run_all(critics, problem, frozen, timeouts, stop)
-
-        async def sandboxed(side: list[Critic], side_timeouts: list[float]) -> list[Outcome]:
-            # the interface's default: one critic after another through :meth:`run` (to its worker)
-            return await CriticExecutor.run_all(self, side, problem, frozen, side_timeouts, stop)
-
-        async def rest(others: list[Critic], other_timeouts: list[float]) -> list[Outcome]:
-            return await self.inner.run_all(others, problem, frozen, other_timeouts, stop)
-
-        return await run_beside(critics, timeouts, stop, aside, sandboxed, rest)
+        return await self.inner.run_all(critics, problem, frozen, timeouts, stop)
 
     def warm(self, name: str) -> None:
         """Start one worker for the sandboxed critic ``name`` now, so that its first call does not wait
@@ -468,6 +454,11 @@ class HeavyExecutor(CriticExecutor):
         self._pool = _Pool(self.names, spec, self.limits)
         self._problems = PerProblem(_problem_message)
 
+    # one critic, or a batch (run_all): the heavy critics in a worker process, the others in ``inner``
+    # (one batch), at the same time
+    def aside(self, critic: Critic) -> bool:
+        return critic.name in self.names
+
     async def run(self, critic: Critic, problem: Problem, frozen: FrozenPlan, timeout_s: float) -> Verdict:
         if critic.name not in self.names:
             return await self.inner.run(critic, problem, frozen, timeout_s)
@@ -476,25 +467,15 @@ class HeavyExecutor(CriticExecutor):
             raise outcome
         return outcome
 
-    async def run_all(
-        self,
-        critics: Sequence[Critic],
-        problem: Problem,
-        frozen: FrozenPlan,
-        timeouts: Sequence[float],
-        stop: StopRule = _never,
+    async def run_aside(
+        self, critics: list[Critic], problem: Problem, frozen: FrozenPlan, timeouts: list[float], stop: StopRule
     ) -> list[Outcome]:
-        aside = [i for i, c in enumerate(critics) if c.name in self.names]
-        if not aside:
-            return await self.inner.run_all(critics, problem, frozen, timeouts, stop)
+        return await asyncio.to_thread(self._batch, critics, problem, frozen, timeouts, stop)
 
-        async def heavy(side: list[Critic], side_timeouts: list[float]) -> list[Outcome]:
-            return await asyncio.to_thread(self._batch, side, problem, frozen, side_timeouts, stop)
-
-        async def light(rest: list[Critic], rest_timeouts: list[float]) -> list[Outcome]:
-            return await self.inner.run_all(rest, problem, frozen, rest_timeouts, stop)
-
-        return await run_beside(critics, timeouts, stop, aside, heavy, light)
+    async def run_rest(
+        self, critics: list[Critic], problem: Problem, frozen: FrozenPlan, timeouts: list[float], stop: StopRule
+    ) -> list[Outcome]:
+        return await self.inner.run_all(critics, problem, frozen, timeouts, stop)
 
     def warm(self) -> None:
         """Start one worker now (its start, seconds for a benchmark with a database, is never part of a
