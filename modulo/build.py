@@ -224,31 +224,9 @@ def build_session(cfg: ModuloConfig, *, load_problems: bool = True) -> Session:
             "evaluation checks (oracle); writing evaluation cues into test-time prompts is not allowed by the "
             "benchmark's authors. Set run.allow_test_oracle=true to do it anyway (it is recorded)."
         )
-    generator = build_generator(cfg, benchmark)
-    strategy = build_strategy(cfg)
-    if level == "hint" and getattr(strategy, "hints", True) is False:
-        raise ConfigError(
-            "critic_options.feedback=hint asks the critics for hints, but the backprompt strategy drops them "
-            "(backprompt.args.hints=false): set backprompt.args.hints=true, or critic_options.feedback=explain"
-        )
-    # search generators produce plans: no model is needed and no reformulation call is ever made
-    mode = resolve_reformulator(cfg, generator.prompt_role) if generator.needs_llm else "none"
-    llm = build_llm(cfg) if generator.needs_llm or mode == "llm" else None
-    reformulator = build_reformulator(mode, benchmark, llm, cfg.llm if llm is not None else None)
-    user, user_llm = build_user(cfg, benchmark, llm)
     sandboxed, heavy, executor = build_sandbox(cfg, benchmark, critics, level)
-    loop = Metacontroller(
-        benchmark=benchmark,
-        generator=generator,
-        reformulator=reformulator,
-        critics=critics,
-        strategy=strategy,
-        llm=llm,
-        settings=loop_settings(cfg),
-        executor=executor,
-        user=user,
-        user_llm=user_llm,
-    )
+    loop = build_loop(cfg, benchmark, critics, level, executor)
+    llm = loop.llm
     problems = (
         benchmark.problem_set(
             split, limit=cfg.benchmark.limit, ids=[str(i) for i in cfg.benchmark.ids] if cfg.benchmark.ids else None
@@ -278,6 +256,38 @@ def build_session(cfg: ModuloConfig, *, load_problems: bool = True) -> Session:
         heavy_info = HeavyInfo(critics=heavy, workers=cfg.metacontroller.heavy_workers)
     session.info = run_info(session, sources, sandbox, heavy_info)
     return session
+
+
+def build_loop(
+    cfg: ModuloConfig, benchmark: Benchmark, critics: list[Critic], level: FeedbackLevel, executor: Any = None
+) -> Metacontroller:
+    """The loop of ``cfg`` around the bound ``critics``: the generator, the backprompt strategy, the
+    reformulator and the model client (only when the generator or the reformulator calls one), the user,
+    and ``executor`` for the critics that run in worker processes (see :func:`build_sandbox`)."""
+    generator = build_generator(cfg, benchmark)
+    strategy = build_strategy(cfg)
+    if level == "hint" and getattr(strategy, "hints", True) is False:
+        raise ConfigError(
+            "critic_options.feedback=hint asks the critics for hints, but the backprompt strategy drops them "
+            "(backprompt.args.hints=false): set backprompt.args.hints=true, or critic_options.feedback=explain"
+        )
+    # search generators produce plans: no model is needed and no reformulation call is ever made
+    mode = resolve_reformulator(cfg, generator.prompt_role) if generator.needs_llm else "none"
+    llm = build_llm(cfg) if generator.needs_llm or mode == "llm" else None
+    reformulator = build_reformulator(mode, benchmark, llm, cfg.llm if llm is not None else None)
+    user, user_llm = build_user(cfg, benchmark, llm)
+    return Metacontroller(
+        benchmark=benchmark,
+        generator=generator,
+        reformulator=reformulator,
+        critics=critics,
+        strategy=strategy,
+        llm=llm,
+        settings=loop_settings(cfg),
+        executor=executor,
+        user=user,
+        user_llm=user_llm,
+    )
 
 
 def loop_settings(cfg: ModuloConfig) -> LoopSettings:

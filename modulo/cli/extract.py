@@ -84,19 +84,7 @@ def compose_config(benchmark: str, overrides: list[str]):  # type: ignore[no-unt
 @click.option("--prefix", default=DEFAULT_PREFIX, show_default=True, help="critics are named PREFIX/CONSTRAINT")
 @click.option("--force", is_flag=True, help="replace an earlier extraction in --out")
 def critics_extract(
-    benchmark: str,
-    args: tuple[str, ...],
-    out: Path | None,
-    attempts: int,
-    min_recall: float,
-    held_out: float,
-    problems: int,
-    seed: int,
-    timeout_s: float,
-    memory_mb: int,
-    counterexamples: int,
-    prefix: str,
-    force: bool,
+    benchmark: str, args: tuple[str, ...], out: Path | None, prefix: str, force: bool, **gate: Any
 ) -> None:
     """Extract critics with an LLM, admitted only through the benchmark's oracle gate.
 
@@ -117,16 +105,7 @@ def critics_extract(
     overrides = [a for a in args if "=" in a]
     try:
         cfg = compose_config(benchmark, overrides)
-        settings = GateSettings(
-            min_recall=min_recall,
-            held_out=held_out,
-            problems=problems,
-            seed=seed,
-            attempts=attempts,
-            timeout_s=timeout_s,
-            memory_mb=memory_mb,
-            counterexamples=counterexamples,
-        )
+        settings = GateSettings(**gate)  # --attempts ... --counterexamples are the gate's settings by name
         bench = build_benchmark(cfg)
         client = build_llm(cfg)
         folder = out if out is not None else Path("extracted") / cfg.benchmark.name.replace("/", "-")

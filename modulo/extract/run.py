@@ -48,15 +48,9 @@ async def run_extraction(
     if not prefix or "/" in prefix:
         raise ConfigError(f"--prefix must be a plain name (critics are named PREFIX/CONSTRAINT), not {prefix!r}")
     prepare_out(out, force)
+    args = dict(benchmark_args or {})
     ex = Extraction(
-        benchmark=bench,
-        client=client,
-        settings=settings,
-        workdir=out,
-        prefix=prefix,
-        benchmark_args=dict(benchmark_args or {}),
-        temperature=temperature,
-        progress=progress,
+        bench, client, settings, out, prefix=prefix, benchmark_args=args, temperature=temperature, progress=progress
     )
     results = await extract(ex, constraints)
     admitted = [r for r in results if r.admitted]
@@ -67,7 +61,7 @@ async def run_extraction(
     usage = client.usage
     summary = {
         "benchmark": bench.name,
-        "benchmark_args": dict(benchmark_args or {}),
+        "benchmark_args": args,
         "gate": settings.to_json(),
         "backend": results[0].backend if results else None,
         "model": results[0].model if results else None,

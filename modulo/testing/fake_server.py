@@ -679,32 +679,7 @@ class _Handler(BaseHTTPRequestHandler):
         if body is None:
             provider._note("bad_body")
             return self._error(api, 400, "invalid_request_error", "the request body is not a JSON object")
-        raw_messages = body.get("messages") or []
-        messages = [{"role": str(m.get("role", "user")), "content": _text_of(m.get("content"))} for m in raw_messages]
-        if api == "anthropic" and body.get("system"):
-            messages.insert(0, {"role": "system", "content": _text_of(body["system"])})
-        headers = {k.lower(): v for k, v in self.headers.items()}
-        schema, json_mode, tool = _schema_of(api, body)
-        with provider._lock:
-            index = provider._serial
-            provider._serial += 1
-        req = FakeRequest(
-            index=index,
-            api=api,
-            path=path,
-            headers=headers,
-            body=body,
-            messages=messages,
-            model=str(body.get("model") or provider.model),
-            problem_id=_problem_of(headers, messages),
-            schema=schema,
-            json_mode=json_mode,
-            tool_name=tool,
-            tools=[n for n in _offered_tools(body) if n != tool],
-            tool_results=_tool_results(api, raw_messages),
-            arrived=provider.elapsed(),
-        )
-        self._request = req
+        req = self._request = self._read_request(api, path, body)
         with provider._lock:
             provider.requests.append(req)
             if len(provider.requests) > provider.max_recorded:
@@ -735,6 +710,35 @@ class _Handler(BaseHTTPRequestHandler):
         if base is None:
             base = provider.generate(req)
         return self._reply(api, req, str(base), None if fault == "slow" else fault)
+
+    def _read_request(self, api: Api, path: str, body: dict[str, Any]) -> FakeRequest:
+        """The request as the provider records and scripts it (numbered in arrival order)."""
+        provider = self.provider
+        raw_messages = body.get("messages") or []
+        messages = [{"role": str(m.get("role", "user")), "content": _text_of(m.get("content"))} for m in raw_messages]
+        if api == "anthropic" and body.get("system"):
+            messages.insert(0, {"role": "system", "content": _text_of(body["system"])})
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        schema, json_mode, tool = _schema_of(api, body)
+        with provider._lock:
+            index = provider._serial
+            provider._serial += 1
+        return FakeRequest(
+            index=index,
+            api=api,
+            path=path,
+            headers=headers,
+            body=body,
+            messages=messages,
+            model=str(body.get("model") or provider.model),
+            problem_id=_problem_of(headers, messages),
+            schema=schema,
+            json_mode=json_mode,
+            tool_name=tool,
+            tools=[n for n in _offered_tools(body) if n != tool],
+            tool_results=_tool_results(api, raw_messages),
+            arrived=provider.elapsed(),
+        )
 
     def _transport_fault(self, api: Api, fault: str, req: FakeRequest) -> int | None:
         provider = self.provider
