@@ -25,7 +25,7 @@ import anthropic
 from ..errors import ConfigError, LLMError
 from ..types import ToolCall, Usage
 from .base import LLMRequest, LLMResponse, LLMSettings
-from .faults import tag_headers, translate_sdk_error
+from .faults import translate_sdk_error
 from .keys import SDKBackend
 
 SchemaMode = Literal["output_config", "tool", "off"]
@@ -131,15 +131,8 @@ class AnthropicBackend(SDKBackend):
         return body
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
-        headers = dict(self.extra_headers)
-        if self.tag_headers:
-            headers.update(tag_headers(request.tags))
         try:
-            message = await self._client.messages.create(
-                **self.request_kwargs(request),
-                extra_headers=headers or None,
-                extra_body=self.extra_body_for(request) or None,
-            )
+            message = await self._client.messages.create(**self.request_kwargs(request), **self.send_options(request))
         except anthropic.AnthropicError as exc:
             raise self._translate(exc) from None
         parts: list[str] = []

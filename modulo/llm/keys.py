@@ -10,7 +10,8 @@ from urllib.parse import urlparse
 
 from ..errors import ConfigError
 from ..redact import check_overrides, register, strip_userinfo
-from .base import LLMSettings
+from .base import LLMRequest, LLMSettings
+from .faults import tag_headers
 
 #: sent to servers that need no key (local vLLM, llama.cpp, Ollama, the fake provider)
 DUMMY_KEY = "not-needed"
@@ -138,6 +139,18 @@ class SDKBackend:
             "timeout": settings.timeout_s,
             "max_retries": 0,
         }
+
+    def extra_body_for(self, request: LLMRequest) -> dict[str, Any]:
+        """The extra body fields sent with ``request`` (``extra_body``; a backend may add its own)."""
+        return self.extra_body
+
+    def send_options(self, request: LLMRequest) -> dict[str, Any]:
+        """The SDK call's ``extra_headers`` (``extra_headers``, and the request's tags when ``tag_headers``)
+        and ``extra_body``, each None when empty."""
+        headers = dict(self.extra_headers)
+        if self.tag_headers:
+            headers.update(tag_headers(request.tags))
+        return {"extra_headers": headers or None, "extra_body": self.extra_body_for(request) or None}
 
     def __repr__(self) -> str:
         url = strip_userinfo(self.settings.base_url) if self.settings.base_url else None

@@ -462,22 +462,18 @@ class LocalBackend:
         max_restarts: int = 2,
         allow_native_build: bool = False,
     ) -> None:
-        if n_ctx < 1:
-            raise ConfigError(f"llm=local: n_ctx must be a positive number of tokens, got {n_ctx}")
-        if n_threads < 1:
-            raise ConfigError(f"llm=local: n_threads must be at least 1, got {n_threads}")
-        if n_batch < 1:
-            raise ConfigError(f"llm=local: n_batch must be at least 1, got {n_batch}")
-        if port is not None and not 0 < port < 65536:
-            raise ConfigError(f"llm=local: port must be between 1 and 65535, got {port}")
-        if startup_timeout_s <= 0:
-            raise ConfigError(f"llm=local: startup_timeout_s must be positive, got {startup_timeout_s}")
-        if max_parallel < 1:
-            raise ConfigError(f"llm=local: max_parallel must be at least 1, got {max_parallel}")
-        if max_restarts < 0:
-            raise ConfigError(f"llm=local: max_restarts must be >= 0, got {max_restarts}")
-        if prompt_cache_mb < 0:
-            raise ConfigError(f"llm=local: prompt_cache_mb must be >= 0 (0 turns the cache off), got {prompt_cache_mb}")
+        for ok, rule in (
+            (n_ctx >= 1, f"n_ctx must be a positive number of tokens, got {n_ctx}"),
+            (n_threads >= 1, f"n_threads must be at least 1, got {n_threads}"),
+            (n_batch >= 1, f"n_batch must be at least 1, got {n_batch}"),
+            (port is None or 0 < port < 65536, f"port must be between 1 and 65535, got {port}"),
+            (not startup_timeout_s <= 0, f"startup_timeout_s must be positive, got {startup_timeout_s}"),
+            (max_parallel >= 1, f"max_parallel must be at least 1, got {max_parallel}"),
+            (max_restarts >= 0, f"max_restarts must be >= 0, got {max_restarts}"),
+            (prompt_cache_mb >= 0, f"prompt_cache_mb must be >= 0 (0 turns the cache off), got {prompt_cache_mb}"),
+        ):
+            if not ok:
+                raise ConfigError(f"llm=local: {rule}")
         self.settings = settings
         self.n_ctx = n_ctx
         self.n_threads = n_threads

@@ -28,7 +28,7 @@ import openai
 from ..errors import ConfigError, LLMError
 from ..types import ToolCall, Usage
 from .base import LLMRequest, LLMResponse, LLMSettings
-from .faults import EmptyReplyError, tag_headers, translate_sdk_error
+from .faults import EmptyReplyError, translate_sdk_error
 from .keys import SDKBackend, is_official
 
 SchemaFormat = Literal["openai", "llamacpp"]
@@ -151,14 +151,9 @@ class OpenAIBackend(SDKBackend):
         return None
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
-        headers = dict(self.extra_headers)
-        if self.tag_headers:
-            headers.update(tag_headers(request.tags))
         try:
             response = await self._client.chat.completions.create(
-                **self.request_kwargs(request),
-                extra_headers=headers or None,
-                extra_body=self.extra_body or None,
+                **self.request_kwargs(request), **self.send_options(request)
             )
         except openai.OpenAIError as exc:
             raise self._translate(exc) from None
