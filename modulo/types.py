@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -20,6 +21,21 @@ PlanJSON = Any
 def canonical_json(value: Any) -> str:
     """Deterministic JSON text (sorted keys, no spaces) used for hashing and plan comparison."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def json_lines(
+    lines: Iterable[str], error: Callable[[int, json.JSONDecodeError], Exception]
+) -> Iterator[tuple[int, Any]]:
+    """``(line number, value)`` for each non-blank line of a JSON-lines text, numbered from 1; a line that
+    is not JSON raises ``error(number, exc)`` (the reader's own error class and message)."""
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise error(number, exc) from None
+        yield number, value
 
 
 def plan_fingerprint(plan: PlanJSON) -> str:

@@ -15,7 +15,6 @@ calls cost nothing: the client accounts them like cache hits (``cached=True``, `
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ from typing import Any, ClassVar
 from pydantic import ValidationError
 
 from ..errors import ConfigError, ReplayMissError
-from ..types import LLMCall, Message, ProblemResult, Usage, canonical_json
+from ..types import LLMCall, Message, ProblemResult, Usage, canonical_json, json_lines
 from .base import Capabilities, LLMRequest, LLMResponse, LLMSettings
 
 
@@ -91,15 +90,13 @@ def load_recording(path: str | Path) -> dict[str, list[Recorded]]:
     """Every recorded reply, grouped by the exact messages that produced it, in recorded order."""
     file = _records_file(Path(path).expanduser())
     table: dict[str, list[Recorded]] = {}
+
+    def not_json(number: int, exc: ValueError) -> ConfigError:
+        return ConfigError(f"replay backend: {file}:{number} is not JSON ({exc})")
+
     with file.open(encoding="utf-8") as fh:
-        for number, raw in enumerate(fh, 1):
-            if not raw.strip():
-                continue
+        for number, line in json_lines(fh, not_json):
             where = f"{file}:{number}"
-            try:
-                line = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                raise ConfigError(f"replay backend: {where} is not JSON ({exc})") from None
             if not isinstance(line, dict):
                 raise ConfigError(f"replay backend: {where} is not a JSON object")
             try:
