@@ -46,6 +46,15 @@ class Tally:
     def false_reject_rate(self) -> float | None:
         return self.false_rejects / self.valid if self.valid else None
 
+    def add(self, valid: bool, rejected: bool) -> None:
+        """Count one plan: a valid one (wrongly rejected or not), or an invalid one (caught or missed)."""
+        if valid:
+            self.valid += 1
+            self.false_rejects += rejected
+        else:
+            self.invalid += 1
+            self.caught += rejected
+
 
 @dataclass
 class AuditReport:
@@ -61,13 +70,7 @@ class AuditReport:
     max_examples: int = 20
 
     def add(self, critic: str, kind: str, *, invalid: bool, rejected: bool, example: dict[str, Any]) -> None:
-        cell = self.cells[(critic, kind)]
-        if invalid:
-            cell.invalid += 1
-            cell.caught += rejected
-        else:
-            cell.valid += 1
-            cell.false_rejects += rejected
+        self.cells[(critic, kind)].add(not invalid, rejected)
         if invalid != rejected and len(self.examples) < self.max_examples:
             self.examples.append({"critic": critic, "mutation": kind, "expected_reject": invalid, **example})
 

@@ -105,6 +105,13 @@ class BackpromptStrategy(ABC):
         return Backprompt(messages=[*system, Message(role="user", content=text)], text=text)
 
 
+def _window(k: int) -> int:
+    """A strategy's ``k`` (the failures, or the past attempts, it keeps), checked to be at least 1."""
+    if k < 1:
+        raise ValueError("k must be at least 1")
+    return k
+
+
 def _sorted_by_priority(verdicts: list[Verdict], priorities: dict[str, int]) -> list[Verdict]:
     order = {name: i for i, name in enumerate(priorities)}
     return sorted(verdicts, key=lambda v: (priorities.get(v.critic, 100), order.get(v.critic, 10**6)))
@@ -140,9 +147,7 @@ class TopKStrategy(AllStrategy):
         self, *, k: int = 3, include_plan: bool = True, hints: bool = True, max_plan_chars: int = 20_000
     ) -> None:
         super().__init__(include_plan=include_plan, hints=hints, max_plan_chars=max_plan_chars)
-        if k < 1:
-            raise ValueError("k must be at least 1")
-        self.k = k
+        self.k = _window(k)
 
     def selected(self, ctx: BackpromptContext) -> list[Verdict]:
         return _sorted_by_priority(super().selected(ctx), ctx.priorities)[: self.k]
@@ -191,9 +196,7 @@ class HistoryStrategy(BackpromptStrategy):
         self, *, k: int = 3, include_plan: bool = True, hints: bool = True, max_plan_chars: int = 20_000
     ) -> None:
         super().__init__(include_plan=include_plan, hints=hints, max_plan_chars=max_plan_chars)
-        if k < 1:
-            raise ValueError("k must be at least 1")
-        self.k = k
+        self.k = _window(k)
 
     def _feedback(self, ctx: BackpromptContext, it: IterationRecord) -> str:
         verdicts = _sorted_by_priority([v for v in it.failing if v.error is None], ctx.priorities)

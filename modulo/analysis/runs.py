@@ -24,7 +24,7 @@ from ..reports.labels import (
     requested_critics_label,
     strategy_label,
 )
-from ..reports.load import RunData, _assign_names, find_runs
+from ..reports.load import RunData, RunInfoView, _assign_names, find_runs
 from ..runinfo import RunInfo, read_run_info
 
 #: run.json keys that are bookkeeping, not configuration (left out of ``params``)
@@ -87,7 +87,7 @@ def flatten(value: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 @dataclass
-class RunMeta:
+class RunMeta(RunInfoView):
     """One run directory as the analysis API sees it (no records held)."""
 
     path: Path
@@ -101,14 +101,6 @@ class RunMeta:
     @property
     def problem_ids(self) -> list[str]:
         return list(self.info.problem_ids)
-
-    @property
-    def benchmark_name(self) -> str:
-        return self.info.benchmark.name or "unknown"
-
-    @property
-    def split(self) -> str:
-        return self.info.benchmark.split
 
     def params(self) -> dict[str, Any]:
         """The run's configuration from run.json as flat dotted keys (what a tracker logs as parameters).

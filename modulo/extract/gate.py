@@ -113,14 +113,6 @@ class Confusion(Tally):
     def recall(self) -> float | None:
         return self.mutation_score
 
-    def add(self, valid: bool, rejected: bool) -> None:
-        if valid:
-            self.valid += 1
-            self.false_rejects += rejected
-        else:
-            self.invalid += 1
-            self.caught += rejected
-
     def to_json(self) -> dict[str, Any]:
         return {
             "valid_plans": self.valid,

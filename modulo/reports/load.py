@@ -38,8 +38,23 @@ EVAL_REEVALUATED = "re-evaluated"  # no evaluation.json: best plans re-scored by
 EVAL_MISSING = "incomplete"  # no evaluation.json and no way to re-score: numbers left out
 
 
+class RunInfoView:
+    """What a run's ``run.json`` (``info``) says, as every view of a run reads it (:class:`RunData`,
+    :class:`modulo.analysis.runs.RunMeta`)."""
+
+    info: RunInfo
+
+    @property
+    def benchmark_name(self) -> str:
+        return self.info.benchmark.name or "unknown"
+
+    @property
+    def split(self) -> str:
+        return self.info.benchmark.split
+
+
 @dataclass
-class RunData:
+class RunData(RunInfoView):
     """Everything read from one run directory (plus what reports derive and cache on it)."""
 
     path: Path
@@ -61,14 +76,6 @@ class RunData:
     @property
     def run_id(self) -> str:
         return self.info.run_id or self.path.name
-
-    @property
-    def benchmark_name(self) -> str:
-        return self.info.benchmark.name or "unknown"
-
-    @property
-    def split(self) -> str:
-        return self.info.benchmark.split
 
     @property
     def problem_ids(self) -> list[str]:
