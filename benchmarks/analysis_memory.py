@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import sys
 import tempfile
 import time
 import tracemalloc
@@ -25,21 +26,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_common import write_run_info
+
 
 def write_run(path: Path, problems: int, iterations: int, text_kb: int) -> int:
-    path.mkdir(parents=True, exist_ok=True)
     ids = [f"p{i}" for i in range(problems)]
-    info = {
-        "format": 1,
-        "run_id": path.name,
-        "benchmark": {"name": "synthetic-memory", "split": "dev", "args": {}},
-        "llm": {"name": "scripted", "model": "synthetic"},
-        "critics": ["format", "a", "b"],
-        "backprompt": {"name": "all", "args": {}},
-        "budget": {"max_iterations": iterations},
-        "problem_ids": ids,
-    }
-    (path / "run.json").write_text(json.dumps(info))
+    critics = ["format", "a", "b"]
+    write_run_info(path, "synthetic-memory", "dev", critics, iterations, ids)
     text = "x" * (text_kb * 1024)
     with (path / "records.jsonl").open("w") as fh:
         for pid in ids:
@@ -47,7 +42,7 @@ def write_run(path: Path, problems: int, iterations: int, text_kb: int) -> int:
             for k in range(iterations):
                 verdicts = [
                     {"critic": c, "group": "hard", "passed": (k + j) % 3 == 0, "feedback": f"{c} says no"}
-                    for j, c in enumerate(info["critics"])
+                    for j, c in enumerate(critics)
                 ]
                 its.append(
                     {

@@ -26,6 +26,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_common import finish
+
 from modulo.testing import FakeProvider
 from modulo.testing.drills import cli_command, drill_overrides, records
 
@@ -93,9 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(result, indent=1))
     if not ok:
         print(proc.stdout[-3000:], proc.stderr[-3000:], file=sys.stderr)
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=1))
-    return 0 if ok else 1
+    return finish(result, args.json, ok)
 
 
 if __name__ == "__main__":

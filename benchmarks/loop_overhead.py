@@ -37,13 +37,9 @@ from modulo.runs import RunDir
 from modulo.types import Problem, Verdict
 
 
-class Numbers(RootModel[list[int]]):
-    pass
-
-
 class Overhead(Benchmark):
     name = "bench/overhead"
-    plan_model = Numbers
+    plan_model = RootModel[list[int]]  # a plan is a list of numbers
     metrics = (MetricSpec("solved", "Solved"),)
     primary_metric = "solved"
 

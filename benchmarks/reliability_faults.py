@@ -30,6 +30,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_common import finish
+
 from modulo.build import build_session
 from modulo.testing import FakeProvider
 from modulo.testing.drills import (
@@ -196,9 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{k['sends'].get('retried_after_fault', 0)}); same results: {k['same_as_uninterrupted']}; "
         f"repeated paid requests: {k['repeated_paid_requests']}"
     )
-    if args.json:
-        args.json.write_text(json.dumps(out, indent=1))
-    return 0 if ok else 1
+    return finish(out, args.json, ok)
 
 
 if __name__ == "__main__":

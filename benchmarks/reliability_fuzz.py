@@ -20,7 +20,6 @@ fixed at its source. Prints, per benchmark, the inputs generated and how far the
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -29,6 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, Phase, given, settings
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_common import finish
 
 from modulo.testing.fuzz import (
     Target,
@@ -117,10 +120,8 @@ def main(argv: list[str] | None = None) -> int:
             f"max {max(critic_counts)}; {entry['seconds']} s" + ("" if "failure" not in entry else "  FAILED"),
             flush=True,
         )
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=1))
     print("all contracts held" if not failed else "SOME CONTRACT BROKE (see above)")
-    return 1 if failed else 0
+    return finish(report, args.json, ok=not failed)
 
 
 if __name__ == "__main__":

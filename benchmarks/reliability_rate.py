@@ -20,6 +20,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_common import finish
+
 from modulo.build import build_session
 from modulo.runs import latest_records
 from modulo.testing import FakeProvider
@@ -102,9 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         f"in any 1 s: {out['max_in_any_1s']} (burst {burst:g} + {per_second:g}/s); "
         f"mean {out['mean_rate_per_min']}/min over {span:.1f} s -> {'OK' if ok else 'OVER THE LIMIT or too short'}"
     )
-    if args.json:
-        args.json.write_text(json.dumps(out, indent=1))
-    return 0 if ok else 1
+    return finish(out, args.json, ok)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from modulo.types import IterationRecord, Outcome, PlanJSON, Problem, ProblemRes
 
 NAME = "report_speed_toy"
 CRITICS = [("c1", "commonsense"), ("c2", "commonsense"), ("c3", "commonsense"), ("h1", "hard"), ("h2", "hard")]
+GROUPS = ("commonsense", "hard")
 
 
 class SpeedToy(Benchmark):
@@ -37,10 +38,7 @@ class SpeedToy(Benchmark):
     name = NAME
     metrics = (
         MetricSpec("delivery_rate", "Delivery"),
-        MetricSpec("commonsense_micro", "Commonsense micro"),
-        MetricSpec("commonsense_macro", "Commonsense macro"),
-        MetricSpec("hard_micro", "Hard micro"),
-        MetricSpec("hard_macro", "Hard macro"),
+        *(MetricSpec(f"{g}_{kind}", f"{g.capitalize()} {kind}") for g in GROUPS for kind in ("micro", "macro")),
         MetricSpec("final_pass_rate", "Final pass"),
     )
     primary_metric = "final_pass_rate"
@@ -68,16 +66,12 @@ class SpeedToy(Benchmark):
             row["passed"] = plan is not None and all(ok)
             rows.append(row)
         n = len(rows) or 1
-        cs = [c for c, g in CRITICS if g == "commonsense"]
-        hard = [c for c, g in CRITICS if g == "hard"]
-        metrics = {
-            "delivery_rate": sum(r["delivered"] for r in rows) / n,
-            "commonsense_micro": sum(r[c] for r in rows for c in cs) / (len(cs) * n),
-            "commonsense_macro": sum(all(r[c] for c in cs) for r in rows) / n,
-            "hard_micro": sum(r[c] for r in rows for c in hard) / (len(hard) * n),
-            "hard_macro": sum(all(r[c] for c in hard) for r in rows) / n,
-            "final_pass_rate": sum(r["passed"] for r in rows) / n,
-        }
+        metrics = {"delivery_rate": sum(r["delivered"] for r in rows) / n}
+        for g in GROUPS:
+            names = [c for c, group in CRITICS if group == g]
+            metrics[f"{g}_micro"] = sum(r[c] for r in rows for c in names) / (len(names) * n)
+            metrics[f"{g}_macro"] = sum(all(r[c] for c in names) for r in rows) / n
+        metrics["final_pass_rate"] = sum(r["passed"] for r in rows) / n
         return EvalResult(metrics, rows)
 
 

@@ -28,6 +28,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from bench_common import finish
 from tp_synthetic import REAL_ROWS, data_root, synthetic_flights
 
 from critics.travelplanner.benchmark import TravelPlanner
@@ -100,9 +101,7 @@ def main() -> int:
         print(f"{'met' if ok else 'MISSED'}: < 4 ms/plan and >= 100x with the full-size table")
         print(f"same six figures with the full-size table: {results['same_figures_with_full_table']}")
     print(f"(load average {results['load_average_1min']:.1f} on {results['cpus']} CPUs)")
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=1))
-    return 0
+    return finish(results, args.json)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing as mp
 import os
 import random
@@ -26,6 +25,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from bench_common import finish
 from tp_synthetic import REAL_ROWS, data_root, synthetic_flights
 
 from critics.travelplanner.store import Sources, Store, store_path
@@ -109,9 +109,7 @@ def main() -> int:
     }
     for goal, ok in goals.items():
         print(f"{'met' if ok else 'MISSED'}: {goal}")
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=1))
-    return 0
+    return finish(results, args.json)
 
 
 if __name__ == "__main__":

@@ -20,18 +20,6 @@ from pathlib import Path
 from modulo import settings
 
 REAL_ROWS = 3_827_083  # rows of the official clean_Flights_2022.csv, approximately
-HEADER = [
-    "",
-    "Flight Number",
-    "Price",
-    "DepTime",
-    "ArrTime",
-    "ActualElapsedTime",
-    "FlightDate",
-    "OriginCityName",
-    "DestCityName",
-    "Distance",
-]
 
 
 def data_root() -> Path:
@@ -56,9 +44,8 @@ def synthetic_flights(rows: int = REAL_ROWS, *, seed: int = 0, path: Path | None
     started = time.perf_counter()
     with partial.open(newline="") as src, tmp.open("w", newline="") as out:
         writer = csv.writer(out)
-        writer.writerow(HEADER)
         reader = csv.reader(src)
-        next(reader)
+        writer.writerow(["", *next(reader)])  # the official file's columns, after an unnamed index column
         n = 0
         for row in reader:
             writer.writerow([n, *row])

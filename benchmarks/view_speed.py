@@ -28,6 +28,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_common import write_run_info
+
 from modulo.types import IterationRecord, LLMCall, Message, Outcome, ProblemResult, Usage, Verdict, plan_fingerprint
 from modulo.view import ViewOptions, build_view
 
@@ -82,18 +86,8 @@ def synthetic_run(
     path: Path, n_problems: int, n_iterations: int, context_chars: int, template_chars: int = 3000, seed: int = 0
 ) -> Path:
     rng = random.Random(seed)
-    path.mkdir(parents=True, exist_ok=True)
     ids = [f"validation-{i}" for i in range(n_problems)]
-    info = {
-        "format": 1,
-        "run_id": path.name,
-        "benchmark": {"name": "travelplanner", "split": "validation", "args": {}},
-        "llm": {"name": "scripted", "model": "synthetic"},
-        "critics": [c for c, _ in CRITICS],
-        "budget": {"max_iterations": n_iterations},
-        "problem_ids": ids,
-    }
-    (path / "run.json").write_text(json.dumps(info))
+    write_run_info(path, "travelplanner", "validation", [c for c, _ in CRITICS], n_iterations, ids)
     template = ("You are an expert travel planner. " * (template_chars // 34 + 1))[:template_chars]
     with (path / "records.jsonl").open("w") as fh:
         for pid in ids:
