@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from click.testing import CliRunner, Result
 
 from modulo.cli.main import cli
@@ -10,3 +11,20 @@ from modulo.cli.main import cli
 def modulo(*args: object) -> Result:
     """``modulo ARGS...``: the Result's ``exit_code``, ``stdout`` and ``stderr`` (errors as the CLI prints them)."""
     return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+
+
+def invoke(*args: object) -> tuple[int, str]:
+    """``modulo ARGS...``: (exit code, output); an exception the CLI does not turn into an exit is raised."""
+    result = modulo(*args)
+    return result.exit_code, result.output
+
+
+def run_main(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """``modulo ARGS...`` through ``cli.main``, its streams read with ``capsys``: (exit code, stdout, stderr)."""
+    try:
+        cli.main(list(args), prog_name="modulo", standalone_mode=False)
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0) if not isinstance(exc.code, str) else 1
+    out = capsys.readouterr()
+    return code, out.out, out.err

@@ -6,19 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from modulo.cli.main import cli
 from modulo.runs import read_records
+from tests.cli_support import invoke
 
 pytestmark = pytest.mark.usefixtures("toy_registered")
-
-
-def invoke(*args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(cli, list(args))
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return result.exit_code, result.output
 
 
 def toy_args(tmp_path: Path, script: object, *extra: str) -> list[str]:

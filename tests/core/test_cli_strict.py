@@ -13,33 +13,23 @@ import click
 import pytest
 
 from modulo.cli.main import cli
-
-
-def modulo(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    """Run the command line in this process; (exit code, stdout, stderr)."""
-    try:
-        cli.main(list(args), prog_name="modulo", standalone_mode=False)
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0) if not isinstance(exc.code, str) else 1
-    out = capsys.readouterr()
-    return code, out.out, out.err
+from tests.cli_support import run_main
 
 
 def test_a_misspelled_added_key_is_refused_with_a_suggestion(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = modulo(capsys, "check", "+metacontroler.max_iterations=3")
+    code, _, err = run_main(capsys, "check", "+metacontroler.max_iterations=3")
     assert code == 2
     assert "unknown configuration key 'metacontroler'" in err and "'metacontroller'" in err
 
 
 def test_a_misspelled_key_inside_a_section_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = modulo(capsys, "check", "+run.concurency=2")
+    code, _, err = run_main(capsys, "check", "+run.concurency=2")
     assert code == 2
     assert "'run.concurency'" in err and "'concurrency'" in err
 
 
 def test_an_unknown_benchmark_lists_every_registered_one(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = modulo(capsys, "check", "benchmark=travelplaner")
+    code, _, err = run_main(capsys, "check", "benchmark=travelplaner")
     assert code == 2
     assert "Did you mean 'travelplanner'" in err
     for name in ("natural_plan/trip", "natural_plan/meeting", "natural_plan/calendar", "synth/calendar", "synth/trip"):
@@ -47,7 +37,7 @@ def test_an_unknown_benchmark_lists_every_registered_one(capsys: pytest.CaptureF
 
 
 def test_an_unknown_group_option_is_refused_with_a_suggestion(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = modulo(capsys, "check", "llm=opnai")
+    code, _, err = run_main(capsys, "check", "llm=opnai")
     assert code == 2
     assert "Did you mean 'openai'" in err and "vllm" in err
 
@@ -55,10 +45,10 @@ def test_an_unknown_group_option_is_refused_with_a_suggestion(capsys: pytest.Cap
 def test_a_generator_that_cannot_serve_the_benchmark_is_refused_and_leaves_no_run_dir(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    code, _, err = modulo(capsys, "check", "generator=greedy", "benchmark=synth/calendar")
+    code, _, err = run_main(capsys, "check", "generator=greedy", "benchmark=synth/calendar")
     assert code == 2 and "generator 'greedy' plans only for travelplanner" in err
     target = tmp_path / "runs" / "bad"
-    code, _, err = modulo(capsys, "run", "generator=greedy", "benchmark=synth/calendar", f"hydra.run.dir={target}")
+    code, _, err = run_main(capsys, "run", "generator=greedy", "benchmark=synth/calendar", f"hydra.run.dir={target}")
     assert code == 2 and "plans only for travelplanner" in err
     assert not target.exists()
 
@@ -72,7 +62,7 @@ def test_a_missing_launcher_plugin_names_the_pip_command(
         return None if name.startswith("hydra_plugins.hydra_ray") else real(name, *args)
 
     monkeypatch.setattr(importlib.util, "find_spec", no_ray)
-    code, _, err = modulo(capsys, "run", "-m", "hydra/launcher=ray_local", "generator=greedy")
+    code, _, err = run_main(capsys, "run", "-m", "hydra/launcher=ray_local", "generator=greedy")
     assert code == 2
     assert 'pip install -e ".[ray]"' in err
 
@@ -86,7 +76,7 @@ def _commands(group: click.Group, path: tuple[str, ...] = ()) -> list[tuple[str,
 
 @pytest.mark.parametrize("path", _commands(cli), ids=lambda p: " ".join(p) or "modulo")
 def test_every_subcommand_help_exits_zero(capsys: pytest.CaptureFixture[str], path: tuple[str, ...]) -> None:
-    code, out, err = modulo(capsys, *path, "--help")
+    code, out, err = run_main(capsys, *path, "--help")
     assert code == 0, err
     assert out.strip(), "no help text"
 
@@ -95,7 +85,7 @@ def test_errored_problems_make_the_run_exit_nonzero_with_the_cause_first(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     run_dir = tmp_path / "run"
-    code, out, err = modulo(
+    code, out, err = run_main(
         capsys, "run", "llm=vllm", "llm.base_url=http://127.0.0.1:9/v1", "llm.max_retries=0", "benchmark.n=2",
         f"run.dir={run_dir}", "run.report=false", "cache.mode=off",
     )  # fmt: skip
@@ -108,7 +98,7 @@ def test_errored_problems_make_the_run_exit_nonzero_with_the_cause_first(
 
 
 def test_a_sweep_names_its_failed_jobs_and_exits_nonzero(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    code, out, err = modulo(
+    code, out, err = run_main(
         capsys, "run", "-m", "llm=vllm", "llm.base_url=http://127.0.0.1:9/v1", "llm.max_retries=0", "benchmark.n=1",
         "run.report=false", "cache.mode=off", "metacontroller.max_iterations=1,2", f"hydra.sweep.dir={tmp_path}",
     )  # fmt: skip

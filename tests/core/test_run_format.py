@@ -9,24 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from modulo.cli.main import cli
 from modulo.errors import RunError
 from modulo.runinfo import RUN_INFO_VERSION, UserInfo, parse_run_info, read_run_info
 from modulo.runs import read_records
+from tests.cli_support import run_main
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "run_format1"
 FINISHED = ["calendar-easy-0-0001s", "calendar-easy-0-0000s"]  # the two problems the old run finished
-
-
-def modulo(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    """Run the command line in this process; (exit code, stdout, stderr)."""
-    try:
-        cli.main(list(args), prog_name="modulo", standalone_mode=False)
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0) if not isinstance(exc.code, str) else 1
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 @pytest.fixture
@@ -43,25 +32,25 @@ def test_the_fixture_is_in_the_old_format() -> None:
 
 
 def test_show_reads_an_old_run(old_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = modulo(capsys, "show", str(old_run), FINISHED[1])
+    code, out, err = run_main(capsys, "show", str(old_run), FINISHED[1])
     assert code == 0, err
     assert "failed after 2 iteration(s)" in out and "synth_busy" in out
 
 
 @pytest.mark.slow
 def test_report_and_view_read_an_old_run(old_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = modulo(capsys, "report", str(old_run))
+    code, _, err = run_main(capsys, "report", str(old_run))
     assert code == 0, err
     report = (old_run / "report.md").read_text()
     assert "2 of 3 problems finished" in report and "synth/calendar" in report
-    code, _, err = modulo(capsys, "view", str(old_run), "--out", str(old_run / "view.html"))
+    code, _, err = run_main(capsys, "view", str(old_run), "--out", str(old_run / "view.html"))
     assert code == 0, err
     assert FINISHED[0] in (old_run / "view.html").read_text()
 
 
 @pytest.mark.slow
 def test_an_old_run_resumes_where_it_stopped(old_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = modulo(capsys, "resume", str(old_run), "data_dir=/work/shared/data")
+    code, out, err = run_main(capsys, "resume", str(old_run), "data_dir=/work/shared/data")
     assert code == 0, err
     assert "2 resumed" in out + err
     written = json.loads((old_run / "run.json").read_text())
@@ -72,7 +61,7 @@ def test_an_old_run_resumes_where_it_stopped(old_run: Path, capsys: pytest.Captu
     assert len(records) == 3 and records[2].problem_id == "calendar-easy-0-0002s"
     summary = json.loads((old_run / "summary.json").read_text())
     assert summary["finished"] == 3 and summary["counts"] == {"failed": 3}
-    code, _, err = modulo(capsys, "report", str(old_run))
+    code, _, err = run_main(capsys, "report", str(old_run))
     assert code == 0, err
     assert "2 of 3 problems finished" not in (old_run / "report.md").read_text()
 
@@ -92,7 +81,7 @@ def test_a_run_json_from_a_newer_modulo_is_a_clear_error(old_run: Path, capsys: 
     (old_run / "run.json").write_text(json.dumps({**data, "version": RUN_INFO_VERSION + 1}))
     with pytest.raises(RunError, match=r"written by a newer modulo; this one reads versions up to"):
         read_run_info(old_run)
-    code, out, err = modulo(capsys, "show", str(old_run), FINISHED[1])
+    code, out, err = run_main(capsys, "show", str(old_run), FINISHED[1])
     assert code != 0 and "newer modulo" in out + err and "Traceback" not in out + err
 
 

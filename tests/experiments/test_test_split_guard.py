@@ -10,12 +10,12 @@ from typing import Any, ClassVar
 
 import pytest
 import yaml
-from click.testing import CliRunner
 
 from modulo import components
 from modulo.benchmark import Benchmark
 from modulo.critic import critic
 from modulo.types import Problem, Verdict
+from tests.cli_support import invoke
 
 GUARD = "guard_toy"
 
@@ -53,15 +53,6 @@ def guard_toy() -> Iterator[None]:
     components.benchmarks.unregister(GUARD)
 
 
-def _invoke(*args: str) -> tuple[int, str]:
-    from modulo.cli.main import cli
-
-    result = CliRunner().invoke(cli, list(args))
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return result.exit_code, result.output
-
-
 def _toy_args(tmp_path: Path, split: str, *more: str) -> list[str]:
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"*": ['{"x": 2}']}))
@@ -80,21 +71,21 @@ def _toy_args(tmp_path: Path, split: str, *more: str) -> list[str]:
 
 @pytest.mark.slow
 def test_oracle_critics_on_a_test_split_are_refused_without_the_override(guard_toy: None, tmp_path: Path) -> None:
-    code, out = _invoke("check", *_toy_args(tmp_path, "test"))
+    code, out = invoke("check", *_toy_args(tmp_path, "test"))
     assert code == 2
     assert "test split" in out and "run.allow_test_oracle=true" in out
     run_dir = tmp_path / "refused"
-    code, out = _invoke("run", *_toy_args(tmp_path, "test", f"run.dir={run_dir}", f"hydra.run.dir={run_dir}"))
+    code, out = invoke("run", *_toy_args(tmp_path, "test", f"run.dir={run_dir}", f"hydra.run.dir={run_dir}"))
     assert code == 2 and not (run_dir / "records.jsonl").exists()
     # the same critics on the development split need nothing
-    code, out = _invoke("check", *_toy_args(tmp_path, "dev"))
+    code, out = invoke("check", *_toy_args(tmp_path, "dev"))
     assert code == 0, out
 
 
 @pytest.mark.slow
 def test_the_override_runs_and_the_run_records_split_source_and_override(guard_toy: None, tmp_path: Path) -> None:
     run_dir = tmp_path / "allowed"
-    code, out = _invoke(
+    code, out = invoke(
         "run",
         *_toy_args(tmp_path, "test", "run.allow_test_oracle=true", f"run.dir={run_dir}", f"hydra.run.dir={run_dir}"),
     )
@@ -113,7 +104,7 @@ def test_natural_plan_trip_test_split_needs_no_override(tmp_path: Path) -> None:
     env = os.environ.get("MODULO_DATA_DIR")
     if not env or not (Path(env) / "natural_plan" / "trip_planning.json").is_file():
         pytest.skip("NATURAL PLAN data not found: set MODULO_DATA_DIR")
-    code, out = _invoke(
+    code, out = invoke(
         "check",
         "benchmark=natural_plan/trip",
         "benchmark.split=test",
