@@ -9,7 +9,6 @@ worker processes from there, and those reach the fake provider on 127.0.0.1.
 from __future__ import annotations
 
 import importlib.util
-import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +17,7 @@ from types import ModuleType
 import pytest
 
 from modulo.testing.fake_server import FakeProvider
+from tests.data_support import data_root
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,10 +37,7 @@ offline = _load_offline()
 
 @pytest.fixture(scope="session")
 def tp_data() -> Path:
-    env = os.environ.get("MODULO_DATA_DIR")
-    if not env or not (Path(env) / "travelplanner" / "database").is_dir():
-        pytest.skip("TravelPlanner data not found: set MODULO_DATA_DIR to the data directory (CI: ../shared/data)")
-    return Path(env)
+    return data_root("TravelPlanner", "travelplanner/database")
 
 
 @pytest.fixture(scope="session")

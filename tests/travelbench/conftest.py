@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.data_support import data_root
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "experiments" / "scripts"
@@ -15,10 +16,7 @@ SCRIPTS = ROOT / "experiments" / "scripts"
 
 @pytest.fixture(scope="session")
 def tb_data() -> Path:
-    env = os.environ.get("MODULO_DATA_DIR")
-    if not env or not (Path(env) / "travelbench" / "unsolve.jsonl").is_file():
-        pytest.skip("TravelBench data not found: set MODULO_DATA_DIR to the data directory (CI: ../shared/data)")
-    return Path(env)
+    return data_root("TravelBench", "travelbench/unsolve.jsonl")
 
 
 def run(tmp_path: Path, name: str, overrides: list[str]) -> Path:

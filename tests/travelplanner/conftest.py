@@ -7,7 +7,6 @@ The SQLite store is built once per test session in the session's cache directory
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -16,18 +15,12 @@ import pytest
 from critics.travelplanner.benchmark import TravelPlanner
 from critics.travelplanner.data import structured_query
 from critics.travelplanner.store import Store
-
-
-def _tp_dir() -> Path:
-    env = os.environ.get("MODULO_DATA_DIR")
-    if not env or not (Path(env) / "travelplanner" / "database").is_dir():
-        pytest.skip("TravelPlanner data not found: set MODULO_DATA_DIR to the data directory (CI: ../shared/data)")
-    return Path(env) / "travelplanner"
+from tests.data_support import data_root
 
 
 @pytest.fixture(scope="session")
 def tp_dir() -> Path:
-    return _tp_dir()
+    return data_root("TravelPlanner", "travelplanner/database") / "travelplanner"
 
 
 @pytest.fixture(scope="session")
