@@ -1,23 +1,41 @@
-"""Shared fixtures: the NATURAL PLAN data (skipped with a reason when absent) and loaded problems."""
+"""Shared fixtures: the NATURAL PLAN data (skipped with a reason when absent), loaded problems, critic feedback."""
 
 from __future__ import annotations
 
 import json
-import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from critics.natural_plan.benchmark import CalendarScheduling, MeetingPlanning, TripPlanning
+from modulo.critic import Critic
 from modulo.types import Problem
+from tests.data_support import data_root
+
+
+def hand_made_problem(benchmark: str, prompt: str, parse: Callable[[str], dict[str, Any]], **metadata: Any) -> Any:
+    """A ``problem`` fixture (assign it in the test module): a hand-made problem of ``benchmark`` whose
+    constraints ``parse`` reads from its ``prompt``, made afresh for each test."""
+
+    @pytest.fixture(name="problem")
+    def fixture() -> Problem:
+        constraints = parse(prompt)
+        return Problem(
+            id="hand-made", benchmark=benchmark, query=prompt, constraints=constraints, metadata={**metadata}
+        )
+
+    return fixture
+
+
+def failing(problem: Problem, plan: Any, critics: Sequence[Critic]) -> dict[str, str]:
+    """The feedback of each critic that does not accept ``plan``, by critic name."""
+    return {v.critic: v.feedback for v in (c(problem, plan) for c in critics) if not v.accepts}
 
 
 def _np_dir() -> Path:
-    env = os.environ.get("MODULO_DATA_DIR")
-    if not env or not (Path(env) / "natural_plan").is_dir():
-        pytest.skip("NATURAL PLAN data not found: set MODULO_DATA_DIR to the data directory (CI: ../shared/data)")
-    return Path(env) / "natural_plan"
+    return data_root("NATURAL PLAN", "natural_plan") / "natural_plan"
 
 
 @pytest.fixture(scope="session")

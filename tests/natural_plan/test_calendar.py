@@ -12,6 +12,8 @@ from critics.natural_plan.calendar_critics import CALENDAR_CRITICS, calendar_ear
 from modulo.errors import DataError, PlanFormatError
 from modulo.types import Problem
 
+from .conftest import failing, hand_made_problem
+
 CRITICS = [f() for f in CALENDAR_CRITICS]
 
 
@@ -34,9 +36,7 @@ def test_every_gold_slot_is_feasible_and_passes_every_critic(
         gold = p.metadata["gold_plan"]
         day, start, end = cal.slot_of(gold)
         assert cal.slot_issues(day, start, end, p.constraints) == [], p.id
-        for critic in CRITICS:
-            v = critic(p, gold)
-            assert v.accepts, (p.id, v.critic, v.feedback)
+        assert failing(p, gold, CRITICS) == {}, p.id
         slots = cal.feasible_slots(p.constraints)
         assert (day, start, end) in slots
         several += len(slots) > 1
@@ -75,15 +75,11 @@ PROMPT = (
 )
 
 
-@pytest.fixture()
-def problem() -> Problem:
-    c = cal.parse_calendar_constraints(PROMPT)
-    return Problem(id="c", benchmark="natural_plan/calendar", query=PROMPT, constraints=c)
+problem = hand_made_problem("natural_plan/calendar", PROMPT, cal.parse_calendar_constraints)
 
 
 def _failing(problem: Problem, text: str) -> dict[str, str]:
-    plan = cal.parse_calendar(text)
-    return {v.critic: v.feedback for v in (c(problem, plan) for c in CRITICS) if not v.accepts}
+    return failing(problem, cal.parse_calendar(text), CRITICS)
 
 
 def test_parsed_constraints(problem: Problem) -> None:

@@ -12,6 +12,8 @@ from critics.natural_plan.meeting_critics import MEETING_CRITICS, meeting_optima
 from modulo.errors import CriticError, DataError, PlanFormatError
 from modulo.types import Problem
 
+from .conftest import failing, hand_made_problem
+
 CRITICS = [f() for f in MEETING_CRITICS]
 
 
@@ -41,9 +43,7 @@ def test_every_gold_plan_passes_every_critic(meeting: MeetingPlanning, meeting_s
     for p in meeting_subset:
         gold = p.metadata["gold_plan"]
         assert meeting.validate_plan(gold) == gold
-        for critic in CRITICS:
-            v = critic(p, gold)
-            assert v.accepts, (p.id, v.critic, v.feedback)
+        assert failing(p, gold, CRITICS) == {}, p.id
 
 
 def test_replay_official_38(meeting: MeetingPlanning, meeting_subset: list[Problem], meeting_raw: Any) -> None:
@@ -80,15 +80,11 @@ GOOD = (
 )
 
 
-@pytest.fixture()
-def problem() -> Problem:
-    c = mtg.parse_meeting_constraints(PROMPT)
-    return Problem(id="m", benchmark="natural_plan/meeting", query=PROMPT, constraints=c, metadata={"gold_count": 2})
+problem = hand_made_problem("natural_plan/meeting", PROMPT, mtg.parse_meeting_constraints, gold_count=2)
 
 
 def _failing(problem: Problem, text: str) -> dict[str, str]:
-    plan = mtg.parse_meeting(text)
-    return {v.critic: v.feedback for v in (c(problem, plan) for c in CRITICS) if not v.accepts}
+    return failing(problem, mtg.parse_meeting(text), CRITICS)
 
 
 def test_good_plan_passes(problem: Problem) -> None:
