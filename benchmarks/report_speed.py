@@ -23,8 +23,9 @@ from typing import Any
 import numpy as np
 
 from modulo import components
-from modulo.benchmark import Benchmark, EvalResult, MetricSpec
+from modulo.benchmark import Benchmark, EvalResult
 from modulo.reports import ReportOptions, bootstrap_ratio, build_report, paired_test
+from modulo.testing.toys import group_metrics
 from modulo.types import IterationRecord, Outcome, PlanJSON, Problem, ProblemResult, Usage, Verdict
 
 NAME = "report_speed_toy"
@@ -36,11 +37,7 @@ class SpeedToy(Benchmark):
     """A plan is {"ok": [bool per critic]}; the evaluator reads it back."""
 
     name = NAME
-    metrics = (
-        MetricSpec("delivery_rate", "Delivery"),
-        *(MetricSpec(f"{g}_{kind}", f"{g.capitalize()} {kind}") for g in GROUPS for kind in ("micro", "macro")),
-        MetricSpec("final_pass_rate", "Final pass"),
-    )
+    metrics = group_metrics(GROUPS)
     primary_metric = "final_pass_rate"
 
     def __init__(self, data_dir: Path | None = None, *, n: int = 180) -> None:

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from modulo import components
-from modulo.benchmark import Benchmark, EvalResult, MetricSpec
+from modulo.benchmark import Benchmark, EvalResult
+from modulo.testing.toys import group_metrics
 from modulo.types import (
     IterationRecord,
     Message,
@@ -75,14 +76,7 @@ def toy_verdicts(problem: Problem, plan: PlanJSON) -> tuple[list[Verdict], list[
 
 class ToyBench(Benchmark):
     name = TOY
-    metrics = (
-        MetricSpec("delivery_rate", "Delivery"),
-        MetricSpec("commonsense_micro", "Commonsense micro"),
-        MetricSpec("commonsense_macro", "Commonsense macro"),
-        MetricSpec("hard_micro", "Hard micro"),
-        MetricSpec("hard_macro", "Hard macro"),
-        MetricSpec("final_pass_rate", "Final pass"),
-    )
+    metrics = group_metrics()
     primary_metric = "final_pass_rate"
     #: how many times evaluate() ran (to check the budget-curve cache)
     calls = 0
@@ -277,6 +271,37 @@ RUN_B: dict[str, list[PlanJSON]] = {
 }
 
 
+#: the scripted model's replies in the end-to-end runs (final plans: p0 x=2 pass, p1 odd, p2 none,
+#: p3 x=8 pass, p4 pass, p5 x=-2 negative)
+SCRIPT = {
+    "p0": ['{"x": 1}', '{"x": 2}'],  # fixed at iteration 1
+    "p1": ['{"x": 3}'] * 4,  # odd forever
+    "p2": ["no plan here"] * 4,  # never a plan
+    "p3": ['{"x": 12}', '{"x": 8}'],  # above max, then fixed
+    "p4": ['{"x": 4}'],  # right at once
+    "p5": ['{"x": -1}', '{"x": -2}', '{"x": -2}', '{"x": -2}'],  # negative forever
+}
+
+
+def scripted_llm(tmp_path: Path) -> list[str]:
+    """The llm overrides of a scripted model that replies :data:`SCRIPT` (written under ``tmp_path``)."""
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(SCRIPT))
+    return ["llm=scripted", f"llm.script={script}"]
+
+
+def toy_run_args(llm: Sequence[str], *more: str) -> list[str]:
+    """``modulo run`` overrides on the toy benchmark with the ``llm`` overrides given, then ``more`` (no
+    reformulator, no response cache, no progress bar)."""
+    toy = ["benchmark=custom", f"benchmark.name={TOY}", "benchmark.split=dev"]
+    return [*toy, *llm, "reformulator=none", "cache.mode=off", "run.progress=false", *more]
+
+
+def one_run(run_dir: Path, *, iterations: int) -> list[str]:
+    """Overrides of a single run into ``run_dir`` with at most ``iterations`` per problem."""
+    return [f"metacontroller.max_iterations={iterations}", f"run.dir={run_dir}", f"hydra.run.dir={run_dir}"]
+
+
 @pytest.fixture
 def run_a_plans() -> dict[str, list[PlanJSON]]:
     return RUN_A
@@ -291,14 +316,6 @@ def run_b_plans() -> dict[str, list[PlanJSON]]:
 def invoke() -> Callable[..., tuple[int, str]]:
     """Run the ``modulo`` command line in-process: (exit code, output)."""
 
-    def run(*args: str) -> tuple[int, str]:
-        from click.testing import CliRunner
+    from tests.cli_support import invoke as invoke_cli
 
-        from modulo.cli.main import cli
-
-        result = CliRunner().invoke(cli, list(args))
-        if result.exception is not None and not isinstance(result.exception, SystemExit):
-            raise result.exception
-        return result.exit_code, result.output
-
-    return run
+    return invoke_cli

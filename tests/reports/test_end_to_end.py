@@ -16,17 +16,9 @@ import pytest
 from modulo import components
 from modulo.critic import critic
 from modulo.types import Problem, Verdict
+from tests.reports.conftest import one_run, scripted_llm, toy_run_args
 
 pytestmark = pytest.mark.slow  # the fast lane (-m 'not slow') leaves this module out
-
-SCRIPT = {
-    "p0": ['{"x": 1}', '{"x": 2}'],  # fixed at iteration 1
-    "p1": ['{"x": 3}'] * 4,  # odd forever
-    "p2": ["no plan here"] * 4,  # never a plan
-    "p3": ['{"x": 12}', '{"x": 8}'],  # above max, then fixed
-    "p4": ['{"x": 4}'],  # right at once
-    "p5": ['{"x": -1}', '{"x": -2}', '{"x": -2}', '{"x": -2}'],  # negative forever
-}
 
 
 @critic("c_nonneg", group="commonsense", description="x is not negative")
@@ -57,24 +49,8 @@ def toy_critics(toy_bench: Any) -> Iterator[None]:
 
 
 def test_report_and_show_on_a_real_run(tmp_path: Path, toy_critics: None, invoke: Any) -> None:
-    script = tmp_path / "script.json"
-    script.write_text(json.dumps(SCRIPT))
     run_dir = tmp_path / "run"
-    code, out = invoke(
-        "run",
-        "benchmark=custom",
-        "benchmark.name=toy_reports",
-        "benchmark.split=dev",
-        "llm=scripted",
-        f"llm.script={script}",
-        "reformulator=none",
-        "cache.mode=off",
-        "critics=all",
-        "metacontroller.max_iterations=4",
-        f"run.dir={run_dir}",
-        f"hydra.run.dir={run_dir}",
-        "run.progress=false",
-    )
+    code, out = invoke("run", *toy_run_args(scripted_llm(tmp_path), "critics=all", *one_run(run_dir, iterations=4)))
     assert code == 0, out
     assert (run_dir / "evaluation.json").is_file()
 
@@ -115,24 +91,14 @@ def test_a_run_whose_model_never_answers_looks_failed(tmp_path: Path, toy_critic
     """Every problem errors (nothing listens on the port): summary, report and figures say so, and no
     errored iteration is counted as a critic rejection or a plan failure."""
     run_dir = tmp_path / "run"
-    code, out = invoke(
-        "run",
-        "benchmark=custom",
-        "benchmark.name=toy_reports",
-        "benchmark.split=dev",
+    nothing_listens = [
         "llm=openai",
         "llm.model=nothing-listens",
         "llm.base_url=http://127.0.0.1:9/v1",
         "llm.max_retries=0",
         "llm.timeout_s=2",
-        "reformulator=none",
-        "cache.mode=off",
-        "critics=all",
-        "metacontroller.max_iterations=3",
-        f"run.dir={run_dir}",
-        f"hydra.run.dir={run_dir}",
-        "run.progress=false",
-    )
+    ]
+    code, out = invoke("run", *toy_run_args(nothing_listens, "critics=all", *one_run(run_dir, iterations=3)))
     assert code == 1, out  # errored problems: a non-zero exit
     summary = json.loads((run_dir / "summary.json").read_text())
     assert list(summary)[:2] == ["status", "errors"]  # at the top
