@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from contextlib import aclosing
 
 import pytest
 
@@ -24,11 +25,8 @@ def chat(*turns: tuple[str, str], **fields: object) -> LLMRequest:
 
 async def test_normal_reply_system_prompt_and_usage(provider: ProviderFactory) -> None:
     fake = provider(["Day 1: Rome."])
-    client = build_client(anthropic_settings(fake))
-    try:
+    async with aclosing(build_client(anthropic_settings(fake))) as client:
         call = await client.call(chat(("system", "You plan trips."), ("user", "Plan Rome.")), "generate")
-    finally:
-        await client.aclose()
     assert call.reply == "Day 1: Rome." and call.finish_reason == "stop"
     body = fake.requests[0].body
     assert body["system"] == "You plan trips."
@@ -43,11 +41,10 @@ async def test_normal_reply_system_prompt_and_usage(provider: ProviderFactory) -
 
 async def test_consecutive_turns_are_merged_and_max_tokens_taken(provider: ProviderFactory) -> None:
     fake = provider(["ok"])
-    client = build_client(anthropic_settings(fake, args={"default_max_tokens": 77, "send_temperature": True}))
-    try:
+    async with aclosing(
+        build_client(anthropic_settings(fake, args={"default_max_tokens": 77, "send_temperature": True}))
+    ) as client:
         await client.call(chat(("user", "a"), ("user", "b"), temperature=0.5), "generate")
-    finally:
-        await client.aclose()
     body = fake.requests[0].body
     assert body["messages"] == [{"role": "user", "content": "a\n\nb"}]
     assert body["max_tokens"] == 77 and body["temperature"] == 0.5
@@ -72,11 +69,8 @@ async def test_structured_output_forms(provider: ProviderFactory) -> None:
 
 async def test_overloaded_and_rate_limit_are_retried(provider: ProviderFactory) -> None:
     fake = provider(["fine"], faults=["overloaded", "rate_limit", "server_error"], retry_after_s=0.01)
-    client = build_client(anthropic_settings(fake))
-    try:
+    async with aclosing(build_client(anthropic_settings(fake))) as client:
         call = await client.call(request(), "generate")
-    finally:
-        await client.aclose()
     assert call.reply == "fine"
     assert [f.kind for f in call.faults] == ["overloaded", "rate_limit", "server_error"]
     assert fake.stats().requests == 4 and client.backend_calls == 4
@@ -84,25 +78,19 @@ async def test_overloaded_and_rate_limit_are_retried(provider: ProviderFactory) 
 
 async def test_max_tokens_stop_reason_maps_to_length(provider: ProviderFactory) -> None:
     fake = provider(["abcdefgh"], faults=["truncated"])
-    client = build_client(anthropic_settings(fake))
-    try:
+    async with aclosing(build_client(anthropic_settings(fake))) as client:
         call = await client.call(request(), "generate")
-    finally:
-        await client.aclose()
     assert call.finish_reason == "length" and call.reply == "abcd"
 
 
 async def test_bad_request_and_context_length(provider: ProviderFactory) -> None:
     fake = provider(faults=["bad_request", "context_length"])
-    client = build_client(anthropic_settings(fake))
-    try:
+    async with aclosing(build_client(anthropic_settings(fake))) as client:
         with pytest.raises(PermanentLLMError) as info:
             await client.call(request(), "generate")
         assert not isinstance(info.value, ContextLengthError)
         with pytest.raises(ContextLengthError):
             await client.call(request(), "generate")
-    finally:
-        await client.aclose()
     assert fake.stats().requests == 2
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from contextlib import aclosing
 
 import pytest
 
@@ -25,11 +26,8 @@ def gaps(arrivals: list[float]) -> list[float]:
 async def test_retry_after_is_honoured(provider: ProviderFactory) -> None:
     fake = provider(["done"], faults=["rate_limit"], retry_after_s=0.3)
     # exponential backoff would wait at least 1 s here; the server's Retry-After says 0.3 s
-    client = build_client(openai_settings(fake, max_backoff_s=5.0))
-    try:
+    async with aclosing(build_client(openai_settings(fake, max_backoff_s=5.0))) as client:
         call = await client.call(request(), "generate")
-    finally:
-        await client.aclose()
     assert call.reply == "done" and [f.kind for f in call.faults] == ["rate_limit"]
     (gap,) = gaps(fake.stats().arrivals)
     assert 0.28 <= gap < 0.95
@@ -37,11 +35,8 @@ async def test_retry_after_is_honoured(provider: ProviderFactory) -> None:
 
 async def test_retry_after_is_capped_by_max_backoff(provider: ProviderFactory) -> None:
     fake = provider(["done"], faults=["rate_limit"], retry_after_s=30.0)
-    client = build_client(openai_settings(fake, max_backoff_s=0.1))
-    try:
+    async with aclosing(build_client(openai_settings(fake, max_backoff_s=0.1))) as client:
         await client.call(request(), "generate")
-    finally:
-        await client.aclose()
     (gap,) = gaps(fake.stats().arrivals)
     assert gap < 2.0
 
@@ -49,11 +44,8 @@ async def test_retry_after_is_capped_by_max_backoff(provider: ProviderFactory) -
 async def test_rate_limit_without_retry_after_backs_off_exponentially(provider: ProviderFactory) -> None:
     fake = provider(["done"], faults=["rate_limit_bare", "rate_limit_bare"])
     settings = openai_settings(fake, max_backoff_s=2.0)
-    client = LLMClient(OpenAIBackend(settings), settings, backoff_base_s=0.1)
-    try:
+    async with aclosing(LLMClient(OpenAIBackend(settings), settings, backoff_base_s=0.1)) as client:
         call = await client.call(request(), "generate")
-    finally:
-        await client.aclose()
     assert [f.kind for f in call.faults] == ["rate_limit", "rate_limit"]
     first, second = gaps(fake.stats().arrivals)
     assert first >= 0.1 and second >= 0.2  # base * 2**n plus jitter
@@ -62,11 +54,8 @@ async def test_rate_limit_without_retry_after_backs_off_exponentially(provider: 
 @pytest.mark.parametrize("faults", [["server_error"], ["unavailable", "server_error"]])
 async def test_server_errors_are_retried_then_succeed(provider: ProviderFactory, faults: list[str]) -> None:
     fake = provider(["recovered"], faults=faults)
-    client = build_client(openai_settings(fake))
-    try:
+    async with aclosing(build_client(openai_settings(fake))) as client:
         call = await client.call(request(), "generate")
-    finally:
-        await client.aclose()
     assert call.reply == "recovered"
     assert [f.kind for f in call.faults] == ["server_error"] * len(faults)
     assert [f.attempt for f in call.faults] == list(range(1, len(faults) + 1))
@@ -76,12 +65,9 @@ async def test_server_errors_are_retried_then_succeed(provider: ProviderFactory,
 
 async def test_timeouts_are_retried(provider: ProviderFactory) -> None:
     fake = provider(["in time"], faults=["timeout"], hang_s=20.0)
-    client = build_client(openai_settings(fake, timeout_s=0.3))
     started = time.monotonic()
-    try:
+    async with aclosing(build_client(openai_settings(fake, timeout_s=0.3))) as client:
         call = await client.call(request(), "generate")
-    finally:
-        await client.aclose()
     assert call.reply == "in time" and [f.kind for f in call.faults] == ["timeout"]
     assert time.monotonic() - started < 5.0
     assert fake.stats().by_fault == {"timeout": 1, "ok": 1}
@@ -89,23 +75,17 @@ async def test_timeouts_are_retried(provider: ProviderFactory) -> None:
 
 async def test_connection_reset_is_retried(provider: ProviderFactory) -> None:
     fake = provider(["after reset"], faults=["reset"])
-    client = build_client(openai_settings(fake))
-    try:
+    async with aclosing(build_client(openai_settings(fake))) as client:
         call = await client.call(request(), "generate")
-    finally:
-        await client.aclose()
     assert call.reply == "after reset" and [f.kind for f in call.faults] == ["connection"]
     assert fake.stats().requests == 2
 
 
 async def test_giving_up_raises_with_the_call_attached(provider: ProviderFactory) -> None:
     fake = provider(["never"], faults=["server_error", "rate_limit", "server_error", "ok"], retry_after_s=0.01)
-    client = build_client(openai_settings(fake, max_retries=2))
-    try:
+    async with aclosing(build_client(openai_settings(fake, max_retries=2))) as client:
         with pytest.raises(TransientLLMError) as info:
             await client.call(request(problem="p7"), "reformulate")
-    finally:
-        await client.aclose()
     call = info.value.call  # type: ignore[attr-defined]
     assert call.reply is None and call.stage == "reformulate"
     assert [f.kind for f in call.faults] == ["server_error", "rate_limit", "server_error"]
@@ -117,22 +97,16 @@ async def test_giving_up_raises_with_the_call_attached(provider: ProviderFactory
 
 async def test_permanent_errors_are_not_retried(provider: ProviderFactory) -> None:
     fake = provider(faults=["auth"])
-    client = build_client(openai_settings(fake))
-    try:
+    async with aclosing(build_client(openai_settings(fake))) as client:
         with pytest.raises(PermanentLLMError) as info:
             await client.call(request(), "generate")
-    finally:
-        await client.aclose()
     assert info.value.fault == "auth" and fake.stats().requests == 1
 
 
 async def test_empty_reply_is_retried_and_its_tokens_are_paid(provider: ProviderFactory) -> None:
     fake = provider(["a real answer"], faults=["empty"])
-    client = build_client(openai_settings(fake))
-    try:
+    async with aclosing(build_client(openai_settings(fake))) as client:
         call = await client.call(request("Plan a trip to Rome."), "generate")
-    finally:
-        await client.aclose()
     assert call.reply == "a real answer" and [f.kind for f in call.faults] == ["empty_reply"]
     prompt = approx_tokens("Plan a trip to Rome.")
     # the failed attempt was billed for its prompt: both attempts count
@@ -145,11 +119,10 @@ async def test_empty_reply_is_retried_and_its_tokens_are_paid(provider: Provider
 
 async def test_running_totals_add_up(provider: ProviderFactory) -> None:
     fake = provider(["one", "two", "three"], faults=["ok", "empty"])
-    client = build_client(openai_settings(fake, price_input_per_mtok=1_000_000.0, price_output_per_mtok=0.0))
-    try:
+    async with aclosing(
+        build_client(openai_settings(fake, price_input_per_mtok=1_000_000.0, price_output_per_mtok=0.0))
+    ) as client:
         calls = [await client.call(request(f"q{i}"), "generate") for i in range(2)]
-    finally:
-        await client.aclose()
     total = calls[0].usage + calls[1].usage
     assert client.usage == total
     assert total.calls == 2 and total.failed_calls == 1

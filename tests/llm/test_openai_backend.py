@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import aclosing
+
 import pytest
 
 from modulo.errors import ArgumentError, ConfigError, ContextLengthError, PermanentLLMError
@@ -23,11 +25,8 @@ SCHEMA = {
 
 async def test_normal_reply_and_usage_mapping(provider: ProviderFactory) -> None:
     fake = provider(["Visit the Colosseum on day one."])
-    client = build_client(openai_settings(fake))
-    try:
+    async with aclosing(build_client(openai_settings(fake))) as client:
         call = await client.call(request("Plan a trip to Rome."), "generate")
-    finally:
-        await client.aclose()
     assert call.reply == "Visit the Colosseum on day one."
     assert call.stage == "generate"
     assert call.model == "gpt-4o-mini"
@@ -47,11 +46,8 @@ async def test_normal_reply_and_usage_mapping(provider: ProviderFactory) -> None
 
 async def test_decoding_parameters_are_sent(provider: ProviderFactory) -> None:
     fake = provider(["ok"])
-    client = build_client(openai_settings(fake, max_tokens=321, seed=7))
-    try:
+    async with aclosing(build_client(openai_settings(fake, max_tokens=321, seed=7))) as client:
         await client.call(request(temperature=0.3, stop=("END",)), "generate")
-    finally:
-        await client.aclose()
     body = fake.requests[0].body
     assert body["temperature"] == 0.3
     assert body["max_tokens"] == 321  # a custom base_url gets the widely supported parameter name
@@ -69,11 +65,8 @@ def test_official_api_uses_max_completion_tokens(monkeypatch: pytest.MonkeyPatch
 
 async def test_structured_output_standard_form(provider: ProviderFactory) -> None:
     fake = provider()
-    client = build_client(openai_settings(fake))
-    try:
+    async with aclosing(build_client(openai_settings(fake))) as client:
         call = await client.call(request(response_schema=SCHEMA, structured_output="schema"), "reformulate")
-    finally:
-        await client.aclose()
     fmt = fake.requests[0].body["response_format"]
     assert fmt == {"type": "json_schema", "json_schema": {"name": "response", "schema": SCHEMA, "strict": True}}
     assert call.reply is not None and set(__import__("json").loads(call.reply)) == {"city", "days"}
@@ -81,12 +74,11 @@ async def test_structured_output_standard_form(provider: ProviderFactory) -> Non
 
 async def test_structured_output_llamacpp_form_and_json_mode(provider: ProviderFactory) -> None:
     fake = provider()
-    client = build_client(openai_settings(fake, args={"schema_format": "llamacpp", "strict": False}))
-    try:
+    async with aclosing(
+        build_client(openai_settings(fake, args={"schema_format": "llamacpp", "strict": False}))
+    ) as client:
         await client.call(request(response_schema=SCHEMA, structured_output="schema"), "reformulate")
         await client.call(request("json please", structured_output="json"), "reformulate")
-    finally:
-        await client.aclose()
     assert fake.requests[0].body["response_format"] == {"type": "json_object", "schema": SCHEMA}
     assert fake.requests[1].body["response_format"] == {"type": "json_object"}
 
@@ -100,11 +92,8 @@ def test_unknown_backend_argument_fails_before_any_call() -> None:
 
 async def test_truncated_reply_is_recorded_not_raised(provider: ProviderFactory) -> None:
     fake = provider(["a fairly long reply that will be cut"], faults=["truncated"])
-    client = build_client(openai_settings(fake))
-    try:
+    async with aclosing(build_client(openai_settings(fake))) as client:
         call = await client.call(request(), "generate")
-    finally:
-        await client.aclose()
     assert call.finish_reason == "length"
     assert call.reply == "a fairly long reply that will be cut"[:18]
     assert not call.faults and fake.stats().requests == 1
@@ -112,23 +101,17 @@ async def test_truncated_reply_is_recorded_not_raised(provider: ProviderFactory)
 
 async def test_refusal_under_schema_comes_back_as_text(provider: ProviderFactory) -> None:
     fake = provider(faults=["refusal"])
-    client = build_client(openai_settings(fake))
-    try:
+    async with aclosing(build_client(openai_settings(fake))) as client:
         call = await client.call(request(response_schema=SCHEMA, structured_output="schema"), "reformulate")
-    finally:
-        await client.aclose()
     assert call.finish_reason == "refusal"
     assert call.reply is not None and "can't help" in call.reply
 
 
 async def test_bad_request_is_not_retried(provider: ProviderFactory) -> None:
     fake = provider(["never sent"], faults=["bad_request"])
-    client = build_client(openai_settings(fake))
-    try:
+    async with aclosing(build_client(openai_settings(fake))) as client:
         with pytest.raises(PermanentLLMError, match=r"HTTP 400") as info:
             await client.call(request(problem="p1"), "generate")
-    finally:
-        await client.aclose()
     assert fake.stats().requests == 1
     call = info.value.call  # type: ignore[attr-defined]
     assert call.reply is None and [f.kind for f in call.faults] == ["bad_request"]
@@ -137,12 +120,9 @@ async def test_bad_request_is_not_retried(provider: ProviderFactory) -> None:
 
 async def test_context_length_is_its_own_error(provider: ProviderFactory) -> None:
     fake = provider(faults=["context_length"])
-    client = build_client(openai_settings(fake))
-    try:
+    async with aclosing(build_client(openai_settings(fake))) as client:
         with pytest.raises(ContextLengthError):
             await client.call(request(), "generate")
-    finally:
-        await client.aclose()
     assert fake.stats().requests == 1
 
 
@@ -163,21 +143,15 @@ async def test_key_from_the_named_environment_variable(
 ) -> None:
     monkeypatch.setenv("MY_KEY_VAR", "sk-from-my-var")
     fake = provider(["ok"])
-    client = build_client(openai_settings(fake, api_key_env="MY_KEY_VAR"))
-    try:
+    async with aclosing(build_client(openai_settings(fake, api_key_env="MY_KEY_VAR"))) as client:
         await client.call(request(), "generate")
-    finally:
-        await client.aclose()
     assert fake.requests[0].api_key == "sk-from-my-var"
 
 
 async def test_tag_headers_route_per_problem_scripts(provider: ProviderFactory) -> None:
     fake = provider({"a": ["a1", "a2"], "b": ["b1"]})
-    client = build_client(openai_settings(fake, args={"tag_headers": True}))
-    try:
+    async with aclosing(build_client(openai_settings(fake, args={"tag_headers": True}))) as client:
         replies = [(await client.call(request("x", problem=p), "generate")).reply for p in ("b", "a", "a")]
-    finally:
-        await client.aclose()
     assert replies == ["b1", "a1", "a2"]
     assert fake.requests[0].headers["x-modulo-problem-id"] == "b"
     assert fake.requests[0].headers["x-modulo-stage"] == "generate"
