@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import io
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from critics.synth.cli import synth_main
 from critics.synth.common import as_z3, canonical_set, new_solver, rng_for
 from critics.synth.critics import CRITICS, entry_point_lines
 from critics.synth.families import get_family
+from critics.synth.family import Mutant
 from modulo import components
 from modulo.critic import Critic
 from modulo.errors import ConfigError, DataError, ModuloError, PlanFormatError, UsageError
@@ -84,28 +86,23 @@ def test_evaluate_rejects_misaligned_input_and_unreadable_plans() -> None:
 def test_feedback_quotes_the_query_and_the_offending_part_of_the_plan(
     family: str, critics_by_family: dict[str, dict[str, Critic]]
 ) -> None:
-    b = bench(family, n=6, seed=8, difficulty="medium")
-    fam = get_family(family)
     checked = 0
-    for p in b.load("generated"):
-        for m in fam.mutants(rng_for("fb", p.id), p.constraints, p.metadata["witness"]):
-            if m.kind != "boundary_out" or fam.check_format(p.constraints, m.plan):
-                continue
-            target = next(c for c in p.constraints["constraints"] if c["id"] == m.target)
-            truths = fam.z3_truths(p.constraints, m.plan)
-            assert truths is not None
-            crit = critics_by_family[family][fam.critic_for_kind(target["kind"])]
-            verdict = crit(p, m.plan)
-            assert verdict == crit(p, m.plan)  # deterministic
-            if truths[target["id"]]:
-                continue
-            assert not verdict.passed
-            assert target["id"] in verdict.details["violated"]
-            assert target["text"].lower() in verdict.feedback.lower()
-            assert target["text"][:12].lower() in p.query.lower()
-            # no satisfied constraint is named
-            assert all(not truths[cid] for cid in verdict.details["violated"])
-            checked += 1
+    for p, m, truths in well_formed_mutants(family, "fb", n=6, seed=8):
+        if m.kind != "boundary_out":
+            continue
+        target = next(c for c in p.constraints["constraints"] if c["id"] == m.target)
+        crit = critics_by_family[family][get_family(family).critic_for_kind(target["kind"])]
+        verdict = crit(p, m.plan)
+        assert verdict == crit(p, m.plan)  # deterministic
+        if truths[target["id"]]:
+            continue
+        assert not verdict.passed
+        assert target["id"] in verdict.details["violated"]
+        assert target["text"].lower() in verdict.feedback.lower()
+        assert target["text"][:12].lower() in p.query.lower()
+        # no satisfied constraint is named
+        assert all(not truths[cid] for cid in verdict.details["violated"])
+        checked += 1
     assert checked >= 6
 
 
@@ -133,6 +130,22 @@ def test_variants_keep_the_constraint_set_and_the_witness(
             assert all(c(v, w).accepts for c in critics.values()), v.id
             assert v.metadata["variant_of"] == p.id and v.id != p.id
     assert any(b.variant(p, wording_seed=1).query != b.variant(p, wording_seed=2).query for p in b.load("generated"))
+
+
+def well_formed_mutants(
+    family: str, label: str, *, n: int, seed: int
+) -> Iterator[tuple[Problem, Mutant, dict[str, bool]]]:
+    """Each mutant of each generated (medium) problem that passes the format check, with Z3's truth value of
+    every constraint on it; ``label`` seeds the mutations."""
+    b = bench(family, n=n, seed=seed, difficulty="medium")
+    fam = get_family(family)
+    for p in b.load("generated"):
+        for m in fam.mutants(rng_for(label, p.id), p.constraints, p.metadata["witness"]):
+            if fam.check_format(p.constraints, m.plan):
+                continue
+            truths = fam.z3_truths(p.constraints, m.plan)
+            assert truths is not None
+            yield p, m, truths
 
 
 def _equivalent(fam: object, a: dict, b: dict) -> bool:
@@ -268,19 +281,13 @@ def test_failing_verdicts_name_exactly_the_violated_constraints(
     family: str, critics_by_family: dict[str, dict[str, Critic]]
 ) -> None:
     """On every mutant, each critic names every constraint of its kinds that Z3 finds violated, and no other."""
-    b = bench(family, n=5, seed=17, difficulty="medium")
     fam = get_family(family)
     named = 0
-    for p in b.load("generated"):
-        for m in fam.mutants(rng_for("names", p.id), p.constraints, p.metadata["witness"]):
-            if fam.check_format(p.constraints, m.plan):
-                continue
-            truths = fam.z3_truths(p.constraints, m.plan)
-            assert truths is not None
-            for name, crit in critics_by_family[family].items():
-                kinds = fam.critic_kinds[name]
-                broken = {c["id"] for c in p.constraints["constraints"] if c["kind"] in kinds and not truths[c["id"]]}
-                v = crit(p, m.plan)
-                assert set(v.details.get("violated", [])) == broken, (p.id, m.kind, name, v.feedback)
-                named += len(broken)
+    for p, m, truths in well_formed_mutants(family, "names", n=5, seed=17):
+        for name, crit in critics_by_family[family].items():
+            kinds = fam.critic_kinds[name]
+            broken = {c["id"] for c in p.constraints["constraints"] if c["kind"] in kinds and not truths[c["id"]]}
+            v = crit(p, m.plan)
+            assert set(v.details.get("violated", [])) == broken, (p.id, m.kind, name, v.feedback)
+            named += len(broken)
     assert named > 20

@@ -12,17 +12,7 @@ import yaml
 from critics.synth.benchmark import SynthCalendar
 from critics.synth.cli import synth_main
 from modulo.types import ProblemResult, ProblemUpdate
-
-
-def invoke(*args: str) -> tuple[int, str]:
-    from click.testing import CliRunner
-
-    from modulo.cli.main import cli
-
-    result = CliRunner().invoke(cli, list(args))
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return result.exit_code, result.output
+from tests.cli_support import invoke
 
 
 def run(tmp_path: Path, name: str, problems: Path, script: Any, *extra: str) -> tuple[list[ProblemResult], dict]:
@@ -45,6 +35,17 @@ def run(tmp_path: Path, name: str, problems: Path, script: Any, *extra: str) -> 
     assert code == 0, out
     records = [ProblemResult.model_validate_json(line) for line in (run_dir / "records.jsonl").read_text().splitlines()]
     return records, json.loads((run_dir / "evaluation.json").read_text())
+
+
+def run_with_updates(
+    tmp_path: Path, problems: Path, updates: list[dict[str, Any]], override: str
+) -> tuple[list[ProblemResult], dict]:
+    """Run the oracle's script for ``updates`` (told by the config ``override``, the same updates in
+    Hydra's syntax) on ``problems``: the records and the evaluation."""
+    script = tmp_path / "oracle.json"
+    args = ["--problems", str(problems), "--out", str(script), "--updates", json.dumps(updates)]
+    assert SynthCalendar().commands()["oracle-script"](args) == 0
+    return run(tmp_path, "run", problems, json.loads(script.read_text()), override)
 
 
 def final_problem(bench: SynthCalendar, problem_id: str, result: ProblemResult) -> Any:
@@ -85,14 +86,10 @@ def test_a_user_update_that_makes_the_problem_unsolvable_ends_in_a_verified_abst
     assert synth_main(["calendar", "--n", "3", "--seed", "2", "--out", str(problems)]) == 0
     deadline = {"kind": "deadline", "day": "Monday", "time": 540}
     updates = [{"after": 0, "add": {"constraints": [deadline]}, "text": "It must be over by 9:00 on Monday."}]
-    script = tmp_path / "oracle.json"
-    args = ["--problems", str(problems), "--out", str(script), "--updates", json.dumps(updates)]
-    assert SynthCalendar().commands()["oracle-script"](args) == 0
-    records, evaluation = run(
+    records, evaluation = run_with_updates(
         tmp_path,
-        "run",
         problems,
-        json.loads(script.read_text()),
+        updates,
         "user.updates=[{after: 0, add: {constraints: [{kind: deadline, day: Monday, time: 540}]}, "
         "text: 'It must be over by 9:00 on Monday.'}]",
     )
@@ -152,14 +149,10 @@ def test_user_updates_from_the_config_certify_plans_that_z3_accepts(tmp_path: Pa
     assert synth_main(["calendar", "--n", "6", "--seed", "4", "--hidden", "2", "--out", str(problems)]) == 0
     late = {"kind": "deadline", "day": "Monday", "time": 1020}
     updates = [{"after": 0, "add": {"reveal": "all", "constraints": [late]}, "text": "Two more things."}]
-    script = tmp_path / "oracle.json"
-    args = ["--problems", str(problems), "--out", str(script), "--updates", json.dumps(updates)]
-    assert SynthCalendar().commands()["oracle-script"](args) == 0
-    records, evaluation = run(
+    records, evaluation = run_with_updates(
         tmp_path,
-        "run",
         problems,
-        json.loads(script.read_text()),
+        updates,
         "user.updates=[{after: 0, add: {reveal: all, constraints: [{kind: deadline, day: Monday, time: 1020}]}, "
         "text: 'Two more things.'}]",
     )
