@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -69,6 +70,14 @@ def kill_if_alive(pid: int | None) -> None:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def sigkill_parent(parent: subprocess.Popen[Any], child_pid: int, child: str) -> None:
+    """SIGKILL ``parent`` and check that ``child_pid``, a process it started (alive until then), goes too."""
+    assert not process_gone(child_pid)
+    parent.send_signal(signal.SIGKILL)
+    parent.wait(timeout=5)
+    assert wait_gone(child_pid, 5.0), f"{child} outlived its SIGKILLed parent"
 
 
 def spawn_script(path: Path, *, env: dict[str, str] | None = None) -> subprocess.Popen[str]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -24,7 +23,7 @@ from modulo.llm import local
 from modulo.llm.base import LLMSettings
 from modulo.llm.local import LocalBackend
 
-from .local_support import process_gone, wait_gone
+from .local_support import sigkill_parent
 
 SETTINGS = LLMSettings(name="local")
 
@@ -211,11 +210,7 @@ def test_guard_exits_when_its_parent_is_killed(fake_llama: Path, tmp_path: Path)
     middle = subprocess.Popen([sys.executable, "-c", middle_src], env=_fake_env(fake_llama, out))
     try:
         _wait_file(out)
-        guard_pid = int(pid_file.read_text())
-        assert not process_gone(guard_pid)
-        middle.send_signal(signal.SIGKILL)
-        middle.wait(timeout=5)
-        assert wait_gone(guard_pid, 5.0), "the watchdog outlived its parent"
+        sigkill_parent(middle, int(pid_file.read_text()), "the watchdog")
     finally:
         middle.kill()
         middle.wait()

@@ -8,8 +8,11 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
 import textwrap
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -18,7 +21,15 @@ from modulo.llm.base import LLMRequest, LLMSettings
 from modulo.llm.local import LocalBackend, free_port
 from modulo.types import Message
 
-from .local_support import kill_if_alive, needs_model, process_gone, read_line, spawn_script, wait_gone
+from .local_support import (
+    kill_if_alive,
+    needs_model,
+    process_gone,
+    read_line,
+    sigkill_parent,
+    spawn_script,
+    wait_gone,
+)
 
 pytestmark = needs_model
 
@@ -38,10 +49,21 @@ asyncio.run(main())
 """
 
 
-def _script(tmp_path: Path, body: str) -> Path:
+@contextmanager
+def _script_server(tmp_path: Path, body: str) -> Iterator[tuple[subprocess.Popen[str], int]]:
+    """Run SCRIPT with ``body`` (which prints the server's pid) in a child process: (the child, the server's
+    pid); afterwards neither is left running, whatever the test did."""
     path = tmp_path / "use_backend.py"
     path.write_text(SCRIPT.format(body=textwrap.indent(textwrap.dedent(body), "    ").strip()))
-    return path
+    proc = spawn_script(path)
+    pid = None
+    try:
+        pid = int(read_line(proc))
+        yield proc, pid
+    finally:
+        proc.kill()
+        proc.communicate()
+        kill_if_alive(pid)
 
 
 async def test_normal_end_stops_the_server() -> None:
@@ -92,68 +114,36 @@ async def test_a_dead_server_is_restarted() -> None:
 
 
 def test_ctrl_c_stops_the_server(tmp_path: Path) -> None:
-    script = _script(
-        tmp_path,
-        """
+    body = """
         async with backend:
             print(backend.server_pid, flush=True)
             await asyncio.sleep(60)
-        """,
-    )
-    proc = spawn_script(script)
-    pid = None
-    try:
-        pid = int(read_line(proc))
+        """
+    with _script_server(tmp_path, body) as (proc, pid):
         assert not process_gone(pid)
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=10)
         assert proc.returncode != 0  # KeyboardInterrupt
         assert wait_gone(pid, 5.0)
-    finally:
-        proc.kill()
-        proc.communicate()
-        kill_if_alive(pid)
 
 
 def test_sigkill_of_the_parent_stops_the_server(tmp_path: Path) -> None:
-    script = _script(
-        tmp_path,
-        """
+    body = """
         await backend.start()
         print(backend.server_pid, flush=True)
         await asyncio.sleep(60)
-        """,
-    )
-    proc = spawn_script(script)
-    pid = None
-    try:
-        pid = int(read_line(proc))
-        assert not process_gone(pid)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=5)
-        assert wait_gone(pid, 5.0), "the server outlived its SIGKILLed parent"
-    finally:
-        proc.kill()
-        proc.communicate()
-        kill_if_alive(pid)
+        """
+    with _script_server(tmp_path, body) as (proc, pid):
+        sigkill_parent(proc, pid, "the server")
 
 
 def test_forgotten_aclose_still_stops_the_server_at_exit(tmp_path: Path) -> None:
-    script = _script(
-        tmp_path,
-        """
+    body = """
         await backend.start()
         print(backend.server_pid, flush=True)
         sys.stdin.readline()
-        """,
-    )
-    proc = spawn_script(script)
-    pid = None
-    try:
-        pid = int(read_line(proc))
+        """
+    with _script_server(tmp_path, body) as (proc, pid):
         proc.communicate(timeout=15)  # closes stdin: the script returns without aclose()
         assert proc.returncode == 0
         assert wait_gone(pid, 5.0)
-    finally:
-        proc.kill()
-        kill_if_alive(pid)

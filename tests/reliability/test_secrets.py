@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from modulo.testing.drills import Launcher, cli_command, records
+from modulo.types import ProblemResult
 
 from .conftest import DrillFactory
 
@@ -36,6 +37,19 @@ def isolated_env(tmp: Path, **extra: str) -> dict[str, str]:
         **extra,
     )
     return env
+
+
+def run_with_a_401(
+    modulo: Launcher, overrides: list[str], tmp_path: Path, outputs: list[str]
+) -> dict[str, ProblemResult]:
+    """``modulo run OVERRIDES`` into ``tmp_path/run`` (its console output appended to ``outputs``): the
+    problems that met a 401 end in error (exit status 1); the records of its 6 problems by id."""
+    code, out = modulo(["run", *overrides], tmp_path / "console-run.txt")
+    outputs.append(out)
+    assert code == 1, out[-3000:]
+    by_id = records(tmp_path / "run")
+    assert len(by_id) == 6
+    return by_id
 
 
 def leaks(root: Path, outputs: list[str]) -> list[str]:
@@ -61,11 +75,7 @@ def test_a_whole_run_never_writes_or_prints_the_key(drill: DrillFactory, tmp_pat
     modulo = Launcher(fork=True, env=isolated_env(tmp_path, OPENAI_API_KEY=KEY), cwd=work)
     outputs = []
     try:
-        code, out = modulo(["run", *overrides], tmp_path / "console-run.txt")
-        outputs.append(out)
-        assert code == 1, out[-3000:]  # the problem that met the 401 ended in error (exit status 1)
-        by_id = records(tmp_path / "run")
-        assert len(by_id) == 6
+        by_id = run_with_a_401(modulo, overrides, tmp_path, outputs)
         assert any("auth" in (r.error or "") or "401" in (r.error or "") for r in by_id.values())
         # the key really went to the server (so this test can fail)...
         assert {r.api_key for r in d.fake.requests} == {KEY}
@@ -162,11 +172,7 @@ def test_a_token_in_a_header_a_url_and_extra_body_is_written_nowhere_in_any_form
     modulo = Launcher(fork=True, env=env, cwd=work)
     outputs = []
     try:
-        code, out = modulo(["run", *overrides], tmp_path / "console-run.txt")
-        outputs.append(out)
-        assert code == 1, out[-3000:]  # the problems that met a 401 ended in error (exit status 1)
-        by_id = records(tmp_path / "run")
-        assert len(by_id) == 6
+        by_id = run_with_a_401(modulo, overrides, tmp_path, outputs)
         # the token really went out in all three places, and came back in the server's echoes (so this can fail)
         sent = d.fake.requests
         assert any(r.headers.get("x-api-token") == TOKEN for r in sent)

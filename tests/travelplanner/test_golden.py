@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,18 @@ def _same(recorded: Any, got: Any) -> bool:
     return got.error is None and got.value is recorded
 
 
+def _delivered(golden: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The golden rows that hold a delivered plan."""
+    return [row for row in golden if row["delivered"]]
+
+
+def _mismatches(
+    plan_id: str, keys: Iterable[str], recorded: Mapping[str, Any], got: Mapping[str, Any]
+) -> list[tuple[Any, ...]]:
+    """(plan id, key, recorded value, result) for each of ``keys`` whose recorded value the result misses."""
+    return [(plan_id, key, recorded[key], got[key]) for key in keys if not _same(recorded[key], got[key])]
+
+
 def test_every_golden_plan_every_key(golden: list[dict[str, Any]], store: Store) -> None:
     mismatches = []
     for row in golden:
@@ -35,9 +48,7 @@ def test_every_golden_plan_every_key(golden: list[dict[str, Any]], store: Store)
             assert ev.commonsense is None and ev.hard is None
             continue
         assert ev.commonsense is not None
-        for key in COMMONSENSE_KEYS:
-            if not _same(row["commonsense"][key], ev.commonsense[key]):
-                mismatches.append((row["plan_id"], key, row["commonsense"][key], ev.commonsense[key]))
+        mismatches += _mismatches(row["plan_id"], COMMONSENSE_KEYS, row["commonsense"], ev.commonsense)
         assert ev.raised is (row["commonsense_raised"] is not None), row["plan_id"]
         assert ev.hard_evaluated is row["hard_evaluated"], row["plan_id"]
         values = ev.values()
@@ -50,13 +61,9 @@ def test_every_golden_plan_every_key(golden: list[dict[str, Any]], store: Store)
 
 def test_hard_checks_ungated_and_total_cost(golden: list[dict[str, Any]], store: Store) -> None:
     mismatches = []
-    for row in golden:
-        if not row["delivered"]:
-            continue
+    for row in _delivered(golden):
         box = official.hard(row["_query"], row["plan"], store)
-        for key in HARD_KEYS:
-            if not _same(row["hard_ungated"][key], box[key]):
-                mismatches.append((row["plan_id"], key, row["hard_ungated"][key], box[key]))
+        mismatches += _mismatches(row["plan_id"], HARD_KEYS, row["hard_ungated"], box)
         recorded = row["total_cost"]
         try:
             cost: Any = official.total_cost(row["_query"], row["plan"], store)
@@ -74,9 +81,7 @@ def test_hard_checks_ungated_and_total_cost(golden: list[dict[str, Any]], store:
 def test_official_messages(golden: list[dict[str, Any]], store: Store) -> None:
     """The message of every check that did not crash is the official one, word for word."""
     mismatches = []
-    for row in golden:
-        if not row["delivered"]:
-            continue
+    for row in _delivered(golden):
         results = {
             **official.commonsense(row["_query"], row["plan"], store),
             **official.hard(row["_query"], row["plan"], store),
