@@ -34,6 +34,15 @@ class Tally:
     valid: int = 0
     false_rejects: int = 0
 
+    def add(self, valid: bool, rejected: bool) -> None:
+        """Count one plan: a valid one (wrongly rejected or not), or an invalid one (caught or missed)."""
+        if valid:
+            self.valid += 1
+            self.false_rejects += rejected
+        else:
+            self.invalid += 1
+            self.caught += rejected
+
     @property
     def missed(self) -> int:
         return self.invalid - self.caught
@@ -45,15 +54,6 @@ class Tally:
     @property
     def false_reject_rate(self) -> float | None:
         return self.false_rejects / self.valid if self.valid else None
-
-    def add(self, valid: bool, rejected: bool) -> None:
-        """Count one plan: a valid one (wrongly rejected or not), or an invalid one (caught or missed)."""
-        if valid:
-            self.valid += 1
-            self.false_rejects += rejected
-        else:
-            self.invalid += 1
-            self.caught += rejected
 
 
 @dataclass

@@ -30,18 +30,20 @@ from .tables import iteration_errored
 BlockKind = Literal["heading", "text", "verbatim", "diff", "json"]
 
 
+@dataclass
+class Story:
+    """What ``modulo show`` prints of one problem: its run, its record, and the blocks made of them."""
+
+    run: RunData
+    record: ProblemResult
+    blocks: list[Block] = field(default_factory=list)
+
+
 @dataclass(frozen=True)
 class Block:
     kind: BlockKind
     text: str
     title: str = ""
-
-
-@dataclass
-class Story:
-    run: RunData
-    record: ProblemResult
-    blocks: list[Block] = field(default_factory=list)
 
 
 def find_record(run: RunData, problem_id: str) -> ProblemResult:
