@@ -10,6 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from critics.travelplanner.checks import COMMONSENSE_KEYS as CS_KEYS
+from critics.travelplanner.checks import HARD_KEYS
 from modulo.errors import RunError
 from modulo.reports import (
     ReportOptions,
@@ -255,19 +257,6 @@ def test_report_errors_are_clear(tmp_path: Path) -> None:
     assert negative.exit_code == 2 and "--resamples" in negative.stderr
 
 
-CS_KEYS = [
-    "is_reasonable_visiting_city",
-    "is_valid_restaurants",
-    "is_valid_attractions",
-    "is_valid_accommodation",
-    "is_valid_transportation",
-    "is_valid_information_in_current_city",
-    "is_valid_information_in_sandbox",
-    "is_not_absent",
-]
-HARD_KEYS = ["valid_cuisine", "valid_room_rule", "valid_transportation", "valid_room_type", "valid_cost"]
-
-
 def _tp_row(pid: str, level: str, cs: dict[str, Any] | None, hard: dict[str, Any] | None) -> dict[str, Any]:
     cs_vals = {k: (None if cs is None else cs.get(k, True)) for k in CS_KEYS}
     hard_vals = {k: (None if hard is None else hard.get(k)) for k in HARD_KEYS}
@@ -322,7 +311,7 @@ def test_travelplanner_shaped_evaluation(tmp_path: Path, make_run: Any, run_a_pl
     assert np.isnan(row.values["hard_micro"].low)
     table = constraint_rows(run)
     assert table is not None
-    assert [name for name, _, _ in table.rows] == CS_KEYS + HARD_KEYS  # no roll-up flags among them
+    assert [name for name, _, _ in table.rows] == [*CS_KEYS, *HARD_KEYS]  # no roll-up flags among them
     cells = {name: cells for name, _, cells in table.rows}
     assert (cells["is_not_absent"]["easy"].passed, cells["is_not_absent"]["easy"].applicable) == (1, 2)
     assert (cells["valid_cost"]["medium"].passed, cells["valid_cost"]["medium"].applicable) == (0, 1)
