@@ -38,3 +38,12 @@ def finish(figures: Mapping[str, Any], json_file: Path | None, ok: bool = True) 
     if json_file is not None:
         json_file.write_text(json.dumps(figures, indent=1))
     return 0 if ok else 1
+
+
+def conclude(figures: Mapping[str, Any], verdicts: Sequence[str], ok: bool, json_file: Path | None) -> int:
+    """The end of a measuring script: the figures as JSON on stdout, then one line per target met or
+    missed (``verdicts``), the figures written to ``json_file`` when given; the exit status (see :func:`finish`)."""
+    print(json.dumps(figures, indent=1))
+    for line in verdicts:
+        print(line)
+    return finish(figures, json_file, ok)

@@ -32,7 +32,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_common import finish
+from bench_common import conclude
 
 from modulo.build import build_session
 from modulo.testing import FakeProvider
@@ -180,12 +180,12 @@ def main(argv: list[str] | None = None) -> int:
             "seconds": round(report.seconds, 1),
         }
 
-    print(json.dumps(out, indent=1))
     ok = True
+    verdicts: list[str] = []
     for name in ("faults20", "faults20_with_timeouts"):
         r = out[name]
         ok &= r["same_as_fault_free"] and r["traces_match_server"] and r["problems_recorded"] == args.problems
-        print(
+        verdicts.append(
             f"{name}: {r['faulted']} of {r['requests']} requests faulted ({r['faulted_share']:.1%}); "
             f"same outcomes and plans: {r['same_as_fault_free']}; faults in traces match the server: "
             f"{r['traces_match_server']}; wall-time ratio vs fault-free {r['wall_ratio']:.2f} "
@@ -194,13 +194,13 @@ def main(argv: list[str] | None = None) -> int:
         ok &= r["repeated_paid_requests"] == 0
     k = out["kill_drill"]
     ok &= k["same_as_uninterrupted"] and k["same_requests_as_uninterrupted"] and k["repeated_paid_requests"] == 0
-    print(
+    verdicts.append(
         f"kill drill: {k['kills']} SIGKILLs, {k['requests']} requests for {k['uninterrupted_requests']} uninterrupted "
         f"(resent in flight at a kill {k['sends'].get('resent_after_kill', 0)}, retried after a fault "
         f"{k['sends'].get('retried_after_fault', 0)}); same results: {k['same_as_uninterrupted']}; "
         f"repeated paid requests: {k['repeated_paid_requests']}"
     )
-    return finish(out, args.json, ok)
+    return conclude(out, verdicts, ok, args.json)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ terms) and in shorter windows, against the limit, plus the mean rate over the ru
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -22,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_common import finish
+from bench_common import conclude
 
 from modulo.build import build_session
 from modulo.runs import latest_records
@@ -99,14 +98,13 @@ def main(argv: list[str] | None = None) -> int:
         "max_in_any_10s": max_in_window(arrivals, 10.0),
         "outcomes": dict(counts),
     }
-    print(json.dumps(out, indent=1))
     ok = span >= 60.0 and minute <= args.rpm
-    print(
+    verdict = (
         f"most requests in any 60 s window: {minute} (limit {args.rpm:g}); "
         f"in any 1 s: {out['max_in_any_1s']} (burst {burst:g} + {per_second:g}/s); "
         f"mean {out['mean_rate_per_min']}/min over {span:.1f} s -> {'OK' if ok else 'OVER THE LIMIT or too short'}"
     )
-    return finish(out, args.json, ok)
+    return conclude(out, [verdict], ok, args.json)
 
 
 if __name__ == "__main__":
