@@ -169,10 +169,12 @@ async def run_session(
     aborted: list[str] = []
     n_workers = max(1, min(concurrency or cfg.run.concurrency, n_todo or 1))
 
+    commits = _GroupCommit(run_dir)
+
     async def finish(result: ProblemResult) -> None:
         nonlocal usage
         # flushed and fsync'ed off the event loop, so other problems keep running meanwhile
-        await asyncio.to_thread(run_dir.append, result)
+        await commits.append(result)
         digest = Finished.of(result)  # the full record leaves memory
         digest.usage = None  # summed just below
         results[result.problem_id] = digest
@@ -223,6 +225,41 @@ async def run_session(
         aborted[0] if aborted else None,
         rows,
     )
+
+
+class _GroupCommit:
+    """Appends finished records to ``records.jsonl`` off the event loop, in groups: the records that
+    finish while one group is being written and fsync'ed go out together in the next write and fsync.
+    ``append`` returns once its record is on disk (it counts as done only then) and raises what the
+    write raised (a full disk: RunError)."""
+
+    def __init__(self, run_dir: RunDir) -> None:
+        self.run_dir = run_dir
+        self.waiting: list[tuple[ProblemResult, asyncio.Future[None]]] = []
+        self.writer: asyncio.Task[None] | None = None
+
+    async def append(self, result: ProblemResult) -> None:
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.waiting.append((result, done))
+        if self.writer is None or self.writer.done():
+            self.writer = asyncio.create_task(self._write())
+        await done
+
+    async def _write(self) -> None:
+        while self.waiting:
+            group, self.waiting = self.waiting, []
+            try:
+                await asyncio.to_thread(self.run_dir.append_many, [r for r, _ in group])
+            except BaseException as exc:  # every record of the group is reported unwritten
+                for _, done in group:
+                    if not done.done():
+                        done.set_exception(exc)
+                if not isinstance(exc, Exception):
+                    raise
+                continue
+            for _, done in group:
+                if not done.done():
+                    done.set_result(None)
 
 
 def _skipped(problem: Problem, session: Session, reason: str) -> ProblemResult:

@@ -29,7 +29,7 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, TypeVar
 
@@ -305,10 +305,14 @@ class RunDir:
         log.warning("%s: cut an invalid last line (kept in %s.damaged); that problem runs again", path, RECORDS)
 
     def append(self, result: ProblemResult) -> None:
-        line = redact(result.model_dump_json()) + "\n"
+        self.append_many([result])
+
+    def append_many(self, results: Sequence[ProblemResult]) -> None:
+        """Append records in one write and one fsync (a group commit: all of them are on disk on return)."""
+        text = "".join(redact(r.model_dump_json()) + "\n" for r in results)
         try:
             with self._lock, self.records_path.open("a", encoding="utf-8") as fh:
-                fh.write(line)
+                fh.write(text)
                 fh.flush()
                 os.fsync(fh.fileno())
         except OSError as exc:  # a full disk, a removed directory: stop after the last complete record

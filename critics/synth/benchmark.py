@@ -368,7 +368,10 @@ class SynthBenchmark(Benchmark):
         return ["format", *self.family.critic_kinds]
 
     def prove_unsolvable(self, problem: Problem) -> str | None:
-        """A minimal unsat core of the problem's constraints, in the query's words (None: satisfiable)."""
+        """A minimal unsat core of the problem's constraints, in the query's words (None: satisfiable).
+        A problem whose recorded witness every critic accepts is satisfiable without asking Z3."""
+        if self.family.witnessed(problem.constraints, problem.metadata.get("witness")):
+            return None
         return self.family.explain_unsat(problem.constraints)
 
     def evaluate(self, problems: Sequence[Problem], plans: Sequence[PlanJSON | None]) -> EvalResult:
@@ -390,7 +393,9 @@ class SynthBenchmark(Benchmark):
 
     def _score(self, problem: Problem, plan: PlanJSON | None) -> dict[str, Any]:
         spec = self.intent(problem)
-        solvable = self.family.unsat_core_ids(spec) is None
+        # a recorded witness that Z3 confirms proves a plan exists; otherwise Z3 searches (an unsat core)
+        witness = problem.metadata.get("witness")
+        solvable = self.family.witnessed(spec, witness, z3_check=True) or self.family.unsat_core_ids(spec) is None
         row: dict[str, Any] = {
             "problem_id": problem.id,
             "solvable": solvable,
@@ -740,9 +745,11 @@ class SynthTrip(SynthBenchmark):
 BENCHMARKS: dict[str, type[SynthBenchmark]] = {"tasks": SynthTasks, "calendar": SynthCalendar, "trip": SynthTrip}
 
 
-def write_problems(problems: Sequence[Problem], path: Path) -> None:
-    """One problem per line (the format ``benchmark.path=`` reads)."""
+def write_problems(problems: Iterable[Problem], path: Path) -> Iterator[Problem]:
+    """Write one problem per line (the format ``benchmark.path=`` reads) as ``problems`` yields them, and
+    yield each once it is written (nothing is kept: a caller counts what it needs)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", encoding="utf-8") as fh:
         for p in problems:
             fh.write(p.model_dump_json() + "\n")
+            yield p

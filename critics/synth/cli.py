@@ -11,6 +11,7 @@ import argparse
 import json
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -18,7 +19,7 @@ from modulo.benchmark import CommandParser
 from modulo.errors import ConfigError
 from modulo.registry import bind_arguments
 
-from .benchmark import BENCHMARKS, write_problems
+from .benchmark import BENCHMARKS, SPLIT, SynthBenchmark, write_problems
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -81,6 +82,16 @@ def _knobs(items: list[str]) -> dict[str, Any]:
     return out
 
 
+def _write(bench: SynthBenchmark, path: Path) -> tuple[int, int, int]:
+    """Write the benchmark's problems to ``path``: (problems, unsolvable ones, requirements held back)."""
+    written = unsolvable = held = 0
+    for p in write_problems(bench.iter_problems(SPLIT), path):
+        written += 1
+        unsolvable += not p.metadata["solvable"]
+        held += len(p.metadata.get("hidden_ids", []))
+    return written, unsolvable, held
+
+
 def synth_main(argv: list[str], out: TextIO | None = None) -> int:
     """Write ``--n`` problems of a family to ``--out``; print a one-line summary. Exit code."""
     out = out or sys.stdout
@@ -105,16 +116,16 @@ def synth_main(argv: list[str], out: TextIO | None = None) -> int:
     }
     bench = cls(**bind_arguments("benchmark", cls.name, cls, given))
     start = time.perf_counter()
-    problems = bench.load("generated")
+    # generated one after another and written as they come (no list of problems is kept), in a worker
+    # thread: Z3 pays, for each context it creates on the main thread, a cost that grows with the
+    # process's heap (several times the whole synthesis of a small problem)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="modulo-synth") as pool:
+        written, unsolvable, held = pool.submit(_write, bench, args.out).result()
     seconds = time.perf_counter() - start
-    write_problems(problems, args.out)
-    unsolvable = sum(1 for p in problems if not p.metadata["solvable"])
-    held = sum(len(p.metadata.get("hidden_ids", [])) for p in problems)
     where = "as updates" if args.hidden_mode == "update" else "told when asked"
     extra = f", {held} requirements held back ({where})" if args.hidden else ""
     out.write(
-        f"wrote {len(problems)} {bench.name} problems ({unsolvable} unsolvable{extra}) to {args.out} "
-        f"in {seconds:.1f} s\n"
+        f"wrote {written} {bench.name} problems ({unsolvable} unsolvable{extra}) to {args.out} in {seconds:.1f} s\n"
     )
     return 0
 

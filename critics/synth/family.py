@@ -335,6 +335,22 @@ class Family(ABC):
         quoted = "; ".join(f'"{by_id[cid].get("text") or self.describe(by_id[cid])}"' for cid in core)
         return f"No plan can meet all of these requirements at once: {quoted}."
 
+    def witnessed(self, spec: Spec, plan: PlanJSON, *, z3_check: bool = False) -> bool:
+        """Whether ``plan`` (a problem's recorded witness) shows that ``spec`` has a plan: it reads, and every
+        constraint's Python check accepts it (``z3_check``: and Z3 too, for the Z3 notion of solvable). A
+        cheap proof of satisfiability (a few tenths of a millisecond, against several milliseconds for an
+        unsat-core call); False says nothing (the caller asks Z3)."""
+        if not isinstance(plan, dict | list) or not plan:
+            return False
+        try:
+            if self.check_format(spec, plan):
+                return False
+            if any(self.violation(c, spec, plan) is not None for c in spec["constraints"]):
+                return False
+        except (PlanFormatError, KeyError, TypeError, ValueError, IndexError):
+            return False
+        return not z3_check or self.z3_valid(spec, plan)
+
     def satisfiable(self, spec: Spec) -> bool:
         """Whether some plan meets every constraint of ``spec`` (one Z3 call; the answer needs no fresh context)."""
         rows, domain = self.symbolic_rows(spec)

@@ -11,7 +11,7 @@ import pytest
 from modulo import components
 from modulo.build import build_session
 from modulo.config import ModuloConfig
-from modulo.errors import DataError
+from modulo.errors import DataError, RunError
 from modulo.runner import run_session
 from modulo.runs import RunDir, read_records
 from modulo.types import Problem
@@ -97,7 +97,6 @@ def test_config_round_trips_through_the_run_directory(tmp_path: Path) -> None:
     assert load_config(tmp_path) == cfg
 
 
-
 def test_final_plans_are_evaluated_once_for_summary_and_budget_table(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -119,3 +118,28 @@ def test_final_plans_are_evaluated_once_for_summary_and_budget_table(
     assert result.summary["metrics"] == {"solved": 0.5} and result.summary["iterations"] == 5
     # the runner kept no full record: they are read back from disk, in problem order
     assert [(r.problem_id, len(r.iterations)) for r in result.results] == [("toy-0", 2), ("toy-1", 3)]
+
+
+def test_records_finishing_together_are_written_in_one_group(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Problems that finish while a group of records is being written go out in the next write (one
+    fsync for the group); every record is on disk when the run returns, and a failed write stops the run."""
+    groups: list[int] = []
+    append_many = RunDir.append_many
+
+    def counted(self: RunDir, results: Any) -> None:
+        groups.append(len(results))
+        append_many(self, results)
+
+    monkeypatch.setattr(RunDir, "append_many", counted)
+    session = build_session(config("toy", 24, {"*": ["[1, 1]"] * 2}, concurrency=8))
+    asyncio.run(run_session(session, RunDir(tmp_path)))
+    assert {r.problem_id for r in read_records(tmp_path)} == {f"toy-{i}" for i in range(24)}
+    assert sum(groups) == 24 and len(groups) < 24 and max(groups) > 1
+
+    def full(self: RunDir, results: Any) -> None:
+        raise RunError("cannot write records.jsonl (No space left on device)")
+
+    monkeypatch.setattr(RunDir, "append_many", full)
+    session = build_session(config("toy", 6, {"*": ["[1, 1]"]}, concurrency=3))
+    with pytest.raises(RunError, match="No space left"):
+        asyncio.run(run_session(session, RunDir(tmp_path / "full")))

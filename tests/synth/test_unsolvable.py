@@ -162,3 +162,44 @@ def test_unsat_cores_are_memoised_per_spec_and_bounded(monkeypatch: pytest.Monke
     assert len(fam._core_cache) == 3
     fam.unsat_core_ids(problems[0].constraints)
     assert len(calls) == 5  # the first problem's core was computed again
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_witness_the_checks_accept_proves_satisfiable_without_z3(
+    family: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A solvable problem's recorded witness, accepted by every check, answers the unsolvability question
+    and the evaluation's ``solvable`` with no unsat-core call; a witness that breaks a constraint (or
+    none) leaves the question to Z3, which still proves injected contradictions."""
+    fam = get_family(family)
+    b = bench(family, n=0)
+    calls: list[int] = []
+    compute = fam._compute_core
+    monkeypatch.setattr(fam, "_compute_core", lambda spec: calls.append(1) or compute(spec))
+    monkeypatch.setattr(fam, "_core_cache", {}, raising=False)
+    problems = bench(family, n=12, seed=5, unsolvable_fraction=0.5).load("generated")
+    solvable = [p for p in problems if p.metadata["solvable"]]
+    unsolvable = [p for p in problems if not p.metadata["solvable"]]
+    assert solvable and unsolvable
+    for p in solvable:
+        assert b.prove_unsolvable(p) is None
+        assert b.evaluate([p], [p.metadata["witness"]]).per_problem[0]["solvable"] is True
+    assert calls == []
+    for p in unsolvable:
+        assert b.prove_unsolvable(p) is not None
+    assert len(calls) == len(unsolvable)
+    # a witness that breaks a constraint proves nothing: Z3 decides (and finds the problem solvable)
+    import random
+
+    p = solvable[0]
+    wrong = next(
+        m.plan
+        for m in fam.mutants(random.Random(0), p.constraints, p.metadata["witness"])
+        if m.plan
+        and not fam.check_format(p.constraints, m.plan)
+        and any(fam.violation(c, p.constraints, m.plan) is not None for c in p.constraints["constraints"])
+    )
+    before = len(calls)
+    assert b.prove_unsolvable(p.model_copy(update={"metadata": {**p.metadata, "witness": wrong}})) is None
+    assert len(calls) == before + 1
+    assert not fam.witnessed(p.constraints, None) and not fam.witnessed(p.constraints, {"nonsense": 1})
