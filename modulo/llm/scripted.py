@@ -138,12 +138,12 @@ class ScriptedBackend:
                 "scripted backend takes at most one of: llm.script=FILE (a JSON list or {problem_id: [...]}), "
                 "the 'replies' argument, or the 'fn' argument (got several)"
             )
-        #: no script at all: deterministic stand-in replies (schema-shaped JSON when one is asked for)
-        self.stand_in = not sources
         if fn is not None and not callable(fn):
             raise ConfigError(f"scripted backend: fn must be callable, not {type(fn).__name__}")
         if latency_s < 0:
             raise ConfigError(f"scripted backend: latency_s must be >= 0, not {latency_s}")
+        #: no script at all: deterministic stand-in replies (schema-shaped JSON when one is asked for)
+        self.stand_in = not sources
         self.settings = settings
         self.fn = fn
         self.repeat_last = repeat_last
