@@ -16,6 +16,8 @@ from __future__ import annotations
 import difflib
 import importlib.metadata as md
 import inspect
+import os
+import sys
 import threading
 import typing
 from collections.abc import Callable, Mapping
@@ -35,6 +37,41 @@ KINDS = {
     "tracker": "modulo.trackers",
     "user": "modulo.users",
 }
+
+
+#: the entry points of each group read so far, with their distributions' names, and the state they were read in
+_SCANNED: dict[str, tuple[tuple[Any, ...], tuple[tuple[md.EntryPoint, str | None], ...]]] = {}
+_SCAN_LOCK = threading.Lock()
+
+
+def _scan_state() -> tuple[Any, ...]:
+    """What entry-point discovery depends on: the finder function, the directories on ``sys.path`` and each
+    one's modification time (installing or removing a package adds or removes a ``*.dist-info`` there)."""
+    state: list[Any] = [md.entry_points]
+    for entry in sys.path:
+        try:
+            state.append((entry, os.stat(entry or ".").st_mtime_ns))
+        except OSError:
+            state.append((entry, None))
+    return tuple(state)
+
+
+def group_entry_points(group: str) -> tuple[tuple[md.EntryPoint, str | None], ...]:
+    """The entry points of ``group``, each with its distribution's name (None when unknown).
+
+    Reading them scans every installed distribution and parses the metadata of each one named, tens
+    of milliseconds that every lookup used to pay again; the result is kept until ``sys.path`` or one
+    of its directories changes. Imports nothing.
+    """
+    state = _scan_state()
+    with _SCAN_LOCK:
+        hit = _SCANNED.get(group)
+        if hit is not None and hit[0] == state:
+            return hit[1]
+    found = tuple((ep, ep.dist.name if ep.dist is not None else None) for ep in md.entry_points(group=group))
+    with _SCAN_LOCK:
+        _SCANNED[group] = (state, found)
+    return found
 
 
 @dataclass(frozen=True)
@@ -62,8 +99,7 @@ class Registry(Generic[T]):
     def entries(self) -> dict[str, EntryInfo]:
         """Entry-point metadata, keyed by name. Imports nothing."""
         found: dict[str, EntryInfo] = {}
-        for ep in md.entry_points(group=self.group):
-            dist = ep.dist.name if ep.dist is not None else None
+        for ep, dist in group_entry_points(self.group):
             found[ep.name] = EntryInfo(ep.name, ep.value, dist, builtin=dist == "modulo")
         for name in self._local:
             found[name] = EntryInfo(name, "<registered in process>", None, builtin=False)
@@ -100,17 +136,17 @@ class Registry(Generic[T]):
             return self._local[name]
         if name in self._loaded:
             return self._loaded[name]
-        eps = [ep for ep in md.entry_points(group=self.group) if ep.name == name]
+        eps = [(ep, dist) for ep, dist in group_entry_points(self.group) if ep.name == name]
         if not eps:
             known = self.names()
             raise UnknownComponentError(self.kind, name, known, suggest(name, known))
-        ep = eps[0]
+        ep, dist = eps[0]
         try:
             obj: T = ep.load()
         except Exception as exc:  # the plugin's own error, wrapped with where it came from
-            dist = ep.dist.name if ep.dist is not None else "unknown distribution"
             raise PluginLoadError(
-                f"{self.kind} plugin {name!r} ({ep.value}, from {dist}) failed to load: {type(exc).__name__}: {exc}"
+                f"{self.kind} plugin {name!r} ({ep.value}, from {dist or 'unknown distribution'}) "
+                f"failed to load: {type(exc).__name__}: {exc}"
             ) from exc
         if self._validate is not None:
             try:

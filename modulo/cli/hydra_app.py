@@ -31,7 +31,7 @@ from omegaconf.errors import InterpolationResolutionError
 from ..config import ModuloConfig
 from ..errors import ConfigError, ModuloError, UnknownComponentError
 from ..redact import check_config, register_config, safe_config
-from ..registry import suggest
+from ..registry import group_entry_points, suggest
 from ..resources import resource_dir
 from ..runs import RunLock, RunLockedError
 from ..trackers import log_to_tracker, open_tracker
@@ -264,10 +264,9 @@ def config_dirs() -> list[Path]:
     package holding config groups (``benchmark/mylab/bench.yaml``). Found without importing the package:
     listing config options never runs plugin code. A directory that does not exist is an error."""
     import importlib.util
-    from importlib.metadata import entry_points
 
-    found_eps = sorted(entry_points(group=CONFIG_GROUP), key=lambda e: e.name)
-    if not any(ep.dist is not None and ep.dist.name == "modulo" for ep in found_eps):
+    found_eps = sorted(group_entry_points(CONFIG_GROUP), key=lambda e: e[0].name)
+    if not any(dist == "modulo" for _, dist in found_eps):
         # modulo's own package declares its benchmarks' config folders: none means an install made
         # before they existed, whose benchmark defaults would silently be missing
         raise ConfigError(
@@ -275,7 +274,7 @@ def config_dirs() -> list[Path]:
             'the source): re-run the install, e.g. pip install -e ".[dev]" in the modulo checkout'
         )
     out: list[Path] = []
-    for ep in found_eps:
+    for ep, dist in found_eps:
         top, *rest = ep.value.split(":")[0].strip().split(".")
         spec = importlib.util.find_spec(top)
         locations = list(spec.submodule_search_locations or []) if spec is not None else []
@@ -283,7 +282,7 @@ def config_dirs() -> list[Path]:
         if not found:
             raise ConfigError(
                 f"the config directory {ep.value!r} registered under {CONFIG_GROUP} as {ep.name!r} "
-                f"(package {ep.dist.name if ep.dist else '?'}) does not exist; reinstall that package"
+                f"(package {dist or '?'}) does not exist; reinstall that package"
             )
         out.append(found[0].resolve())
     return out
