@@ -1,6 +1,8 @@
 """No llama.cpp server outlives the run that started it: normal end, exception, Ctrl-C, SIGKILL, no aclose.
 
 Each test starts its own server (a second or two with SmolLM2) and checks by process id that it is gone.
+The fast lane keeps the normal end and the exception; the restart and the drills that start a second
+Python process (Ctrl-C, SIGKILL, no aclose) are marked slow (4-6 s each).
 """
 
 from __future__ import annotations
@@ -93,6 +95,7 @@ async def test_exception_inside_the_loop_stops_the_server() -> None:
         kill_if_alive(pid)
 
 
+@pytest.mark.slow
 async def test_a_dead_server_is_restarted() -> None:
     pid = second = None
     try:
@@ -113,6 +116,7 @@ async def test_a_dead_server_is_restarted() -> None:
         kill_if_alive(second)
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_the_server(tmp_path: Path) -> None:
     body = """
         async with backend:
@@ -127,6 +131,7 @@ def test_ctrl_c_stops_the_server(tmp_path: Path) -> None:
         assert wait_gone(pid, 5.0)
 
 
+@pytest.mark.slow
 def test_sigkill_of_the_parent_stops_the_server(tmp_path: Path) -> None:
     body = """
         await backend.start()
@@ -137,6 +142,7 @@ def test_sigkill_of_the_parent_stops_the_server(tmp_path: Path) -> None:
         sigkill_parent(proc, pid, "the server")
 
 
+@pytest.mark.slow
 def test_forgotten_aclose_still_stops_the_server_at_exit(tmp_path: Path) -> None:
     body = """
         await backend.start()
