@@ -394,7 +394,7 @@ def run_info(
 
 def benchmark_arg_defaults(benchmark: Benchmark) -> dict[str, Any]:
     """The keyword arguments of the benchmark's constructor that have defaults, with those defaults."""
-    params = inspect.signature(type(benchmark).__init__).parameters.values()
+    params = inspect.signature(type(benchmark)).parameters.values()  # a class may declare its own __signature__
     return {
         p.name: p.default
         for p in params

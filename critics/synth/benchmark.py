@@ -15,6 +15,7 @@ For error dissection, :meth:`SynthBenchmark.variant` re-renders a problem with o
 
 from __future__ import annotations
 
+import inspect
 import json
 import random
 from collections import defaultdict
@@ -36,9 +37,18 @@ SPLIT = "generated"
 
 
 class SynthBenchmark(Benchmark):
-    """Shared by the three synthesized families; subclasses set ``family_name`` and their knobs."""
+    """Shared by the three synthesized families; a subclass sets ``name``, ``family_name`` and ``knob_types``.
+
+    The constructor takes the common arguments below and the family's knobs (``knob_types``: name ->
+    type; each defaults to None, the difficulty's preset). Each subclass's signature lists them by name
+    (``__init_subclass__`` builds it), so a misspelt knob is refused like any other unknown argument."""
 
     family_name: ClassVar[str] = ""
+    #: the family's knobs as constructor arguments: name -> type (None keeps the difficulty's preset)
+    knob_types: ClassVar[dict[str, Any]] = {}
+    #: whether problems are made to have exactly one plan unless ``unique`` says otherwise
+    unique_by_default: ClassVar[bool] = False
+    __signature__: ClassVar[inspect.Signature]
     test_splits: ClassVar[tuple[str, ...]] = ()
     primary_metric: ClassVar[str] = "success"
     metrics: ClassVar[tuple[MetricSpec, ...]] = (
@@ -69,11 +79,11 @@ class SynthBenchmark(Benchmark):
         wording_seed: int | None = None,
         topic: str | None = None,
         unique: bool | None = None,
-        knobs: dict[str, Any] | None = None,
         hidden: int = 0,
         hidden_mode: str = "ask",
         update_after: int = 1,
         hide_contradiction: bool = False,
+        **knobs: Any,
     ) -> None:
         super().__init__(data_dir)
         self.family: Family = get_family(self.family_name)
@@ -89,8 +99,8 @@ class SynthBenchmark(Benchmark):
         self.unsolvable_fraction = float(unsolvable_fraction)
         self.path = Path(path).expanduser() if path else None
         self.wording_seed, self.topic = wording_seed, topic
-        self.unique = self.default_unique() if unique is None else bool(unique)
-        self.knobs = self.family.knobs(difficulty, knobs or {})
+        self.unique = self.unique_by_default if unique is None else bool(unique)
+        self.knobs = self.family.knobs(difficulty, {k: _knob_value(v) for k, v in knobs.items()})
         if isinstance(hidden, bool) or not isinstance(hidden, int) or hidden < 0:
             raise ConfigError(f"{self.name}: hidden must be a non-negative integer, got {hidden!r}")
         if hidden_mode not in HIDDEN_MODES:
@@ -101,9 +111,19 @@ class SynthBenchmark(Benchmark):
         self.hide_contradiction = bool(hide_contradiction)
         self._cache: list[Problem] | None = None
 
-    @classmethod
-    def default_unique(cls) -> bool:
-        return False
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A family's benchmark: its templates, plan model and constructor signature from ``family_name``
+        and ``knob_types``."""
+        super().__init_subclass__(**kwargs)
+        cls.prompts = role_templates(cls.name)
+        cls.plan_model = get_family(cls.family_name).plan_model
+        init = inspect.signature(SynthBenchmark.__init__, eval_str=True)
+        common = list(init.parameters.values())[1:-1]  # not self, not **knobs
+        own = [
+            inspect.Parameter(key, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=kind | None)
+            for key, kind in cls.knob_types.items()
+        ]
+        cls.__signature__ = inspect.Signature([*common, *own])
 
     # -- problems --------------------------------------------------------------------------------
     def splits(self) -> list[str]:
@@ -542,6 +562,11 @@ def _rename(value: Any, mapping: dict[str, str]) -> Any:
     return value
 
 
+def _knob_value(value: Any) -> Any:
+    """A knob as the family reads it: a list (``kinds``) as a tuple."""
+    return tuple(value) if isinstance(value, Sequence) and not isinstance(value, str) else value
+
+
 def _jsonable(knobs: dict[str, Any]) -> dict[str, Any]:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in knobs.items()}
 
@@ -552,54 +577,13 @@ class SynthTasks(SynthBenchmark):
     name = "synth/tasks"
     description = "synthesized task schedules (PDoctor's order and time DSL), verified by Z3"
     family_name = "tasks"
-    prompts: ClassVar[dict[str, str]] = role_templates("synth/tasks")
-    plan_model = get_family("tasks").plan_model
-
-    def __init__(
-        self,
-        data_dir: Path | None = None,
-        *,
-        n: int = 50,
-        seed: int = 0,
-        difficulty: str = "easy",
-        unsolvable_fraction: float = 0.0,
-        path: str | None = None,
-        wording_seed: int | None = None,
-        topic: str | None = None,
-        unique: bool | None = None,
-        hidden: int = 0,
-        hidden_mode: str = "ask",
-        update_after: int = 1,
-        hide_contradiction: bool = False,
-        n_actions: int | None = None,
-        n_constraints: int | None = None,
-        slack: int | None = None,
-        max_duration: int | None = None,
-        kinds: Sequence[str] | None = None,
-    ) -> None:
-        knobs = {
-            "n_actions": n_actions,
-            "n_constraints": n_constraints,
-            "slack": slack,
-            "max_duration": max_duration,
-            "kinds": tuple(kinds) if kinds is not None else None,
-        }
-        super().__init__(
-            data_dir,
-            n=n,
-            seed=seed,
-            difficulty=difficulty,
-            unsolvable_fraction=unsolvable_fraction,
-            path=path,
-            wording_seed=wording_seed,
-            topic=topic,
-            unique=unique,
-            knobs=knobs,
-            hidden=hidden,
-            hidden_mode=hidden_mode,
-            update_after=update_after,
-            hide_contradiction=hide_contradiction,
-        )
+    knob_types: ClassVar[dict[str, Any]] = {
+        "n_actions": int,
+        "n_constraints": int,
+        "slack": int,
+        "max_duration": int,
+        "kinds": Sequence[str],
+    }
 
     def example_plan(self) -> PlanJSON:
         return {
@@ -616,62 +600,16 @@ class SynthCalendar(SynthBenchmark):
     name = "synth/calendar"
     description = "synthesized meeting scheduling (NATURAL PLAN calendar style), verified by Z3"
     family_name = "calendar"
-    prompts: ClassVar[dict[str, str]] = role_templates("synth/calendar")
-    plan_model = get_family("calendar").plan_model
-
-    def __init__(
-        self,
-        data_dir: Path | None = None,
-        *,
-        n: int = 50,
-        seed: int = 0,
-        difficulty: str = "easy",
-        unsolvable_fraction: float = 0.0,
-        path: str | None = None,
-        wording_seed: int | None = None,
-        topic: str | None = None,
-        unique: bool | None = None,
-        hidden: int = 0,
-        hidden_mode: str = "ask",
-        update_after: int = 1,
-        hide_contradiction: bool = False,
-        n_people: int | None = None,
-        n_days: int | None = None,
-        blocks: int | None = None,
-        n_preferences: int | None = None,
-        duration: int | None = None,
-        earliest: bool | None = None,
-        kinds: Sequence[str] | None = None,
-    ) -> None:
-        knobs = {
-            "n_people": n_people,
-            "n_days": n_days,
-            "blocks": blocks,
-            "n_preferences": n_preferences,
-            "duration": duration,
-            "earliest": earliest,
-            "kinds": tuple(kinds) if kinds is not None else None,
-        }
-        super().__init__(
-            data_dir,
-            n=n,
-            seed=seed,
-            difficulty=difficulty,
-            unsolvable_fraction=unsolvable_fraction,
-            path=path,
-            wording_seed=wording_seed,
-            topic=topic,
-            unique=unique,
-            knobs=knobs,
-            hidden=hidden,
-            hidden_mode=hidden_mode,
-            update_after=update_after,
-            hide_contradiction=hide_contradiction,
-        )
-
-    @classmethod
-    def default_unique(cls) -> bool:
-        return True
+    unique_by_default = True
+    knob_types: ClassVar[dict[str, Any]] = {
+        "n_people": int,
+        "n_days": int,
+        "blocks": int,
+        "n_preferences": int,
+        "duration": int,
+        "earliest": bool,
+        "kinds": Sequence[str],
+    }
 
     def example_plan(self) -> PlanJSON:
         return {"day": "Monday", "start": "13:30", "end": "14:30"}
@@ -683,58 +621,14 @@ class SynthTrip(SynthBenchmark):
     name = "synth/trip"
     description = "synthesized multi-city trips (NATURAL PLAN trip style), unique by default, verified by Z3"
     family_name = "trip"
-    prompts: ClassVar[dict[str, str]] = role_templates("synth/trip")
-    plan_model = get_family("trip").plan_model
-
-    def __init__(
-        self,
-        data_dir: Path | None = None,
-        *,
-        n: int = 50,
-        seed: int = 0,
-        difficulty: str = "easy",
-        unsolvable_fraction: float = 0.0,
-        path: str | None = None,
-        wording_seed: int | None = None,
-        topic: str | None = None,
-        unique: bool | None = None,
-        hidden: int = 0,
-        hidden_mode: str = "ask",
-        update_after: int = 1,
-        hide_contradiction: bool = False,
-        n_cities: int | None = None,
-        n_events: int | None = None,
-        max_stay: int | None = None,
-        extra_flights: int | None = None,
-        endpoints: float | None = None,
-    ) -> None:
-        knobs = {
-            "n_cities": n_cities,
-            "n_events": n_events,
-            "max_stay": max_stay,
-            "extra_flights": extra_flights,
-            "endpoints": endpoints,
-        }
-        super().__init__(
-            data_dir,
-            n=n,
-            seed=seed,
-            difficulty=difficulty,
-            unsolvable_fraction=unsolvable_fraction,
-            path=path,
-            wording_seed=wording_seed,
-            topic=topic,
-            unique=unique,
-            knobs=knobs,
-            hidden=hidden,
-            hidden_mode=hidden_mode,
-            update_after=update_after,
-            hide_contradiction=hide_contradiction,
-        )
-
-    @classmethod
-    def default_unique(cls) -> bool:
-        return True
+    unique_by_default = True
+    knob_types: ClassVar[dict[str, Any]] = {
+        "n_cities": int,
+        "n_events": int,
+        "max_stay": int,
+        "extra_flights": int,
+        "endpoints": float,
+    }
 
     def example_plan(self) -> PlanJSON:
         return {

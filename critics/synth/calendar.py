@@ -23,6 +23,8 @@ from modulo.errors import ConfigError, DataError, PlanFormatError
 from modulo.types import PlanJSON
 
 from .common import (
+    DUR_RE,
+    TIME_RE,
     WEEKDAYS,
     Constraint,
     Formula,
@@ -46,8 +48,6 @@ from .family import Family, Mutant, Row, Spec
 from .words import MEETINGS, PEOPLE
 
 STEP = 30
-TIME_RE = r"\d{1,2}:\d{2}"
-DUR_RE = r"half an hour|one hour|an hour|[\d.]+ hours?"
 PREF_KINDS = ("avoid_before", "avoid_after", "avoid_day", "deadline")
 
 TEMPLATES: dict[str, tuple[str, ...]] = {

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -41,6 +41,9 @@ def rng_for(*parts: int | str) -> random.Random:
 
 
 # -- clock times ------------------------------------------------------------------------------
+#: a clock time and a duration as the queries write them (patterns for reading a query back)
+TIME_RE = r"\d{1,2}:\d{2}"
+DUR_RE = r"half an hour|one hour|an hour|[\d.]+ hours?"
 _TIME = re.compile(r"^\s*(\d{1,2})(?::(\d{2}))?\s*([ap]\.?m\.?)?\s*$", re.IGNORECASE)
 
 
@@ -89,30 +92,27 @@ def parse_hours(text: str) -> int:
 
 
 # -- folding formula builders -----------------------------------------------------------------
-def conj(parts: Iterable[Formula]) -> Formula:
+def _fold(parts: Iterable[Formula], unit: bool, join: Any) -> Formula:
+    """``join`` (z3.And or z3.Or) over ``parts``, folding decided parts: ``unit`` (True for And) drops out,
+    its opposite decides the whole; no term left is ``unit``, one term is itself."""
     terms: list[Any] = []
     for p in parts:
-        if p is False:
-            return False
-        if p is True:
+        if p is (not unit):
+            return not unit
+        if p is unit:
             continue
         terms.append(p)
     if not terms:
-        return True
-    return terms[0] if len(terms) == 1 else z3.And(*terms)
+        return unit
+    return terms[0] if len(terms) == 1 else join(*terms)
+
+
+def conj(parts: Iterable[Formula]) -> Formula:
+    return _fold(parts, True, z3.And)
 
 
 def disj(parts: Iterable[Formula]) -> Formula:
-    terms: list[Any] = []
-    for p in parts:
-        if p is True:
-            return True
-        if p is False:
-            continue
-        terms.append(p)
-    if not terms:
-        return False
-    return terms[0] if len(terms) == 1 else z3.Or(*terms)
+    return _fold(parts, False, z3.Or)
 
 
 def impl(cond: Formula, then: Formula) -> Formula:
@@ -161,6 +161,19 @@ def model_int(model: Any, term: Any) -> int:
     if isinstance(term, int):
         return term
     return int(model.eval(term, model_completion=True).as_long())
+
+
+# -- plans ----------------------------------------------------------------------------------------
+def plan_entries(plan: Any, key: str, fields: Sequence[str], entry: str) -> Iterator[dict[str, Any]]:
+    """The objects of the plan's ``key`` list, each checked to hold ``fields`` as it is reached
+    (``entry`` names one in the error: "stay 2 needs 'city', ...")."""
+    if not isinstance(plan, dict) or not isinstance(plan.get(key), list):
+        raise PlanFormatError(f"a plan must be an object with a {key!r} list")
+    named = ", ".join(repr(f) for f in fields[:-1]) + f" and {fields[-1]!r}"
+    for i, item in enumerate(plan[key]):
+        if not isinstance(item, dict) or not set(fields) <= set(item):
+            raise PlanFormatError(f"{entry} {i + 1} needs {named}")
+        yield item
 
 
 # -- unsat cores ------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ import copy
 import random
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -32,10 +32,34 @@ from pydantic import BaseModel
 from modulo.errors import ConfigError, PlanFormatError
 from modulo.types import PlanJSON, Problem
 
-from .common import Constraint, Formula, as_z3, check_choice, neg, new_solver, rng_for, truth, unsat_core
+from .common import (
+    Constraint,
+    Formula,
+    as_z3,
+    check_choice,
+    match_name,
+    neg,
+    new_solver,
+    rng_for,
+    truth,
+    unsat_core,
+)
 
 Spec = dict[str, Any]
 Row = tuple[Any, ...]
+
+
+def named_rows(names: Sequence[str], entries: Iterable[tuple[str, int, int]]) -> list[Row]:
+    """A plan's concrete rows from its ``(name, start, end)`` entries: the name's index in ``names``
+    (matched loosely, -1 when it is not one of them), then start and end as Z3 values."""
+    index = {name: i for i, name in enumerate(names)}
+    rows: list[Row] = []
+    for name, s, e in entries:
+        known = match_name(name, names)
+        rows.append((index[known] if known is not None else -1, z3.IntVal(s), z3.IntVal(e)))
+    return rows
+
+
 DIFFICULTIES = ("easy", "medium", "hard")
 
 #: unsat cores kept per family (a digest and a few ids each: about 200 bytes): a 20,000-problem run's

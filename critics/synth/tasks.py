@@ -23,6 +23,8 @@ from modulo.errors import ConfigError, DataError, PlanFormatError
 from modulo.types import PlanJSON
 
 from .common import (
+    DUR_RE,
+    TIME_RE,
     Constraint,
     Formula,
     alternation,
@@ -37,14 +39,13 @@ from .common import (
     parse_hours,
     parse_time,
     pick,
+    plan_entries,
     template_regex,
 )
-from .family import Family, Mutant, Row, Spec
+from .family import Family, Mutant, Row, Spec, named_rows
 from .words import JOBS
 
 STEP = 60
-TIME_RE = r"\d{1,2}:\d{2}"
-DUR_RE = r"half an hour|one hour|an hour|[\d.]+ hours?"
 
 TEMPLATES: dict[str, tuple[str, ...]] = {
     "precedence": (
@@ -120,14 +121,8 @@ class TasksPlan(BaseModel):
 
 
 def _items(plan: PlanJSON) -> list[tuple[str, int, int]]:
-    if not isinstance(plan, dict) or not isinstance(plan.get("schedule"), list):
-        raise PlanFormatError("a plan must be an object with a 'schedule' list")
-    out = []
-    for i, item in enumerate(plan["schedule"]):
-        if not isinstance(item, dict) or not {"task", "start", "end"} <= set(item):
-            raise PlanFormatError(f"schedule entry {i + 1} needs 'task', 'start' and 'end'")
-        out.append((str(item["task"]), parse_time(item["start"]), parse_time(item["end"])))
-    return out
+    entries = plan_entries(plan, "schedule", ("task", "start", "end"), "schedule entry")
+    return [(str(item["task"]), parse_time(item["start"]), parse_time(item["end"])) for item in entries]
 
 
 class TasksFamily(Family):
@@ -245,12 +240,7 @@ class TasksFamily(Family):
         raise ValueError(f"unknown constraint kind {kind!r}")
 
     def plan_rows(self, spec: Spec, plan: PlanJSON) -> list[Row]:
-        idx = {a: i for i, a in enumerate(spec["actions"])}
-        rows: list[Row] = []
-        for name, s, e in _items(plan):
-            known = match_name(name, spec["actions"])
-            rows.append((idx[known] if known is not None else -1, z3.IntVal(s), z3.IntVal(e)))
-        return rows
+        return named_rows(spec["actions"], _items(plan))
 
     def model_plan(self, spec: Spec, model: Any, rows: Sequence[Row]) -> PlanJSON:
         items = [(model_int(model, r[1]), model_int(model, r[2]), spec["actions"][r[0]]) for r in rows]

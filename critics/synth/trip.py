@@ -37,9 +37,10 @@ from .common import (
     match_name,
     model_int,
     pick,
+    plan_entries,
     template_regex,
 )
-from .family import Family, Mutant, Row, Spec
+from .family import Family, Mutant, Row, Spec, named_rows
 from .words import CITIES, EVENTS
 
 TEMPLATES: dict[str, tuple[str, ...]] = {
@@ -85,12 +86,8 @@ class TripPlan(BaseModel):
 
 
 def _stays(plan: PlanJSON) -> list[tuple[str, int, int]]:
-    if not isinstance(plan, dict) or not isinstance(plan.get("stays"), list):
-        raise PlanFormatError("a plan must be an object with a 'stays' list")
     out = []
-    for i, st in enumerate(plan["stays"]):
-        if not isinstance(st, dict) or not {"city", "start_day", "end_day"} <= set(st):
-            raise PlanFormatError(f"stay {i + 1} needs 'city', 'start_day' and 'end_day'")
+    for i, st in enumerate(plan_entries(plan, "stays", ("city", "start_day", "end_day"), "stay")):
         try:
             out.append((str(st["city"]), int(st["start_day"]), int(st["end_day"])))
         except (TypeError, ValueError):
@@ -218,12 +215,7 @@ class TripFamily(Family):
         raise ValueError(f"unknown constraint kind {kind!r}")
 
     def plan_rows(self, spec: Spec, plan: PlanJSON) -> list[Row]:
-        idx = {city: i for i, city in enumerate(spec["cities"])}
-        rows: list[Row] = []
-        for city, s, e in _stays(plan):
-            known = match_name(city, spec["cities"])
-            rows.append((idx[known] if known is not None else -1, z3.IntVal(s), z3.IntVal(e)))
-        return rows
+        return named_rows(spec["cities"], _stays(plan))
 
     def model_plan(self, spec: Spec, model: Any, rows: Sequence[Row]) -> PlanJSON:
         return {
