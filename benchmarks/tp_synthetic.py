@@ -17,6 +17,7 @@ import random
 import time
 from pathlib import Path
 
+from critics.travelplanner.store import read_cities
 from modulo import settings
 
 REAL_ROWS = 3_827_083  # rows of the official clean_Flights_2022.csv, approximately
@@ -30,11 +31,7 @@ def synthetic_flights(rows: int = REAL_ROWS, *, seed: int = 0, path: Path | None
     """Write (or reuse) the synthetic flights CSV with ``rows`` rows; returns its path."""
     database = data_root() / "database"
     partial = database / "flights" / "clean_Flights_2022_partial.csv"
-    cities = [
-        line.split("\t")[0]
-        for line in (database / "background" / "citySet_with_states.txt").read_text().split("\n")
-        if "\t" in line
-    ]
+    cities = [city for city, _state in read_cities(database / "background" / "citySet_with_states.txt")]
     target = path or settings.cache_dir() / "travelplanner" / "synthetic" / f"clean_Flights_2022_{rows}.csv"
     if target.is_file():
         return target

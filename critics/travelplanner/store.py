@@ -249,7 +249,7 @@ def _csv_chunks(
         raise DataError(f"{path}: cannot be read as the TravelPlanner table ({type(exc).__name__}: {exc})") from exc
 
 
-def _read_cities(path: Path) -> list[tuple[str, str]]:
+def read_cities(path: Path) -> list[tuple[str, str]]:
     """``citySet_with_states.txt`` read as the official code reads it: lines split by a tab."""
     pairs = []
     for lineno, unit in enumerate(path.read_text(encoding="utf-8").split("\n"), start=1):
@@ -313,7 +313,7 @@ def build(sources: Sources, target: Path, *, progress: Callable[[str], None] | N
             road_rows.append((i + 1, _text_or_none(o), _text_or_none(d), _text_or_none(dur), _text_or_none(dist)))
         db.executemany("INSERT INTO roads VALUES (?,?,?,?,?)", road_rows)
         counts["roads"] = len(road_rows)
-        cities = _read_cities(sources.cities)
+        cities = read_cities(sources.cities)
         db.executemany("INSERT OR REPLACE INTO cities VALUES (?,?)", cities)
         counts["cities"] = len(cities)
         _create_indexes(db)
@@ -529,7 +529,7 @@ class Store:
 
     def city_pairs(self) -> list[tuple[str, str]]:
         """(city, state) lines of the state map in file order, duplicates kept (as the official CitySearch)."""
-        return self._memoised(("pairs",), lambda: _read_cities(Path(self.sources["cities"])))  # type: ignore[no-any-return]
+        return self._memoised(("pairs",), lambda: read_cities(Path(self.sources["cities"])))  # type: ignore[no-any-return]
 
     # -- roads and cities ------------------------------------------------------------------------
     def road(self, origin: str, destination: str) -> Road | None:
