@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from modulo.errors import DataError
 
@@ -137,6 +137,35 @@ _TABLES: dict[str, tuple[str, list[str], type[Any]]] = {
         Attraction,
     ),
 }
+
+
+#: table -> its columns in the store, the fields of its row type
+_COLUMNS: dict[str, str] = {table: ", ".join(row._fields) for table, (_name, _csv, row) in _TABLES.items()}
+
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+N = TypeVar("N", bound=_Named)
+T = TypeVar("T")
+
+
+def _by_name(row: type[N], table: str, *, exact: bool) -> Callable[[Store, str, str], tuple[N, ...]]:
+    """A :class:`Store` lookup ``(name, city)``: the rows of ``table`` in the city whose name contains
+    ``name`` (the official matching) or, ``exact``, equals it once stripped (the strict matching, a part
+    of the official one), in table order. Memoised: a dozen checks look up the same entries of a plan in
+    every iteration."""
+
+    def lookup(self: Store, name: str, city: str) -> tuple[N, ...]:
+        def compute() -> tuple[N, ...]:
+            rows = self._select(row, table, "city = ?", city)
+            return tuple(r for r in rows if name in r.name and (not exact or r.name.strip() == name))
+
+        return self._memoised(("exact" if exact else "match", table, name, city), compute)  # type: ignore[no-any-return]
+
+    return lookup
 
 
 @dataclass(frozen=True)
@@ -407,107 +436,42 @@ class Store:
             self._memo[key] = value
             return value
 
+    def _select(self, row: type[T], table: str, where: str, *key: str) -> tuple[T, ...]:
+        """The rows of ``table`` where ``where`` holds for ``key``, in table order, as ``row`` tuples."""
+        return self._memoised(  # type: ignore[no-any-return]
+            (table, where, *key),
+            lambda: tuple(
+                row(*r) for r in self._query(f"SELECT {_COLUMNS[table]} FROM {table} WHERE {where} ORDER BY id", key)
+            ),
+        )
+
     # -- flights ---------------------------------------------------------------------------------
     def flights_by_number(self, number: str) -> tuple[Flight, ...]:
         """Every row with this flight number, in table order."""
-        return self._memoised(  # type: ignore[no-any-return]
-            ("fn", number),
-            lambda: tuple(
-                Flight(*r)
-                for r in self._query(
-                    "SELECT number, price, dep_time, arr_time, elapsed, date, origin, dest, distance "
-                    "FROM flights WHERE number = ? ORDER BY id",
-                    (number,),
-                )
-            ),
-        )
+        return self._select(Flight, "flights", "number = ?", number)
 
     def flights_on(self, origin: str, dest: str, date: str) -> tuple[Flight, ...]:
         """The flights of one route on one date, in table order."""
-        return self._memoised(  # type: ignore[no-any-return]
-            ("fr", origin, dest, date),
-            lambda: tuple(
-                Flight(*r)
-                for r in self._query(
-                    "SELECT number, price, dep_time, arr_time, elapsed, date, origin, dest, distance "
-                    "FROM flights WHERE origin = ? AND dest = ? AND date = ? ORDER BY id",
-                    (origin, dest, date),
-                )
-            ),
-        )
+        return self._select(Flight, "flights", "origin = ? AND dest = ? AND date = ?", origin, dest, date)
 
     # -- city tables -----------------------------------------------------------------------------
     def restaurants_in(self, city: str) -> tuple[Restaurant, ...]:
-        return self._memoised(  # type: ignore[no-any-return]
-            ("rc", city),
-            lambda: tuple(
-                Restaurant(*r)
-                for r in self._query(
-                    "SELECT name, average_cost, cuisines, rating, city FROM restaurants WHERE city = ? ORDER BY id",
-                    (city,),
-                )
-            ),
-        )
+        return self._select(Restaurant, "restaurants", "city = ?", city)
 
     def accommodations_in(self, city: str) -> tuple[Accommodation, ...]:
-        return self._memoised(  # type: ignore[no-any-return]
-            ("ac", city),
-            lambda: tuple(
-                Accommodation(*r)
-                for r in self._query(
-                    "SELECT name, price, room_type, house_rules, minimum_nights, maximum_occupancy, review_rate, "
-                    "city FROM accommodations WHERE city = ? ORDER BY id",
-                    (city,),
-                )
-            ),
-        )
+        return self._select(Accommodation, "accommodations", "city = ?", city)
 
     def attractions_in(self, city: str) -> tuple[Attraction, ...]:
-        return self._memoised(  # type: ignore[no-any-return]
-            ("tc", city),
-            lambda: tuple(
-                Attraction(*r)
-                for r in self._query(
-                    "SELECT name, latitude, longitude, address, phone, website, city FROM attractions "
-                    "WHERE city = ? ORDER BY id",
-                    (city,),
-                )
-            ),
-        )
+        return self._select(Attraction, "attractions", "city = ?", city)
 
-    # official matching: the row's name *contains* the given name (case-sensitive), the city is equal
-    def match_restaurants(self, name: str, city: str) -> tuple[Restaurant, ...]:
-        return self._memoised(  # type: ignore[no-any-return]
-            ("rm", name, city), lambda: tuple(r for r in self.restaurants_in(city) if name in r.name)
-        )
-
-    def match_accommodations(self, name: str, city: str) -> tuple[Accommodation, ...]:
-        return self._memoised(  # type: ignore[no-any-return]
-            ("am", name, city), lambda: tuple(r for r in self.accommodations_in(city) if name in r.name)
-        )
-
-    def match_attractions(self, name: str, city: str) -> tuple[Attraction, ...]:
-        return self._memoised(  # type: ignore[no-any-return]
-            ("tm", name, city), lambda: tuple(r for r in self.attractions_in(city) if name in r.name)
-        )
-
+    # official matching: the row's name *contains* the given name (case-sensitive), the city is equal;
     # strict matching: the whole (stripped) name is equal, the city is equal
-    # (memoised as well: a dozen checks look up the same entries of a plan in every iteration)
-    def exact_restaurants(self, name: str, city: str) -> tuple[Restaurant, ...]:
-        return self._memoised(  # type: ignore[no-any-return]
-            ("rx", name, city), lambda: tuple(r for r in self.match_restaurants(name, city) if r.name.strip() == name)
-        )
-
-    def exact_accommodations(self, name: str, city: str) -> tuple[Accommodation, ...]:
-        return self._memoised(  # type: ignore[no-any-return]
-            ("ax", name, city),
-            lambda: tuple(r for r in self.match_accommodations(name, city) if r.name.strip() == name),
-        )
-
-    def exact_attractions(self, name: str, city: str) -> tuple[Attraction, ...]:
-        return self._memoised(  # type: ignore[no-any-return]
-            ("tx", name, city), lambda: tuple(r for r in self.match_attractions(name, city) if r.name.strip() == name)
-        )
+    match_restaurants = _by_name(Restaurant, "restaurants", exact=False)
+    match_accommodations = _by_name(Accommodation, "accommodations", exact=False)
+    match_attractions = _by_name(Attraction, "attractions", exact=False)
+    exact_restaurants = _by_name(Restaurant, "restaurants", exact=True)
+    exact_accommodations = _by_name(Accommodation, "accommodations", exact=True)
+    exact_attractions = _by_name(Attraction, "attractions", exact=True)
 
     # -- whole rows, for the tools ----------------------------------------------------------------
     def table_rows(self, table: str, *key: str) -> tuple[tuple[Any, ...], ...]:
@@ -515,16 +479,9 @@ class Store:
         where = "origin = ? AND dest = ? AND date = ?" if table == "flights" else "city = ?"
         if table not in _TABLES or len(key) != where.count("?"):
             raise ValueError(f"table_rows: bad table or key {table!r} {key!r}")
-        fields = {
-            "flights": "number, price, dep_time, arr_time, elapsed, date, origin, dest, distance",
-            "accommodations": "name, price, room_type, house_rules, minimum_nights, maximum_occupancy, "
-            "review_rate, city",
-            "restaurants": "name, average_cost, cuisines, rating, city",
-            "attractions": "name, latitude, longitude, address, phone, website, city",
-        }[table]
         return self._memoised(  # type: ignore[no-any-return]
             ("rows", table, *key),
-            lambda: tuple(self._query(f"SELECT id, {fields} FROM {table} WHERE {where} ORDER BY id", key)),
+            lambda: tuple(self._query(f"SELECT id, {_COLUMNS[table]} FROM {table} WHERE {where} ORDER BY id", key)),
         )
 
     def city_pairs(self) -> list[tuple[str, str]]:
