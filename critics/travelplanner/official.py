@@ -17,7 +17,7 @@ Only days ``0 .. min(days, len(plan)) - 1`` are examined, as officially.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from .checks import (
@@ -30,7 +30,7 @@ from .checks import (
     ceil_div,
     run_check,
 )
-from .store import Store
+from .store import Accommodation, Store
 from .text import PLACEHOLDER_DAY, before_parenthesis, flight_number_official, from_to, name_city
 
 Query = Mapping[str, Any]
@@ -38,6 +38,12 @@ Query = Mapping[str, Any]
 
 def _examined(query: Query, plan: Any) -> range:
     return range(min(query["days"], len(plan)))
+
+
+def _days(query: Query, plan: Any) -> Iterator[tuple[int, Any]]:
+    """(day number, the plan's entry) for each day the official checks examine."""
+    for i in _examined(query, plan):
+        yield i + 1, plan[i]
 
 
 def _where(day: int, field: str, value: Any, **extra: Any) -> dict[str, Any]:
@@ -94,23 +100,37 @@ def road_cost(store: Store, origin: str, dest: str, mode: str) -> int | None:
     return None if road is None else road.cost(mode)
 
 
+def _day_cities(query: Query, plan: Any) -> Iterator[tuple[int, Any, list[Any]]]:
+    """(day, current_city, the cities it names) for each examined day: "from A to B" names A and B,
+    anything else one city (each before any parenthesis)."""
+    for day, unit in _days(query, plan):
+        value = unit["current_city"]
+        if "from" in value:
+            a, b = from_to(value)
+            yield day, value, [before_parenthesis(a), before_parenthesis(b)]
+        else:
+            yield day, value, [before_parenthesis(value)]
+
+
+def _route(unit: Any) -> tuple[Any, Any]:
+    """A day's (origin, destination): read from its transportation, else from its current_city."""
+    org, dest = from_to(unit["transportation"])
+    if org is None or dest is None:
+        org, dest = from_to(unit["current_city"])
+    return org, dest
+
+
 # -- commonsense ---------------------------------------------------------------------------------------
 def is_reasonable_visiting_city(query: Query, plan: Any, store: Store) -> CheckOutcome:
     cities: list[Any] = []
-    for i in _examined(query, plan):
-        value = plan[i]["current_city"]
-        if "from" in value:
-            a, b = from_to(value)
-            a, b = before_parenthesis(a), before_parenthesis(b)
-            if i == 0 and a != query["org"]:
-                return (
-                    False,
-                    f"The first day's city should be {query['org']}.",
-                    _where(1, "current_city", value, reason="wrong_origin", expected=query["org"]),
-                )
-            cities += [a, b]
-        else:
-            cities.append(before_parenthesis(value))
+    for day, value, named in _day_cities(query, plan):
+        if day == 1 and "from" in value and named[0] != query["org"]:
+            return (
+                False,
+                f"The first day's city should be {query['org']}.",
+                _where(1, "current_city", value, reason="wrong_origin", expected=query["org"]),
+            )
+        cities += named
     if cities[0] != cities[-1]:
         return False, "The trip should be a closed circle.", {"reason": "open_loop", "cities": cities}
     if not valid_city_sequence(cities):
@@ -130,32 +150,30 @@ def is_reasonable_visiting_city(query: Query, plan: Any, store: Store) -> CheckO
 def is_valid_restaurants(query: Query, plan: Any, store: Store) -> CheckOutcome:
     seen: list[Any] = []
     where: dict[Any, tuple[int, str]] = {}
-    for i in _examined(query, plan):
-        unit = plan[i]
+    for day, unit in _days(query, plan):
         for meal in ("breakfast", "lunch", "dinner"):
             if meal in unit and unit[meal] and unit[meal] != "-":
                 value = unit[meal]
                 if value not in seen:
                     seen.append(value)
                     try:
-                        where[value] = (i + 1, meal)
+                        where[value] = (day, meal)
                     except TypeError:
                         pass
                     continue
                 message = (
-                    f"The restaurant in day {i + 1} lunch {value} is repeated."
+                    f"The restaurant in day {day} lunch {value} is repeated."
                     if meal == "lunch"
-                    else f"The restaurant in day {i + 1} {meal} is repeated."
+                    else f"The restaurant in day {day} {meal} is repeated."
                 )
                 first = where.get(value) if isinstance(value, str) else None
-                return False, message, _where(i + 1, meal, value, first=first)
+                return False, message, _where(day, meal, value, first=first)
     return True, None, {}
 
 
 def is_valid_attractions(query: Query, plan: Any, store: Store) -> CheckOutcome:
     seen: list[str] = []
-    for i in _examined(query, plan):
-        unit = plan[i]
+    for day, unit in _days(query, plan):
         if "attraction" in unit and unit["attraction"] and unit["attraction"] != "-":
             for attraction in unit["attraction"].split(";")[:-1]:
                 if attraction not in seen:
@@ -163,18 +181,17 @@ def is_valid_attractions(query: Query, plan: Any, store: Store) -> CheckOutcome:
                 else:
                     return (
                         False,
-                        f"The attraction '{attraction}' in day {i + 1} is repeated.",
-                        _where(i + 1, "attraction", attraction),
+                        f"The attraction '{attraction}' in day {day} is repeated.",
+                        _where(day, "attraction", attraction),
                     )
     return True, None, {}
 
 
 def is_valid_accommodation(query: Query, plan: Any, store: Store) -> CheckOutcome:
     values: list[Any] = []
-    for i in _examined(query, plan):
-        unit = plan[i]
+    for day, unit in _days(query, plan):
         if "accommodation" not in unit:
-            return False, "No Accommodation Info.", _where(i + 1, "accommodation", None, reason="missing_key")
+            return False, "No Accommodation Info.", _where(day, "accommodation", None, reason="missing_key")
         values.append(unit["accommodation"])
     start = 0
     for value, length in consecutive_runs(values):
@@ -205,20 +222,18 @@ def is_valid_transportation(query: Query, plan: Any, store: Store) -> CheckOutco
         return False, "The transportation in day 1 should not be empty.", _where(1, "transportation", first)
     modes = [transportation_match(first)]
     legs: list[tuple[int, Any, str | None]] = []
-    for i in _examined(query, plan):
-        unit = plan[i]
+    for day, unit in _days(query, plan):
         if "transportation" in unit and unit["transportation"] and unit["transportation"] != "-":
             mode = transportation_match(unit["transportation"])
             modes.append(mode)
-            legs.append((i + 1, unit["transportation"], mode))
+            legs.append((day, unit["transportation"], mode))
     if ("Self-driving" in modes and "Flight" in modes) or ("Taxi" in modes and "Self-driving" in modes):
         return False, "The transportation is conflicting.", {"legs": legs, "modes": sorted({m for m in modes if m})}
     return True, None, {}
 
 
 def is_valid_information_in_current_city(query: Query, plan: Any, store: Store) -> CheckOutcome:
-    for i in _examined(query, plan):
-        unit = plan[i]
+    for day, unit in _days(query, plan):
         current = unit["current_city"]
         cities: Any
         if "from" in current:
@@ -226,7 +241,7 @@ def is_valid_information_in_current_city(query: Query, plan: Any, store: Store) 
             cities = [before_parenthesis(a), before_parenthesis(b)]
         else:
             cities = before_parenthesis(current)  # a string: the loops below go over its characters
-        day = i + 1
+        day = day
         if "transportation" in unit and unit["transportation"] and unit["transportation"] != "-":
             for city in cities:
                 if city not in unit["transportation"]:
@@ -262,14 +277,10 @@ def is_valid_information_in_current_city(query: Query, plan: Any, store: Store) 
 
 
 def is_valid_information_in_sandbox(query: Query, plan: Any, store: Store) -> CheckOutcome:
-    for i in _examined(query, plan):
-        unit = plan[i]
-        day = i + 1
+    for day, unit in _days(query, plan):
         if unit["transportation"] and unit["transportation"] != "-":
             value = unit["transportation"]
-            org, dest = from_to(value)
-            if org is None or dest is None:
-                org, dest = from_to(unit["current_city"])
+            org, dest = _route(unit)
             if "flight number" in value.lower():
                 try:
                     org, dest = before_parenthesis(org), before_parenthesis(dest)
@@ -333,17 +344,10 @@ def is_valid_days(query: Query, plan: Any) -> bool:
 
 def visiting_city_number(query: Query, plan: Any) -> tuple[bool, set[Any]]:
     cities: set[Any] = set()
-    for i in _examined(query, plan):
-        value = plan[i]["current_city"]
-        if "from" in value:
-            a, b = from_to(value)
-            a, b = before_parenthesis(a), before_parenthesis(b)
-            if i == 0 and a != query["org"]:
-                return False, cities
-            cities.add(a)
-            cities.add(b)
-        else:
-            cities.add(before_parenthesis(value))
+    for day, value, named in _day_cities(query, plan):
+        if day == 1 and "from" in value and named[0] != query["org"]:
+            return False, cities
+        cities.update(named)
     cities.discard(query["org"])
     return len(cities) == query["visiting_city_number"], cities
 
@@ -361,9 +365,7 @@ def is_not_absent(query: Query, plan: Any, store: Store) -> CheckOutcome:
             {"reason": "city_number", "expected": query["visiting_city_number"], "cities": sorted(map(str, cities))},
         )
     total = 0
-    for i in _examined(query, plan):
-        unit = plan[i]
-        day = i + 1
+    for day, unit in _days(query, plan):
         for key, label in (
             ("transportation", "Transportation"),
             ("breakfast", "Breakfast"),
@@ -379,7 +381,7 @@ def is_not_absent(query: Query, plan: Any, store: Store) -> CheckOutcome:
             return False, f"No transportation in day {day} is not allowed.", _where(day, "transportation", "-")
         if ("from " not in current and " to " not in current) and unit["attraction"] in ("", "-"):
             return False, f"No attaction in day {day} is not allowed.", _where(day, "attraction", "-")
-        if i != query["days"] - 1 and unit["accommodation"] in ("", "-"):
+        if day != query["days"] and unit["accommodation"] in ("", "-"):
             return False, f"No accommodation in day {day} is not allowed.", _where(day, "accommodation", "-")
         if (
             unit["breakfast"] in ("", "-") or unit["lunch"] in ("", "-") or unit["dinner"] in ("", "-")
@@ -403,14 +405,10 @@ def _meal_cost_items(query: Query, plan: Any, store: Store) -> list[dict[str, An
     """Every priced item the official ``get_total_cost`` adds, in order (raises where it raises)."""
     people = query["people_number"]
     items: list[dict[str, Any]] = []
-    for i in _examined(query, plan):
-        unit = plan[i]
-        day = i + 1
+    for day, unit in _days(query, plan):
         if unit["transportation"] and unit["transportation"] != "-":
             value = unit["transportation"]
-            org, dest = from_to(value)
-            if org is None or dest is None:
-                org, dest = from_to(unit["current_city"])
+            org, dest = _route(unit)
             if org is not None and dest is not None:
                 if "flight number" in value.lower():
                     rows = store.flights_by_number(flight_number_official(value))
@@ -457,8 +455,7 @@ def valid_cuisine(query: Query, plan: Any, store: Store) -> CheckOutcome:
         return None, None, {}
     covered: set[str] = set()
     counted: list[dict[str, Any]] = []
-    for i in _examined(query, plan):
-        unit = plan[i]
+    for day, unit in _days(query, plan):
         for meal in ("breakfast", "lunch", "dinner"):
             if unit[meal] and unit[meal] != "-":
                 name, city = name_city(unit[meal])
@@ -468,7 +465,7 @@ def valid_cuisine(query: Query, plan: Any, store: Store) -> CheckOutcome:
                 if rows:
                     served = [c for c in wanted if c in rows[0].cuisines]
                     covered.update(served)
-                    counted.append({"day": i + 1, "field": meal, "value": unit[meal], "serves": served})
+                    counted.append({"day": day, "field": meal, "value": unit[meal], "serves": served})
     if len(covered) == len(wanted):
         return True, None, {"meals": counted}
     missing = [c for c in wanted if c not in covered]
@@ -478,33 +475,22 @@ def valid_cuisine(query: Query, plan: Any, store: Store) -> CheckOutcome:
 
 
 def valid_room_rule(query: Query, plan: Any, store: Store) -> CheckOutcome:
-    rule = query["local_constraint"]["house rule"]
-    if rule is None:
-        return None, None, {}
-    for i in _examined(query, plan):
-        unit = plan[i]
-        if unit["accommodation"] and unit["accommodation"] != "-":
-            name, city = name_city(unit["accommodation"])
-            rows = store.match_accommodations(name, city)
-            if rows and rule in HOUSE_RULE_TEXT and HOUSE_RULE_TEXT[rule] in str(rows[0].house_rules):
-                return (
-                    False,
-                    f"The house rule should be {rule}.",
-                    _where(i + 1, "accommodation", unit["accommodation"], house_rules=rows[0].house_rules, city=city),
-                )
-    return True, None, {}
+    return _room_check(query, plan, store, "house rule", _breaks_rule, "The house rule should be {}.", "house_rules")
+
+
+def _breaks_rule(rule: str, room: Accommodation) -> bool:
+    return rule in HOUSE_RULE_TEXT and HOUSE_RULE_TEXT[rule] in str(room.house_rules)
 
 
 def valid_transportation(query: Query, plan: Any, store: Store) -> CheckOutcome:
     rule = query["local_constraint"]["transportation"]
     if rule is None:
         return None, None, {}
-    for i in _examined(query, plan):
-        unit = plan[i]
+    for day, unit in _days(query, plan):
         if unit["transportation"] and unit["transportation"] != "-":
             value = unit["transportation"]
             if (rule == "no flight" and "Flight" in value) or (rule == "no self-driving" and "Self-driving" in value):
-                return False, f"The transportation should not be {rule}.", _where(i + 1, "transportation", value)
+                return False, f"The transportation should not be {rule}.", _where(day, "transportation", value)
     return True, None, {}
 
 
@@ -517,20 +503,35 @@ _ROOM_TYPE_OK = {
 
 
 def valid_room_type(query: Query, plan: Any, store: Store) -> CheckOutcome:
-    wanted = query["local_constraint"]["room type"]
+    return _room_check(query, plan, store, "room type", _wrong_type, "The room type should be {}.", "room_type")
+
+
+def _wrong_type(wanted: str, room: Accommodation) -> bool:
+    return wanted in _ROOM_TYPE_OK and not _ROOM_TYPE_OK[wanted](room.room_type)
+
+
+def _room_check(
+    query: Query,
+    plan: Any,
+    store: Store,
+    key: str,
+    broken: Callable[[str, Accommodation], bool],
+    message: str,
+    shown: str,
+) -> CheckOutcome:
+    """The official room checks: with the local constraint ``key`` set (None: not applicable), a day whose
+    accommodation's first matching row is ``broken`` fails with ``message`` (the row's ``shown`` field in
+    the details); a day with no row found passes."""
+    wanted = query["local_constraint"][key]
     if wanted is None:
         return None, None, {}
-    for i in _examined(query, plan):
-        unit = plan[i]
+    for day, unit in _days(query, plan):
         if unit["accommodation"] and unit["accommodation"] != "-":
             name, city = name_city(unit["accommodation"])
             rows = store.match_accommodations(name, city)
-            if rows and wanted in _ROOM_TYPE_OK and not _ROOM_TYPE_OK[wanted](rows[0].room_type):
-                return (
-                    False,
-                    f"The room type should be {wanted}.",
-                    _where(i + 1, "accommodation", unit["accommodation"], room_type=rows[0].room_type, city=city),
-                )
+            if rows and broken(wanted, rows[0]):
+                found = {shown: getattr(rows[0], shown), "city": city}
+                return False, message.format(wanted), _where(day, "accommodation", unit["accommodation"], **found)
     return True, None, {}
 
 
