@@ -37,19 +37,16 @@ SPLIT = "generated"
 
 
 class SynthBenchmark(Benchmark):
-    """Shared by the three synthesized families; a subclass sets ``name``, ``family_name`` and ``knob_types``.
+    """Shared by the three synthesized families; a subclass names its family (``family="tasks"``).
 
-    The constructor takes the common arguments below and the family's knobs (``knob_types``: name ->
-    type; each defaults to None, the difficulty's preset). Each subclass's signature lists them by name
-    (``__init_subclass__`` builds it), so a misspelt knob is refused like any other unknown argument."""
+    The constructor takes the common arguments below and the family's knobs (the keys of its
+    ``presets``; each defaults to None, the difficulty's preset). Each subclass's signature lists
+    them by name (``__init_subclass__`` builds it), so a misspelt knob is refused like any other
+    unknown argument, and run.json records their defaults."""
 
     family_name: ClassVar[str] = ""
-    #: the family's knobs as constructor arguments: name -> type (None keeps the difficulty's preset)
-    knob_types: ClassVar[dict[str, Any]] = {}
-    #: whether problems are made to have exactly one plan unless ``unique`` says otherwise
-    unique_by_default: ClassVar[bool] = False
-    __signature__: ClassVar[inspect.Signature]
     test_splits: ClassVar[tuple[str, ...]] = ()
+    __signature__: ClassVar[inspect.Signature]
     primary_metric: ClassVar[str] = "success"
     metrics: ClassVar[tuple[MetricSpec, ...]] = (
         MetricSpec("success", "success", description="solved (solvable) or correctly abstained (unsolvable)"),
@@ -99,7 +96,7 @@ class SynthBenchmark(Benchmark):
         self.unsolvable_fraction = float(unsolvable_fraction)
         self.path = Path(path).expanduser() if path else None
         self.wording_seed, self.topic = wording_seed, topic
-        self.unique = self.unique_by_default if unique is None else bool(unique)
+        self.unique = self.family.unique_by_default if unique is None else bool(unique)
         self.knobs = self.family.knobs(difficulty, {k: _knob_value(v) for k, v in knobs.items()})
         if isinstance(hidden, bool) or not isinstance(hidden, int) or hidden < 0:
             raise ConfigError(f"{self.name}: hidden must be a non-negative integer, got {hidden!r}")
@@ -111,17 +108,21 @@ class SynthBenchmark(Benchmark):
         self.hide_contradiction = bool(hide_contradiction)
         self._cache: list[Problem] | None = None
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        """A family's benchmark: its templates, plan model and constructor signature from ``family_name``
-        and ``knob_types``."""
+    def __init_subclass__(cls, family: str = "", **kwargs: Any) -> None:
+        """The benchmark of ``family``: its name, templates, plan model and constructor signature."""
         super().__init_subclass__(**kwargs)
+        if not family:
+            return
+        fam = get_family(family)
+        cls.family_name, cls.name = family, fam.benchmark
         cls.prompts = role_templates(cls.name)
-        cls.plan_model = get_family(cls.family_name).plan_model
+        cls.plan_model = fam.plan_model
         init = inspect.signature(SynthBenchmark.__init__, eval_str=True)
         common = list(init.parameters.values())[1:-1]  # not self, not **knobs
+        knobs = {key: value for preset in fam.presets.values() for key, value in preset.items()}
         own = [
-            inspect.Parameter(key, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=kind | None)
-            for key, kind in cls.knob_types.items()
+            inspect.Parameter(key, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=_knob_type(value))
+            for key, value in knobs.items()
         ]
         cls.__signature__ = inspect.Signature([*common, *own])
 
@@ -562,6 +563,13 @@ def _rename(value: Any, mapping: dict[str, str]) -> Any:
     return value
 
 
+def _knob_type(preset: Any) -> Any:
+    """A knob's annotation, read from a preset value (a tuple: a list of names; None: any value)."""
+    if preset is None:
+        return Any
+    return (Sequence[str] if isinstance(preset, tuple) else type(preset)) | None
+
+
 def _knob_value(value: Any) -> Any:
     """A knob as the family reads it: a list (``kinds``) as a tuple."""
     return tuple(value) if isinstance(value, Sequence) and not isinstance(value, str) else value
@@ -571,19 +579,10 @@ def _jsonable(knobs: dict[str, Any]) -> dict[str, Any]:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in knobs.items()}
 
 
-class SynthTasks(SynthBenchmark):
+class SynthTasks(SynthBenchmark, family="tasks"):
     """PDoctor-style daily tasks: order relations, time windows, durations, one task at a time."""
 
-    name = "synth/tasks"
     description = "synthesized task schedules (PDoctor's order and time DSL), verified by Z3"
-    family_name = "tasks"
-    knob_types: ClassVar[dict[str, Any]] = {
-        "n_actions": int,
-        "n_constraints": int,
-        "slack": int,
-        "max_duration": int,
-        "kinds": Sequence[str],
-    }
 
     def example_plan(self) -> PlanJSON:
         return {
@@ -594,41 +593,19 @@ class SynthTasks(SynthBenchmark):
         }
 
 
-class SynthCalendar(SynthBenchmark):
+class SynthCalendar(SynthBenchmark, family="calendar"):
     """One meeting for a group over one or more days (NATURAL PLAN calendar style); small at easy."""
 
-    name = "synth/calendar"
     description = "synthesized meeting scheduling (NATURAL PLAN calendar style), verified by Z3"
-    family_name = "calendar"
-    unique_by_default = True
-    knob_types: ClassVar[dict[str, Any]] = {
-        "n_people": int,
-        "n_days": int,
-        "blocks": int,
-        "n_preferences": int,
-        "duration": int,
-        "earliest": bool,
-        "kinds": Sequence[str],
-    }
 
     def example_plan(self) -> PlanJSON:
         return {"day": "Monday", "start": "13:30", "end": "14:30"}
 
 
-class SynthTrip(SynthBenchmark):
+class SynthTrip(SynthBenchmark, family="trip"):
     """Multi-city itineraries with stays, direct flights and dated events (NATURAL PLAN trip style)."""
 
-    name = "synth/trip"
     description = "synthesized multi-city trips (NATURAL PLAN trip style), unique by default, verified by Z3"
-    family_name = "trip"
-    unique_by_default = True
-    knob_types: ClassVar[dict[str, Any]] = {
-        "n_cities": int,
-        "n_events": int,
-        "max_stay": int,
-        "extra_flights": int,
-        "endpoints": float,
-    }
 
     def example_plan(self) -> PlanJSON:
         return {

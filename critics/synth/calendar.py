@@ -122,6 +122,7 @@ def _days_text(days: Sequence[str]) -> str:
 class CalendarFamily(Family):
     name = "calendar"
     benchmark = "synth/calendar"
+    unique_by_default = True
     plan_model = CalendarPlan
     critic_kinds: ClassVar[dict[str, tuple[str, ...]]] = {
         "synth_meeting_duration": ("meeting_duration",),

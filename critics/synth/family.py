@@ -103,6 +103,8 @@ class Family(ABC):
     presets: ClassVar[dict[str, dict[str, Any]]] = {}
     #: knobs the family accepts besides the presets' (name -> default)
     mutation_kinds: ClassVar[tuple[str, ...]] = ()
+    #: whether a problem is made to have exactly one plan unless the benchmark's ``unique`` says otherwise
+    unique_by_default: ClassVar[bool] = False
     #: how many rounds the uniqueness loop may add distinguishing constraints
     unique_rounds: ClassVar[int] = 25
     #: candidate tries per wanted constraint before giving up

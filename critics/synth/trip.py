@@ -109,6 +109,7 @@ def layout(order: Sequence[str], lengths: dict[str, int]) -> PlanJSON:
 class TripFamily(Family):
     name = "trip"
     benchmark = "synth/trip"
+    unique_by_default = True
     plan_model = TripPlan
     critic_kinds: ClassVar[dict[str, tuple[str, ...]]] = {
         "synth_trip_days": ("total_days",),
