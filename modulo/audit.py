@@ -20,7 +20,7 @@ from .benchmark import Benchmark
 from .binding import bind_critics
 from .critic import FORMAT_GROUP, Critic, critic_meta
 from .errors import CriticError
-from .types import Problem
+from .types import Problem, attributes
 
 ALL = "(all critics)"
 
@@ -145,16 +145,8 @@ class AuditReport:
         return "\n".join(lines) + "\n"
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "benchmark": self.benchmark,
-            "reference": self.reference,
-            "problems": self.problems,
-            "plans": self.plans,
-            "unreadable": self.unreadable,
-            "clean": self.clean,
-            "rows": self.rows(),
-            "examples": self.examples,
-        }
+        facts = attributes(self, "benchmark", "reference", "problems", "plans", "unreadable", "clean")
+        return {**facts, "rows": self.rows(), "examples": self.examples}
 
 
 def _cell(t: Tally) -> str:

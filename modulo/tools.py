@@ -24,6 +24,7 @@ from typing import Any
 import jsonschema
 
 from .errors import ConfigError
+from .types import attributes
 
 
 class ToolArgumentError(ConfigError):
@@ -119,14 +120,7 @@ class ToolResult:
         return "" if self.rows is None else "\n".join(str(r) for r in self.rows)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "tool": self.tool,
-            "arguments": self.arguments,
-            "ok": self.ok,
-            "rows": self.rows,
-            "message": self.message,
-            "micros": round(self.micros, 1),
-        }
+        return {**attributes(self, "tool", "arguments", "ok", "rows", "message"), "micros": round(self.micros, 1)}
 
 
 class Toolbox(ABC):

@@ -38,6 +38,12 @@ def json_lines(
         yield number, value
 
 
+def attributes(obj: Any, *names: str) -> dict[str, Any]:
+    """``{name: obj.name}`` for ``names``, in that order: the part of a ``to_json`` that copies attributes
+    as they are."""
+    return {name: getattr(obj, name) for name in names}
+
+
 def plan_fingerprint(plan: PlanJSON) -> str:
     """A short content hash of a plan, used to notice repeated plans."""
     return text_fingerprint(canonical_json(plan))
