@@ -21,7 +21,9 @@ Executor kinds. :class:`CriticExecutor` is the interface: ``await executor.run(c
 frozen, timeout_s)`` returns a labelled :class:`~modulo.types.Verdict` or raises CriticError, and
 ``await executor.run_all(critics, problem, frozen, timeouts, stop)`` runs a plan's critics in order
 and returns their outcomes (a Verdict or a CriticError each), ending early where ``stop`` says (the
-loop stops at the first crash under ``on_critic_error=stop``). The built-in kind is
+loop stops at the first crash under ``on_critic_error=stop``). ``run_all`` is written once: a kind says
+which critics it takes aside (``aside``), how it runs them (``run_aside``) and how it runs the others
+meanwhile (``run_rest``). The built-in kind is
 :class:`ThreadExecutor`: a plan's critics run as one batch in one worker thread (one hand-off to the
 event loop per plan, not one per critic), one copy of the plan serving every critic that leaves it
 unchanged, each critic under its own deadline counted from its start. A critic declared CPU-heavy
