@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -356,43 +357,77 @@ class _IdFilter:
 #: ``model_dump_json`` writes ``problem_id`` first
 _ID_AT_START = re.compile(rb'^\{"problem_id":("(?:[^"\\]|\\.)*")')
 #: what reports never read of an iteration (the texts: prompts, replies, backprompts, call logs)
-LIGHT_DROPPED_ITERATION_KEYS = ("prompt", "raw_reply", "backprompt", "calls", "timings", "tool_use")
+LIGHT_DROPPED_ITERATION_KEYS = (
+    "prompt",
+    "prompt_sha256",
+    "raw_reply",
+    "plan_sha256",
+    "backprompt",
+    "calls",
+    "timings",
+    "tool_use",
+)
 #: what reports never read of a verdict (its explanation and evidence)
 LIGHT_DROPPED_VERDICT_KEYS = ("feedback", "details", "hint")
+
+
+_SHARED_EMPTIES: dict[str, Any] = {"prompt": [], "calls": [], "timings": {}, "updates": [], "gated": []}
 
 
 class LightReader:
     """Parses record lines for reports: each iteration without its texts (prompt, reply, backprompt,
     call log, timings, tool steps), each verdict without feedback, details and hint, the record without
-    its template labels; equal verdicts and equal usages are shared between records. What is kept is
-    what tables, metrics, budget curves and figures read (plans, verdict outcomes, usage, outcome,
-    metadata, the turns' acts, answers and updates), so a report over a sweep holds a small part of
-    the records' size. ``modulo show`` reads its one record in full.
+    its template labels; equal verdicts, verdict lists, usages, field-name sets, empty lists and short
+    strings are shared between records (light records are read, never changed: about 16 KB a problem
+    at budget 10 instead of 48 KB). What is kept is what tables, metrics, budget curves and figures
+    read (plans, verdict outcomes, usage, outcome, metadata, the turns' acts, answers and updates), so
+    a report over a sweep holds a small part of the records' size. ``modulo show`` reads its one
+    record in full.
     """
 
     def __init__(self) -> None:
         self._verdicts: dict[tuple[Any, ...], Verdict] = {}
         self._usages: dict[tuple[Any, ...], Usage] = {}
+        self._field_sets: dict[frozenset[str], set[str]] = {}
+        #: equal lists of (shared) verdicts, by the ids of their verdicts (kept alive by ``_verdicts``)
+        self._verdict_lists: dict[tuple[int, ...], list[Verdict]] = {}
 
     def __call__(self, raw: bytes) -> ProblemResult:
         data = json.loads(raw)
         if not isinstance(data, dict):
             raise ValueError("a record is a JSON object")
         data.pop("templates", None)
+        if "metadata" in data:
+            data["metadata"] = _interned(data["metadata"])
         iterations = data.get("iterations")
         for it in iterations if isinstance(iterations, list) else ():
             if not isinstance(it, dict):
                 continue
             for key in LIGHT_DROPPED_ITERATION_KEYS:
                 it.pop(key, None)
+            for key in ("act", "served"):  # one string object for each of a few values, not one per line
+                if isinstance(it.get(key), str):
+                    it[key] = sys.intern(it[key])
+            if "plan" in it:  # plans repeat their short strings (names, times) from iteration to iteration
+                it["plan"] = _interned(it["plan"])
             for v in it.get("verdicts") or ():
                 if isinstance(v, dict):
                     for key in LIGHT_DROPPED_VERDICT_KEYS:
                         v.pop(key, None)
         rec = ProblemResult.model_validate(data)
         for it in rec.iterations:
-            it.verdicts = [self._verdict(v) for v in it.verdicts]
+            verdicts = [self._verdict(v) for v in it.verdicts]
+            it.verdicts = self._verdict_lists.setdefault(tuple(map(id, verdicts)), verdicts)
             it.usage = self._usage(it.usage)
+            # the names of the fields the line set (pydantic keeps a set per object, about 2 KB for an
+            # iteration): one set shared by every iteration that set the same ones
+            fields = it.__pydantic_fields_set__
+            object.__setattr__(it, "__pydantic_fields_set__", self._field_sets.setdefault(frozenset(fields), fields))
+            # the dropped texts' empty defaults, and empty update and gate lists: one shared object each
+            # (light records are read, never changed)
+            for key, empty in _SHARED_EMPTIES.items():
+                if not it.__dict__.get(key, True):
+                    it.__dict__[key] = empty
         return rec
 
     def _verdict(self, v: Verdict) -> Verdict:
@@ -400,6 +435,17 @@ class LightReader:
 
     def _usage(self, u: Usage) -> Usage:
         return self._usages.setdefault(_value_key(u), u)
+
+
+def _interned(value: Any) -> Any:
+    """``value`` (parsed JSON) with its short strings interned: equal ones share one object."""
+    if isinstance(value, str):
+        return sys.intern(value) if len(value) <= 64 else value
+    if isinstance(value, dict):
+        return {sys.intern(k): _interned(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_interned(v) for v in value]
+    return value
 
 
 def _value_key(model: BaseModel) -> tuple[Any, ...]:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..errors import ModuloError
-from ..types import IterationRecord, Usage
+from ..types import IterationRecord, Outcome, Usage
 from .budget import plan_at_budget
 from .load import RunData, evaluate_plans
 from .metrics import (
@@ -24,7 +24,15 @@ from .metrics import (
     passed_vector,
     problem_levels,
 )
-from .stats import DEFAULT_RESAMPLES, DEFAULT_SEED, Interval, PairedTest, bootstrap_ratios, paired_test
+from .stats import (
+    DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
+    FloatArray,
+    Interval,
+    PairedTest,
+    bootstrap_ratios,
+    paired_test,
+)
 
 NAN = float("nan")
 
@@ -292,8 +300,9 @@ def first_vs_final(
     """The run's first plans (budget 1: Direct, no backprompt) against its final plans, paired per problem.
 
     Both are scored by the benchmark's evaluator on the run's scored problems (errors left out); the
-    outcome is each problem's ``passed``. None when the run has one iteration, no evaluation, or the
-    benchmark is not available here.
+    outcome is each problem's ``passed``. When every first plan is the delivered one (no problem
+    abstained), the run's evaluation of its delivered plans serves for both: the same plans, scored
+    once. None when the run has one iteration, no evaluation, or the benchmark is not available here.
     """
     if (run.max_iterations or 0) < 2 or not run.evaluation:
         return None
@@ -303,11 +312,18 @@ def first_vs_final(
     bench = run.benchmark_or_none()
     if not ids or final is None or bench is None:
         return None
-    try:
-        result = evaluate_plans(bench, run.problems(ids), [plan_at_budget(run.records[i], 1) for i in ids])
-    except (ModuloError, NotImplementedError):
-        return None
-    first = passed_vector(result.per_problem, ids)
+    firsts = [plan_at_budget(run.records[i], 1) for i in ids]
+    if all(
+        run.records[i].outcome is not Outcome.ABSTAINED and plan == run.records[i].best_plan
+        for i, plan in zip(ids, firsts, strict=True)
+    ):
+        first: FloatArray | None = final  # every first plan is the delivered one: the same evaluation
+    else:
+        try:
+            result = evaluate_plans(bench, run.problems(ids), firsts)
+        except (ModuloError, NotImplementedError):
+            return None
+        first = passed_vector(result.per_problem, ids)
     if first is None:
         return None
     return paired_test(first, final, n_resamples=n_resamples, seed=seed)

@@ -103,3 +103,33 @@ def test_show_reads_its_one_record_in_full(tmp_path: Path, make_run: Any, run_a_
     assert "p3" in text
     with pytest.raises(Exception, match="p9"):
         build_story(run, "p9")
+
+
+def test_light_iterations_share_field_sets_empty_lists_and_short_strings(
+    tmp_path: Path, make_run: Any, run_a_plans: Any
+) -> None:
+    """What equal light iterations hold is one object, not one per iteration (the report's memory per
+    problem); records read in full keep their own."""
+    import tracemalloc
+
+    path = make_run(tmp_path / "a", run_a_plans)
+    tracemalloc.start()
+    try:
+        light = load_run(path, light=True).records
+        light_bytes = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        before = tracemalloc.get_traced_memory()[0]
+        full = load_run(path).records
+        full_bytes = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    its = [it for rec in light.values() for it in rec.iterations]
+    assert len(its) > 2
+    assert len({id(it.__pydantic_fields_set__) for it in its}) < len(its)
+    assert len({id(it.calls) for it in its}) == 1 and its[0].calls == []
+    assert len({id(it.act) for it in its}) == len({it.act for it in its})
+    values = [v for it in its if isinstance(it.plan, dict) for v in it.plan.values() if isinstance(v, str)]
+    assert len({id(v) for v in values}) == len(set(values))
+    full_its = [it for rec in full.values() for it in rec.iterations]
+    assert len({id(it.__pydantic_fields_set__) for it in full_its}) == len(full_its)
+    assert light_bytes < 0.5 * full_bytes, (light_bytes, full_bytes)

@@ -365,3 +365,33 @@ def test_a_run_with_no_finished_problem(tmp_path: Path, make_run: Any, run_a_pla
     assert "incomplete (0/6, not evaluated)" in result.text
     assert "no finished problem" in result.markdown
     assert not (path / "critic_firing.png").exists()
+
+
+def test_first_vs_final_scores_once_when_every_first_plan_is_delivered(
+    tmp_path: Path, make_run: Any, toy_bench: Any
+) -> None:
+    """Direct against LLM-Modulo: when every problem's first plan is its delivered plan, the run's
+    evaluation serves both sides (no second scoring) and the test equals the one computed by scoring;
+    one problem whose plan improved makes the report score the first plans."""
+    from modulo.reports.load import ensure_evaluation, evaluate_plans, load_run
+    from modulo.reports.stats import paired_test
+    from modulo.reports.tables import first_vs_final, passed_vector
+
+    same = {"p0": [{"x": 2}], "p1": [{"x": 3}, {"x": 3}], "p3": [{"x": 12}, {"x": 12}], "p4": [{"x": 4}]}
+    run = load_run(make_run(tmp_path / "same", same), light=True)
+    ensure_evaluation(run)
+    toy_bench.calls = 0
+    test = first_vs_final(run, n_resamples=200)
+    assert toy_bench.calls == 0 and test is not None
+    ids = run.scored_ids
+    firsts = evaluate_plans(run.benchmark(), run.problems(ids), [plan_at_budget(run.records[i], 1) for i in ids])
+    first = passed_vector(firsts.per_problem, ids)
+    final = passed_vector(run.evaluation["per_problem"], ids)  # type: ignore[index]
+    assert first is not None and final is not None
+    assert test == paired_test(first, final, n_resamples=200)
+
+    improved = {**same, "p1": [{"x": 3}, {"x": 4}]}
+    run = load_run(make_run(tmp_path / "improved", improved), light=True)
+    ensure_evaluation(run)
+    toy_bench.calls = 0
+    assert first_vs_final(run, n_resamples=200) is not None and toy_bench.calls == 1
