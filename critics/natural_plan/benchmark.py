@@ -40,7 +40,7 @@ from modulo.binding import bind_critics
 from modulo.critic import Critic, CriticFactory
 from modulo.errors import ConfigError, DataError, ModuloError, PlanFormatError
 from modulo.prompts import role_templates
-from modulo.types import PlanJSON, Problem, Verdict
+from modulo.types import PlanJSON, Problem, Verdict, json_lines
 
 from . import calendar as cal
 from . import extract as _extract
@@ -494,13 +494,8 @@ def read_prediction_file(path: Path) -> dict[str, PlanJSON | str | None]:
     if not path.is_file():
         raise DataError(f"predictions file {path} not found")
     out: dict[str, PlanJSON | str | None] = {}
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{path}:{n}: not JSON ({exc.msg})") from None
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for n, row in json_lines(lines, lambda n, exc: DataError(f"{path}:{n}: not JSON ({exc.msg})")):
         if not isinstance(row, dict):
             raise DataError(f"{path}:{n}: expected a JSON object per line")
         pid = row.get("problem_id", row.get("id"))

@@ -27,7 +27,7 @@ from modulo.benchmark import (
     frozen_data,
 )
 from modulo.errors import ConfigError, DataError
-from modulo.types import PlanJSON, Problem, ProblemUpdate
+from modulo.types import PlanJSON, Problem, ProblemUpdate, json_lines
 
 from . import data as tpdata
 from .checks import DAY_FIELDS
@@ -404,22 +404,18 @@ class TravelPlanner(Benchmark):
 
     def data_download(self) -> DataReport:
         """Fetch the official splits (Hugging Face) and database archive, then check them."""
-        import httpx
-
         self.root.mkdir(parents=True, exist_ok=True)
         lines: list[str] = []
         for split in ("train", "validation"):
             url = self.HF_URL.format(split=split)
-            try:
-                response = httpx.get(url, timeout=30.0, follow_redirects=True)
-                response.raise_for_status()
-            except httpx.HTTPError as exc:
-                raise DataError(
-                    f"cannot download the TravelPlanner {split} split from {url} ({type(exc).__name__}: {exc}). "
-                    f"Without a network, copy train.jsonl, validation.jsonl and database/ into {self.root} "
-                    "by hand and run `modulo data check travelplanner`."
-                ) from None
-            written = _hf_csv_to_jsonl(response.content, self.root / f"{split}.jsonl")
+            content = _fetch(
+                url,
+                30.0,
+                f"the TravelPlanner {split} split",
+                f". Without a network, copy train.jsonl, validation.jsonl and database/ into {self.root} "
+                "by hand and run `modulo data check travelplanner`.",
+            )
+            written = _hf_csv_to_jsonl(content, self.root / f"{split}.jsonl")
             if written != tpdata.SPLIT_SIZES[split]:
                 raise DataError(
                     f"the downloaded {split} split has {written} rows, not {tpdata.SPLIT_SIZES[split]}: {url}"
@@ -432,16 +428,21 @@ class TravelPlanner(Benchmark):
                 "link in the OSU-NLP-Group/TravelPlanner README): download and unzip it into "
                 f"{self.root / 'database'}, or pass database_url=..., then run `modulo data check travelplanner`."
             )
-        try:
-            archive = httpx.get(archive_url, timeout=120.0, follow_redirects=True)
-            archive.raise_for_status()
-        except httpx.HTTPError as exc:
-            raise DataError(
-                f"cannot download the database archive from {archive_url} ({type(exc).__name__}: {exc})"
-            ) from None
-        _unzip_database(archive.content, self.root)
+        _unzip_database(_fetch(archive_url, 120.0, "the database archive"), self.root)
         report = self.data_check()
         return DataReport(ok=report.ok, lines=lines + report.lines)
+
+
+def _fetch(url: str, timeout: float, what: str, hint: str = "") -> bytes:
+    """The body at ``url``; a DataError naming ``what`` (then ``hint``) when it cannot be downloaded."""
+    import httpx
+
+    try:
+        response = httpx.get(url, timeout=timeout, follow_redirects=True)
+        response.raise_for_status()
+    except httpx.HTTPError as exc:
+        raise DataError(f"cannot download {what} from {url} ({type(exc).__name__}: {exc}){hint}") from None
+    return response.content
 
 
 def _hf_csv_to_jsonl(content: bytes, target: Path) -> int:
@@ -518,13 +519,9 @@ def _read_lines(path: Path) -> list[tuple[int, dict[str, Any]]]:
         raise DataError(f"plans file {path} does not exist")
     out = []
     with path.open(encoding="utf-8") as handle:
-        for lineno, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                value = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{path.name} line {lineno}: not valid JSON ({exc})") from None
+        for lineno, value in json_lines(
+            handle, lambda n, exc: DataError(f"{path.name} line {n}: not valid JSON ({exc})")
+        ):
             if isinstance(value, str):  # eval.py accepts a line holding a Python-literal string
                 value = tpdata.literal(value, f"{path.name} line {lineno}")
             if not isinstance(value, dict):
