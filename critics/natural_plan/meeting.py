@@ -23,6 +23,7 @@ also officially solved).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
@@ -117,37 +118,37 @@ def constraints_from_fields(item: dict[str, Any]) -> dict[str, Any]:
 # -- plans ---------------------------------------------------------------------------------------
 
 
-class StartStep(BaseModel):
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class StartStep(_Strict):
     """You start the day at ``location`` at ``time`` (the arrival place and time of the query)."""
 
-    model_config = ConfigDict(extra="forbid")
     action: Literal["start"]
     location: str
     time: TimeStr
 
 
-class TravelStep(BaseModel):
+class TravelStep(_Strict):
     """You travel to ``destination``, taking ``minutes``, and arrive at ``arrival``."""
 
-    model_config = ConfigDict(extra="forbid")
     action: Literal["travel"]
     destination: str
     minutes: int = Field(ge=0)
     arrival: TimeStr
 
 
-class WaitStep(BaseModel):
+class WaitStep(_Strict):
     """You wait where you are until ``until``."""
 
-    model_config = ConfigDict(extra="forbid")
     action: Literal["wait"]
     until: TimeStr
 
 
-class MeetStep(BaseModel):
+class MeetStep(_Strict):
     """You meet ``person`` for ``minutes`` from ``start`` to ``end``, at the place you are at."""
 
-    model_config = ConfigDict(extra="forbid")
     action: Literal["meet"]
     person: str
     minutes: int = Field(ge=0)
@@ -158,10 +159,9 @@ class MeetStep(BaseModel):
 Step = Annotated[StartStep | TravelStep | WaitStep | MeetStep, Field(discriminator="action")]
 
 
-class MeetingPlan(BaseModel):
+class MeetingPlan(_Strict):
     """The day as a list of steps, in order."""
 
-    model_config = ConfigDict(extra="forbid")
     steps: list[Step]
 
 
@@ -205,26 +205,19 @@ def _clock(text: str) -> str:
     return minutes_to_ampm(ampm_to_minutes(text.replace(" ", "")))
 
 
+#: each step's sentence and its fields, in the order the sentence names them (with how each is read)
+_STEP_SENTENCES: tuple[tuple[re.Pattern[str], str, tuple[tuple[str, Callable[[str], Any]], ...]], ...] = (
+    (_S_START, "start", (("location", str), ("time", _clock))),
+    (_S_TRAVEL, "travel", (("destination", str), ("minutes", int), ("arrival", _clock))),
+    (_S_WAIT, "wait", (("until", _clock),)),
+    (_S_MEET, "meet", (("person", str), ("minutes", int), ("start", _clock), ("end", _clock))),
+)
+
+
 def _read_step(sentence: str) -> dict[str, Any] | None:
-    if m := _S_START.match(sentence):
-        return {"action": "start", "location": m.group(1), "time": _clock(m.group(2))}
-    if m := _S_TRAVEL.match(sentence):
-        return {
-            "action": "travel",
-            "destination": m.group(1),
-            "minutes": int(m.group(2)),
-            "arrival": _clock(m.group(3)),
-        }
-    if m := _S_WAIT.match(sentence):
-        return {"action": "wait", "until": _clock(m.group(1))}
-    if m := _S_MEET.match(sentence):
-        return {
-            "action": "meet",
-            "person": m.group(1),
-            "minutes": int(m.group(2)),
-            "start": _clock(m.group(3)),
-            "end": _clock(m.group(4)),
-        }
+    for pattern, action, fields in _STEP_SENTENCES:
+        if m := pattern.match(sentence):
+            return {"action": action, **{name: read(m.group(i)) for i, (name, read) in enumerate(fields, 1)}}
     return None
 
 

@@ -27,6 +27,13 @@ def _span(start: int, end: int) -> str:
     return f"day {start}" if start == end else f"day {start} to day {end}"
 
 
+def _verdict(issues: list[str], before: str, after: str, *, hint: str | None = None, **details: Any) -> Verdict:
+    """Pass when there is no issue; else fail with ``before``, the issues joined by "; ", then ``after``."""
+    if not issues:
+        return Verdict.ok()
+    return Verdict.fail(before + "; ".join(issues) + after, hint=hint, **details)
+
+
 @_trip(
     "trip_each_city_once", "commonsense", 10, "the trip visits every city of the query exactly once and no other city"
 )
@@ -96,11 +103,10 @@ def trip_flight_days(problem: Problem, plan: PlanJSON) -> Verdict:
                 f"flying from {c1} to {c2} on day {e1} means the stay in {c2} starts on day {e1}"
             )
             bad.append({"from": c1, "to": c2, "end_day": e1, "start_day": s2})
-    if not issues:
-        return Verdict.ok()
-    return Verdict.fail(
-        "You fly to the next city on the last day of a stay, and that flight day counts for both cities, "
-        f"but {'; '.join(issues)}.",
+    return _verdict(
+        issues,
+        "You fly to the next city on the last day of a stay, and that flight day counts for both cities, but ",
+        ".",
         hops=bad,
     )
 
@@ -129,10 +135,10 @@ def trip_stay_lengths(problem: Problem, plan: PlanJSON, *, hints: bool = False) 
                 f"which is {have} day{'s' if have != 1 else ''}"
             )
             bad.append({"city": city, "required": want, "planned": have, "start_day": start, "end_day": end})
-    if not issues:
-        return Verdict.ok()
-    return Verdict.fail(
-        "Wrong stay length: " + "; ".join(issues) + " (a flight day counts for both cities).",
+    return _verdict(
+        issues,
+        "Wrong stay length: ",
+        " (a flight day counts for both cities).",
         hint="A stay of N days from day a ends on day a + N - 1, and the next stay starts on that same day."
         if hints
         else None,
@@ -161,12 +167,10 @@ def trip_direct_flights(problem: Problem, plan: PlanJSON) -> Verdict:
         else:
             issues.append(f"your plan flies from {c1} to {c2} on day {e1}, but there is no direct flight between them")
         bad.append({"from": c1, "to": c2, "day": e1})
-    if not issues:
-        return Verdict.ok()
-    return Verdict.fail(
-        'The query says "You only take direct flights to commute between cities." and lists the direct flights; '
-        + "; ".join(issues)
-        + ".",
+    return _verdict(
+        issues,
+        'The query says "You only take direct flights to commute between cities." and lists the direct flights; ',
+        ".",
         hops=bad,
     )
 
@@ -190,12 +194,10 @@ def trip_event_windows(problem: Problem, plan: PlanJSON) -> Verdict:
         else:
             issues.append(f'the query says "{ev["text"]}" but your plan never visits {city}')
         bad.append({"city": city, "start_day": a, "end_day": b, "kind": ev["kind"]})
-    if not issues:
-        return Verdict.ok()
-    return Verdict.fail(
-        "An event falls outside the stay in its city: "
-        + "; ".join(issues)
-        + ". The whole window of each event must lie inside the stay in its city.",
+    return _verdict(
+        issues,
+        "An event falls outside the stay in its city: ",
+        ". The whole window of each event must lie inside the stay in its city.",
         events=bad,
     )
 
