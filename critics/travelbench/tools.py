@@ -47,12 +47,16 @@ _PRICE = {
     "price_max": _n("价格上限（元）", 0),
     "price_category": {"type": "string", "enum": ["average_cost", "price"], "description": "人均消费或商品价格"},
 }
+_DAY = {"type": "string", "pattern": _DATE, "description": "YYYY-MM-DD"}
+_LIMIT = _n("返回数量", 1, 50)
+#: the filters of a place search: a minimum rating, how many results, a price range
+_PLACE_FILTERS = {"min_rating": _n("最低评分", 0, 10), "limit": _LIMIT, **_PRICE}
 #: flights and trains take the same arguments
 _TRANSPORT = _obj(
     ["origin", "destination", "date"],
     origin=_s("出发地行政区名称"),
     destination=_s("目的地行政区名称"),
-    date={"type": "string", "pattern": _DATE, "description": "YYYY-MM-DD"},
+    date=_DAY,
     days=_n("额外查询的天数", 0, 15),
 )
 _PLACE_SORT = ["weight", "distance", "rating:d", "price:a", "price:d"]
@@ -70,9 +74,7 @@ TOOLS: tuple[ToolSpec, ...] = (
             radius=_n("搜索半径（米），需同时给出 center", 100, 20000),
             region=_s("行政区划，如 北京市朝阳区"),
             sort_by={"type": "string", "enum": _PLACE_SORT},
-            min_rating=_n("最低评分", 0, 10),
-            limit=_n("返回数量", 1, 50),
-            **_PRICE,
+            **_PLACE_FILTERS,
         ),
     ),
     ToolSpec(
@@ -100,7 +102,7 @@ TOOLS: tuple[ToolSpec, ...] = (
             destination=_COORD,
             transport_mode={"type": "string", "enum": ["driving", "walking"]},
             buffer_radius=_n("离路线的最大距离（米）", 1, 20000),
-            limit=_n("返回数量", 1, 50),
+            limit=_LIMIT,
         ),
     ),
     ToolSpec(
@@ -112,9 +114,7 @@ TOOLS: tuple[ToolSpec, ...] = (
             origins={"type": "array", "items": _COORD, "minItems": 2},
             radius=_n("每个出发点的搜索半径（米）", 100, 20000),
             sort_by={"type": "string", "enum": ["balanced", "min_max_distance", "total_distance"]},
-            min_rating=_n("最低评分", 0, 10),
-            limit=_n("返回数量", 1, 50),
-            **_PRICE,
+            **_PLACE_FILTERS,
         ),
     ),
     ToolSpec(
@@ -141,7 +141,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         _obj(
             ["location", "date"],
             location=_s("行政区划名称或地标"),
-            date={"type": "string", "pattern": _DATE, "description": "YYYY-MM-DD"},
+            date=_DAY,
             days=_n("从 date 起的天数", 1, 15),
         ),
     ),
