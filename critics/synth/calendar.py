@@ -44,7 +44,7 @@ from .common import (
     pick,
     template_regex,
 )
-from .family import Family, Mutant, Row, Spec
+from .family import Family, Mutant, Row, Spec, reordered
 from .words import MEETINGS, PEOPLE
 
 STEP = 30
@@ -121,7 +121,6 @@ def _days_text(days: Sequence[str]) -> str:
 
 class CalendarFamily(Family):
     name = "calendar"
-    benchmark = "synth/calendar"
     unique_by_default = True
     plan_model = CalendarPlan
     critic_kinds: ClassVar[dict[str, tuple[str, ...]]] = {
@@ -168,13 +167,10 @@ class CalendarFamily(Family):
         self._grid_cache: dict[str, tuple[tuple[int, int], ...]] = {}
 
     def validate_knobs(self, knobs: dict[str, Any]) -> None:
-        if not isinstance(knobs["n_people"], int) or not 1 <= knobs["n_people"] <= 10:
-            raise ConfigError(f"synth/calendar: n_people must be 1..10, got {knobs['n_people']!r}")
-        if not isinstance(knobs["n_days"], int) or not 1 <= knobs["n_days"] <= 5:
-            raise ConfigError(f"synth/calendar: n_days must be 1..5 (Monday to Friday), got {knobs['n_days']!r}")
+        self.int_knob(knobs, "n_people", 1, 10)
+        self.int_knob(knobs, "n_days", 1, 5, "1..5 (Monday to Friday)")
         for key in ("blocks", "n_preferences"):
-            if not isinstance(knobs[key], int) or knobs[key] < 0:
-                raise ConfigError(f"synth/calendar: {key} must be a non-negative integer, got {knobs[key]!r}")
+            self.int_knob(knobs, key)
         if knobs["duration"] not in (None, 30, 60, 90, 120):
             raise ConfigError(
                 f"synth/calendar: duration must be 30, 60, 90 or 120 minutes (or null), got {knobs['duration']!r}"
@@ -565,13 +561,6 @@ class CalendarFamily(Family):
         raise DataError(f"synth/calendar: sentence not understood: {sentence!r}")
 
     # -- plans -----------------------------------------------------------------------------------
-    def check_format(self, spec: Spec, plan: PlanJSON) -> list[str]:
-        try:
-            _slot(plan)
-        except PlanFormatError as exc:
-            return [str(exc)]
-        return []
-
     def violation(self, c: Constraint, spec: Spec, plan: PlanJSON) -> str | None:
         day, s, e = _slot(plan)
         where = f"{day}, {fmt_time(s)} - {fmt_time(e)}"
@@ -738,12 +727,7 @@ class CalendarFamily(Family):
                 merged.append({**c, "start": cut})
             else:
                 merged.append(c)
-        base = merged[: spec["n_base"]]
-        rest = merged[spec["n_base"] :]
-        rng.shuffle(rest)
-        out["constraints"] = base + rest
-        for i, c in enumerate(out["constraints"]):
-            c["id"] = f"c{i + 1}"
+        out["constraints"] = reordered(rng, merged[: spec["n_base"]], merged[spec["n_base"] :])
         return out
 
     def structural_kinds(self) -> tuple[str, ...]:

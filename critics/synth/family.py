@@ -60,6 +60,16 @@ def named_rows(names: Sequence[str], entries: Iterable[tuple[str, int, int]]) ->
     return rows
 
 
+def reordered(rng: random.Random, fixed: list[Constraint], rest: list[Constraint]) -> list[Constraint]:
+    """``fixed``, then ``rest`` in a random order, numbered again ``c1``, ``c2``, ... (the same requirements
+    written in another order)."""
+    rng.shuffle(rest)
+    constraints = fixed + rest
+    for i, c in enumerate(constraints):
+        c["id"] = f"c{i + 1}"
+    return constraints
+
+
 DIFFICULTIES = ("easy", "medium", "hard")
 
 #: unsat cores kept per family (a digest and a few ids each: about 200 bytes): a 20,000-problem run's
@@ -94,6 +104,7 @@ class Family(ABC):
     """One family of synthesized problems (subclassed by tasks, calendar and trip)."""
 
     name: ClassVar[str] = ""
+    #: the benchmark's name, ``synth/<name>``
     benchmark: ClassVar[str] = ""
     plan_model: ClassVar[type[BaseModel]]
     #: critic name -> the constraint kinds it checks (one critic per kind of requirement)
@@ -110,6 +121,10 @@ class Family(ABC):
     #: candidate tries per wanted constraint before giving up
     tries_per_constraint: ClassVar[int] = 6
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.benchmark = f"synth/{cls.name}"
+
     # == knobs ==================================================================================
     def knobs(self, difficulty: str, overrides: dict[str, Any]) -> dict[str, Any]:
         check_choice("difficulty", difficulty, DIFFICULTIES)
@@ -125,6 +140,15 @@ class Family(ABC):
 
     def validate_knobs(self, knobs: dict[str, Any]) -> None:  # noqa: B027 (optional hook)
         """Raise ConfigError on impossible knob values."""
+
+    def int_knob(self, knobs: dict[str, Any], key: str, low: int = 0, high: int | None = None, said: str = "") -> int:
+        """``knobs[key]``, checked to be an integer from ``low`` to ``high``; else a ConfigError saying it must
+        be ``said`` (by default "LOW..HIGH", or "a non-negative integer" with no ``high``)."""
+        value = knobs[key]
+        if not isinstance(value, int) or value < low or (high is not None and value > high):
+            said = said or (f"{low}..{high}" if high is not None else "a non-negative integer")
+            raise ConfigError(f"{self.benchmark}: {key} must be {said}, got {value!r}")
+        return value
 
     # == family-specific pieces =================================================================
     @abstractmethod
@@ -193,9 +217,14 @@ class Family(ABC):
     def render_plan(self, plan: PlanJSON) -> str:
         """A plan in the text format the prompts ask for (parse_plan reads it back)."""
 
-    @abstractmethod
     def check_format(self, spec: Spec, plan: PlanJSON) -> list[str]:
-        """Problems that stop the critics from reading the plan at all."""
+        """Problems that stop the critics from reading the plan at all (by default: what reading its rows
+        raises)."""
+        try:
+            self.plan_rows(spec, plan)
+        except PlanFormatError as exc:
+            return [str(exc)]
+        return []
 
     @abstractmethod
     def mutants(self, rng: random.Random, spec: Spec, plan: PlanJSON) -> list[Mutant]:

@@ -42,7 +42,7 @@ from .common import (
     plan_entries,
     template_regex,
 )
-from .family import Family, Mutant, Row, Spec, named_rows
+from .family import Family, Mutant, Row, Spec, named_rows, reordered
 from .words import JOBS
 
 STEP = 60
@@ -127,7 +127,6 @@ def _items(plan: PlanJSON) -> list[tuple[str, int, int]]:
 
 class TasksFamily(Family):
     name = "tasks"
-    benchmark = "synth/tasks"
     plan_model = TasksPlan
     critic_kinds: ClassVar[dict[str, tuple[str, ...]]] = {
         "synth_task_coverage": ("coverage",),
@@ -146,12 +145,9 @@ class TasksFamily(Family):
     mutation_kinds = ("swap", "shift", "drop", "duplicate", "collide", "boundary_out", "boundary_in")
 
     def validate_knobs(self, knobs: dict[str, Any]) -> None:
-        n = knobs["n_actions"]
-        if not isinstance(n, int) or not 2 <= n <= 12:
-            raise ConfigError(f"synth/tasks: n_actions must be an integer from 2 to 12, got {n!r}")
+        n = self.int_knob(knobs, "n_actions", 2, 12, "an integer from 2 to 12")
         for key in ("n_constraints", "slack", "max_duration"):
-            if not isinstance(knobs[key], int) or knobs[key] < (1 if key == "max_duration" else 0):
-                raise ConfigError(f"synth/tasks: {key} must be a non-negative integer, got {knobs[key]!r}")
+            self.int_knob(knobs, key, 1 if key == "max_duration" else 0, said="a non-negative integer")
         if n * knobs["max_duration"] + knobs["slack"] > 18:
             raise ConfigError(
                 f"synth/tasks: n_actions * max_duration + slack = {n * knobs['max_duration'] + knobs['slack']}"
@@ -385,13 +381,6 @@ class TasksFamily(Family):
         return {"role": role, "actions": actions, "constraints": constraints}
 
     # -- plans -----------------------------------------------------------------------------------
-    def check_format(self, spec: Spec, plan: PlanJSON) -> list[str]:
-        try:
-            _items(plan)
-        except PlanFormatError as exc:
-            return [str(exc)]
-        return []
-
     def violation(self, c: Constraint, spec: Spec, plan: PlanJSON) -> str | None:
         items = _items(plan)
         named = [(match_name(n, spec["actions"]), n, s, e) for n, s, e in items]
@@ -593,11 +582,9 @@ class TasksFamily(Family):
                 t1, t2 = starts.pop()["time"], ends.pop()["time"]
                 merged.append({"kind": "window", "action": a, "start": t1, "end": t2})
             merged += starts + ends
-        rng.shuffle(merged)
-        out["constraints"] = base + merged
-        for i, c in enumerate(out["constraints"]):
-            c["id"] = f"c{i + 1}"
+        for c in base:
             c.pop("text", None)
+        out["constraints"] = reordered(rng, base, merged)
         return out
 
     def structural_kinds(self) -> tuple[str, ...]:

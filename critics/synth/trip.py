@@ -40,7 +40,7 @@ from .common import (
     plan_entries,
     template_regex,
 )
-from .family import Family, Mutant, Row, Spec, named_rows
+from .family import Family, Mutant, Row, Spec, named_rows, reordered
 from .words import CITIES, EVENTS
 
 TEMPLATES: dict[str, tuple[str, ...]] = {
@@ -108,7 +108,6 @@ def layout(order: Sequence[str], lengths: dict[str, int]) -> PlanJSON:
 
 class TripFamily(Family):
     name = "trip"
-    benchmark = "synth/trip"
     unique_by_default = True
     plan_model = TripPlan
     critic_kinds: ClassVar[dict[str, tuple[str, ...]]] = {
@@ -128,13 +127,10 @@ class TripFamily(Family):
     mutation_kinds = ("swap", "shift", "drop", "duplicate", "collide", "boundary_out", "boundary_in")
 
     def validate_knobs(self, knobs: dict[str, Any]) -> None:
-        if not isinstance(knobs["n_cities"], int) or not 2 <= knobs["n_cities"] <= 12:
-            raise ConfigError(f"synth/trip: n_cities must be 2..12, got {knobs['n_cities']!r}")
-        if not isinstance(knobs["max_stay"], int) or not 2 <= knobs["max_stay"] <= 10:
-            raise ConfigError(f"synth/trip: max_stay must be 2..10, got {knobs['max_stay']!r}")
+        self.int_knob(knobs, "n_cities", 2, 12)
+        self.int_knob(knobs, "max_stay", 2, 10)
         for key in ("n_events", "extra_flights"):
-            if not isinstance(knobs[key], int) or knobs[key] < 0:
-                raise ConfigError(f"synth/trip: {key} must be a non-negative integer, got {knobs[key]!r}")
+            self.int_knob(knobs, key)
         if not 0.0 <= float(knobs["endpoints"]) <= 1.0:
             raise ConfigError(f"synth/trip: endpoints is a probability, got {knobs['endpoints']!r}")
 
@@ -559,12 +555,7 @@ class TripFamily(Family):
                 rng.shuffle(c["pairs"])
             if c["kind"] == "event":
                 c["what"] = pick(rng, sorted(EVENTS))
-        base = out["constraints"][:3]
-        rest = out["constraints"][3:]
-        rng.shuffle(rest)
-        out["constraints"] = base + rest
-        for i, c in enumerate(out["constraints"]):
-            c["id"] = f"c{i + 1}"
+        out["constraints"] = reordered(rng, out["constraints"][:3], out["constraints"][3:])
         return out
 
     def structural_kinds(self) -> tuple[str, ...]:
