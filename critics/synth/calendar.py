@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import z3
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from modulo.errors import ConfigError, DataError, PlanFormatError
 from modulo.types import PlanJSON
@@ -44,7 +44,7 @@ from .common import (
     pick,
     template_regex,
 )
-from .family import Family, Mutant, Row, Spec, reordered
+from .family import Family, Mutant, PlanModel, Row, Spec, reordered
 from .words import MEETINGS, PEOPLE
 
 STEP = 30
@@ -87,10 +87,8 @@ _ASK = (
 )
 
 
-class CalendarPlan(BaseModel):
+class CalendarPlan(PlanModel):
     """The proposed meeting slot."""
-
-    model_config = ConfigDict(extra="forbid")
 
     # patterns and the weekday enum let schema-constrained decoding (llama.cpp grammars) rule out
     # malformed times outright; the critics still check every value

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import z3
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from modulo.errors import ConfigError, PlanFormatError
 from modulo.types import PlanJSON, Problem
@@ -68,6 +68,11 @@ def reordered(rng: random.Random, fixed: list[Constraint], rest: list[Constraint
     for i, c in enumerate(constraints):
         c["id"] = f"c{i + 1}"
     return constraints
+
+
+# the base of the families' plan models: no field beyond the declared ones
+class PlanModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
 
 
 DIFFICULTIES = ("easy", "medium", "hard")

@@ -17,7 +17,7 @@ from functools import lru_cache
 from typing import Any, ClassVar
 
 import z3
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from modulo.errors import ConfigError, DataError, PlanFormatError
 from modulo.types import PlanJSON
@@ -42,7 +42,7 @@ from .common import (
     plan_entries,
     template_regex,
 )
-from .family import Family, Mutant, Row, Spec, named_rows, reordered
+from .family import Family, Mutant, PlanModel, Row, Spec, named_rows, reordered
 from .words import JOBS
 
 STEP = 60
@@ -104,18 +104,14 @@ _ASK = "Give the start and end time of every task, one per line, like '9:00-10:0
 SHOWN = 3
 
 
-class ScheduleItem(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class ScheduleItem(PlanModel):
     task: str = Field(description="the task's name as written in the query")
     start: str = Field(description="start time, H:MM (24-hour clock)")
     end: str = Field(description="end time, H:MM (24-hour clock)")
 
 
-class TasksPlan(BaseModel):
+class TasksPlan(PlanModel):
     """A day's schedule: every task with its start and end time."""
-
-    model_config = ConfigDict(extra="forbid")
 
     schedule: list[ScheduleItem]
 

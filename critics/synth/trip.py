@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 
 import networkx as nx
 import z3
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from modulo.errors import ConfigError, DataError, PlanFormatError
 from modulo.types import PlanJSON
@@ -40,7 +40,7 @@ from .common import (
     plan_entries,
     template_regex,
 )
-from .family import Family, Mutant, Row, Spec, named_rows, reordered
+from .family import Family, Mutant, PlanModel, Row, Spec, named_rows, reordered
 from .words import CITIES, EVENTS
 
 TEMPLATES: dict[str, tuple[str, ...]] = {
@@ -69,18 +69,14 @@ _ASK = (
 )
 
 
-class Stay(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class Stay(PlanModel):
     city: str
     start_day: int = Field(description="first day in the city (the arrival day)")
     end_day: int = Field(description="last day in the city (the departure day, shared with the next city)")
 
 
-class TripPlan(BaseModel):
+class TripPlan(PlanModel):
     """Stays in travel order."""
-
-    model_config = ConfigDict(extra="forbid")
 
     stays: list[Stay]
 
