@@ -71,8 +71,10 @@ class NaturalPlanBenchmark(Benchmark):
 
     task: ClassVar[str] = ""
     critic_factories: ClassVar[tuple[CriticFactory, ...]] = ()
-    #: metadata keys that make a cell of the per-cell tables
+    #: the instance's integer fields that make a cell of the per-cell tables (kept in the metadata)
     cell_keys: ClassVar[tuple[str, ...]] = ()
+    #: the other fields an instance of the task must have
+    fields: ClassVar[tuple[str, ...]] = ()
     test_splits: ClassVar[tuple[str, ...]] = ()
     primary_metric: ClassVar[str] = "valid"
     metrics: ClassVar[tuple[MetricSpec, ...]] = (
@@ -82,6 +84,13 @@ class NaturalPlanBenchmark(Benchmark):
     )
     #: the marker after which the parser reads the answer (None: the whole text)
     answer_marker: ClassVar[str | None] = "SOLUTION:"
+
+    def __init_subclass__(cls, task: str = "", **kwargs: Any) -> None:
+        """The benchmark ``natural_plan/<task>`` with its templates."""
+        super().__init_subclass__(**kwargs)
+        if task:
+            cls.task, cls.name = task, f"natural_plan/{task}"
+            cls.prompts = role_templates(cls.name)
 
     def __init__(self, data_dir: Path | None = None, shots: int = 0) -> None:
         super().__init__(data_dir)
@@ -124,19 +133,24 @@ class NaturalPlanBenchmark(Benchmark):
         require_fields(key, item, (field, "golden_plan"), self.task)
         return str(item[field])
 
-    @abstractmethod
     def _problem(self, key: str, item: dict[str, Any], split: str) -> Problem:
-        """One problem from one raw instance."""
-
-    def _make_problem(self, key: str, prompt: str, constraints: dict[str, Any], split: str, **metadata: Any) -> Problem:
-        """The problem ``key``, its metadata: the task, split and shots, then ``metadata``."""
+        """One problem from one raw instance: its prompt and the constraints read from it, its metadata (the
+        task, split and shots, the cell's fields, then what :meth:`_read` adds)."""
+        prompt = self._prompt(key, item)
+        require_fields(key, item, (*self.cell_keys, *self.fields), self.task)
+        constraints, metadata = self._read(key, item, prompt)
+        cells = {k: int(item[k]) for k in self.cell_keys}
         return Problem(
             id=key,
             benchmark=self.name,
             query=prompt,
             constraints=constraints,
-            metadata={"task": self.task, "split": split, "shots": self.shots, **metadata},
+            metadata={"task": self.task, "split": split, "shots": self.shots, **cells, **metadata},
         )
+
+    @abstractmethod
+    def _read(self, key: str, item: dict[str, Any], prompt: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The instance's constraints (read from its prompt) and its task's metadata (the gold answer...)."""
 
     def _gold_plan(self, text: str) -> PlanJSON:
         """The golden answer read as a plan, or None when the parser cannot read it."""
@@ -528,16 +542,14 @@ def _cell_order(cell: str) -> tuple[int, ...]:
 # -- the tasks -------------------------------------------------------------------------------------
 
 
-class TripPlanning(NaturalPlanBenchmark):
+class TripPlanning(NaturalPlanBenchmark, task="trip"):
     """NATURAL PLAN Trip Planning (1,600 instances, 3-10 cities)."""
 
-    name: ClassVar[str] = "natural_plan/trip"
     description: ClassVar[str] = "NATURAL PLAN trip planning: order European cities with stays, flights and events"
-    task: ClassVar[str] = "trip"
     plan_model: ClassVar[type[BaseModel] | None] = trp.TripPlan
     critic_factories: ClassVar[tuple[CriticFactory, ...]] = TRIP_CRITICS
     cell_keys: ClassVar[tuple[str, ...]] = ("num_cities",)
-    prompts: ClassVar[dict[str, str]] = role_templates("natural_plan/trip")
+    fields: ClassVar[tuple[str, ...]] = ("cities", "durations")
     #: Mind Evolution's split of the 1,600: the first 40 of each num_cities cell validate, the rest test
     VALIDATION_PER_CELL: ClassVar[int] = 40
     test_splits: ClassVar[tuple[str, ...]] = ("test",)
@@ -561,24 +573,17 @@ class TripPlanning(NaturalPlanBenchmark):
                 keys.append(key)
         return keys
 
-    def _problem(self, key: str, item: dict[str, Any], split: str) -> Problem:
-        prompt = self._prompt(key, item)
-        require_fields(key, item, ("num_cities", "cities", "durations"), self.task)
+    def _read(self, key: str, item: dict[str, Any], prompt: str) -> tuple[dict[str, Any], dict[str, Any]]:
         constraints = trp.parse_trip_constraints(prompt)
         cities = [c for c in str(item["cities"]).split("**") if c]
         durations = [int(d) for d in str(item["durations"]).split("**") if d]
-        return self._make_problem(
-            key,
-            prompt,
-            constraints,
-            split,
-            num_cities=int(item["num_cities"]),
-            total_days=constraints["total_days"],
-            gold=item["golden_plan"],
-            gold_cities=cities,
-            gold_durations=durations,
-            gold_plan=trp.plan_from_sequence(cities, durations),
-        )
+        return constraints, {
+            "total_days": constraints["total_days"],
+            "gold": item["golden_plan"],
+            "gold_cities": cities,
+            "gold_durations": durations,
+            "gold_plan": trp.plan_from_sequence(cities, durations),
+        }
 
     def check_format(self, problem: Problem, plan: PlanJSON) -> list[str]:
         return [
@@ -618,22 +623,18 @@ class TripPlanning(NaturalPlanBenchmark):
         }
 
 
-class MeetingPlanning(NaturalPlanBenchmark):
+class MeetingPlanning(NaturalPlanBenchmark, task="meeting"):
     """NATURAL PLAN Meeting Planning (1,000 instances, 1-10 people; 100 in the subset here)."""
 
-    name: ClassVar[str] = "natural_plan/meeting"
     description: ClassVar[str] = "NATURAL PLAN meeting planning: meet as many friends in San Francisco as possible"
-    task: ClassVar[str] = "meeting"
     plan_model: ClassVar[type[BaseModel] | None] = mtg.MeetingPlan
     critic_factories: ClassVar[tuple[CriticFactory, ...]] = MEETING_CRITICS
     cell_keys: ClassVar[tuple[str, ...]] = ("num_people",)
-    prompts: ClassVar[dict[str, str]] = role_templates("natural_plan/meeting")
+    fields: ClassVar[tuple[str, ...]] = ("constraints", "dist_matrix")
     #: the official reader keeps what follows the FIRST "SOLUTION:", and so does the parser
     answer_marker: ClassVar[str | None] = None
 
-    def _problem(self, key: str, item: dict[str, Any], split: str) -> Problem:
-        prompt = self._prompt(key, item)
-        require_fields(key, item, ("num_people", "constraints", "dist_matrix"), self.task)
+    def _read(self, key: str, item: dict[str, Any], prompt: str) -> tuple[dict[str, Any], dict[str, Any]]:
         constraints = mtg.parse_meeting_constraints(prompt)
         _cross_check_meeting(key, constraints, mtg.constraints_from_fields(item))
         gold = item["golden_plan"]
@@ -641,16 +642,11 @@ class MeetingPlanning(NaturalPlanBenchmark):
         gold_score = mtg.official_score(gold_steps, constraints)
         if gold_score.crashed:
             raise DataError(f"{self.name}: the golden plan of {key} does not simulate: {gold_score.reason}")
-        return self._make_problem(
-            key,
-            prompt,
-            constraints,
-            split,
-            num_people=int(item["num_people"]),
-            gold=gold,
-            gold_count=gold_score.score,
-            gold_plan=self._gold_plan(" ".join(gold_steps)),
-        )
+        return constraints, {
+            "gold": gold,
+            "gold_count": gold_score.score,
+            "gold_plan": self._gold_plan(" ".join(gold_steps)),
+        }
 
     def check_format(self, problem: Problem, plan: PlanJSON) -> list[str]:
         return [
@@ -692,33 +688,23 @@ def _cross_check_meeting(key: str, parsed: dict[str, Any], fields: dict[str, Any
         raise DataError(f"natural_plan/meeting: {key}: the prompt text and the constraints/dist_matrix fields disagree")
 
 
-class CalendarScheduling(NaturalPlanBenchmark):
+class CalendarScheduling(NaturalPlanBenchmark, task="calendar"):
     """NATURAL PLAN Calendar Scheduling (1,000 instances; 100 in the subset here)."""
 
-    name: ClassVar[str] = "natural_plan/calendar"
     description: ClassVar[str] = "NATURAL PLAN calendar scheduling: one meeting slot that fits every calendar"
-    task: ClassVar[str] = "calendar"
     plan_model: ClassVar[type[BaseModel] | None] = cal.CalendarSlot
     critic_factories: ClassVar[tuple[CriticFactory, ...]] = CALENDAR_CRITICS
     cell_keys: ClassVar[tuple[str, ...]] = ("num_people", "num_days")
-    prompts: ClassVar[dict[str, str]] = role_templates("natural_plan/calendar")
+    fields: ClassVar[tuple[str, ...]] = ("duration",)
 
-    def _problem(self, key: str, item: dict[str, Any], split: str) -> Problem:
-        prompt = self._prompt(key, item)
-        require_fields(key, item, ("num_people", "num_days", "duration"), self.task)
+    def _read(self, key: str, item: dict[str, Any], prompt: str) -> tuple[dict[str, Any], dict[str, Any]]:
         constraints = cal.parse_calendar_constraints(prompt)
         gold = str(item["golden_plan"])
-        return self._make_problem(
-            key,
-            prompt,
-            constraints,
-            split,
-            num_people=int(item["num_people"]),
-            num_days=int(item["num_days"]),
-            duration_hours=str(item["duration"]),
-            gold=gold,
-            gold_plan=self._gold_plan(gold),
-        )
+        return constraints, {
+            "duration_hours": str(item["duration"]),
+            "gold": gold,
+            "gold_plan": self._gold_plan(gold),
+        }
 
     def render(self, plan: PlanJSON, problem: Problem | None = None) -> str:
         return cal.render_calendar(plan)
