@@ -129,7 +129,8 @@ class CalendarFamily(Family):
         "synth_deadline": ("deadline",),
         "synth_earliest": ("earliest",),
     }
-    topics = tuple(PEOPLE)
+    entities = "people"
+    vocabulary = PEOPLE
     presets: ClassVar[dict[str, dict[str, Any]]] = {
         "easy": {
             "n_people": 2,
@@ -697,10 +698,6 @@ class CalendarFamily(Family):
         return out
 
     # -- skins and equivalent rewrites --------------------------------------------------------------
-    def topic_names(self, rng: random.Random, spec: Spec, topic: str) -> dict[str, str]:
-        fresh = rng.sample(list(PEOPLE[topic]), len(spec["people"]))
-        return dict(zip(spec["people"], fresh, strict=True))
-
     def rename(self, spec: Spec, mapping: dict[str, str], topic: str) -> Spec:
         out = copy.deepcopy(spec)
         out["topic"] = topic

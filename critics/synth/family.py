@@ -22,7 +22,7 @@ import copy
 import random
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -114,6 +114,11 @@ class Family(ABC):
     plan_model: ClassVar[type[BaseModel]]
     #: critic name -> the constraint kinds it checks (one critic per kind of requirement)
     critic_kinds: ClassVar[dict[str, tuple[str, ...]]] = {}
+    #: the spec's key that lists its named entities (tasks, people, cities)
+    entities: ClassVar[str] = ""
+    #: topic -> the names its entities are drawn from
+    vocabulary: ClassVar[Mapping[str, Sequence[str]]] = {}
+    #: the topics (skins) problems can be written in: the vocabulary's
     topics: ClassVar[tuple[str, ...]] = ()
     #: difficulty -> default knobs
     presets: ClassVar[dict[str, dict[str, Any]]] = {}
@@ -129,6 +134,7 @@ class Family(ABC):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls.benchmark = f"synth/{cls.name}"
+        cls.topics = tuple(cls.vocabulary)
 
     # == knobs ==================================================================================
     def knobs(self, difficulty: str, overrides: dict[str, Any]) -> dict[str, Any]:
@@ -239,9 +245,10 @@ class Family(ABC):
     def rename(self, spec: Spec, mapping: dict[str, str], topic: str) -> Spec:
         """The same spec with entities renamed (``mapping``) under another topic."""
 
-    @abstractmethod
     def topic_names(self, rng: random.Random, spec: Spec, topic: str) -> dict[str, str]:
         """A renaming of the spec's entities into ``topic``'s vocabulary."""
+        names = spec[self.entities]
+        return dict(zip(names, rng.sample(list(self.vocabulary[topic]), len(names)), strict=True))
 
     def restructure(self, rng: random.Random, spec: Spec) -> Spec:
         """An equivalent constraint set written differently (default: shuffled order)."""

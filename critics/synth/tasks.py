@@ -12,7 +12,7 @@ import itertools
 import json
 import random
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any, ClassVar
 
@@ -132,7 +132,8 @@ class TasksFamily(Family):
         "synth_precedence": ("precedence",),
         "synth_window": ("not_before", "deadline", "window"),
     }
-    topics = tuple(JOBS)
+    entities = "actions"
+    vocabulary: ClassVar[Mapping[str, Sequence[str]]] = {t: pool for t, (_role, pool) in JOBS.items()}
     presets: ClassVar[dict[str, dict[str, Any]]] = {
         "easy": {"n_actions": 3, "n_constraints": 3, "slack": 3, "max_duration": 2, "kinds": QUERY_KINDS},
         "medium": {"n_actions": 5, "n_constraints": 6, "slack": 3, "max_duration": 3, "kinds": QUERY_KINDS},
@@ -541,11 +542,6 @@ class TasksFamily(Family):
         return out
 
     # -- skins and equivalent rewrites --------------------------------------------------------------
-    def topic_names(self, rng: random.Random, spec: Spec, topic: str) -> dict[str, str]:
-        pool = list(JOBS[topic][1])
-        fresh = rng.sample(pool, len(spec["actions"]))
-        return dict(zip(spec["actions"], fresh, strict=True))
-
     def rename(self, spec: Spec, mapping: dict[str, str], topic: str) -> Spec:
         out = copy.deepcopy(spec)
         out["topic"], out["role"] = topic, JOBS[topic][0]

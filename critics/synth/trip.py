@@ -15,7 +15,7 @@ import itertools
 import json
 import random
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import networkx as nx
@@ -114,7 +114,8 @@ class TripFamily(Family):
         "synth_event": ("event",),
         "synth_trip_endpoints": ("start_city", "end_city"),
     }
-    topics = tuple(CITIES)
+    entities = "cities"
+    vocabulary: ClassVar[Mapping[str, Sequence[str]]] = {t: pool for t, (_adj, pool) in CITIES.items()}
     presets: ClassVar[dict[str, dict[str, Any]]] = {
         "easy": {"n_cities": 3, "n_events": 1, "max_stay": 5, "extra_flights": 1, "endpoints": 0.0},
         "medium": {"n_cities": 5, "n_events": 2, "max_stay": 5, "extra_flights": 3, "endpoints": 0.2},
@@ -525,10 +526,6 @@ class TripFamily(Family):
         return out
 
     # -- skins and equivalent rewrites --------------------------------------------------------------
-    def topic_names(self, rng: random.Random, spec: Spec, topic: str) -> dict[str, str]:
-        fresh = rng.sample(list(CITIES[topic][1]), len(spec["cities"]))
-        return dict(zip(spec["cities"], fresh, strict=True))
-
     def rename(self, spec: Spec, mapping: dict[str, str], topic: str) -> Spec:
         out = copy.deepcopy(spec)
         out["topic"], out["adjective"] = topic, CITIES[topic][0]
