@@ -161,6 +161,8 @@ class Critic(ABC):
         if not isinstance(verdict, Verdict):
             raise CriticError(self.name, TypeError(f"returned {type(verdict).__name__}, not a Verdict"))
         update = feedback_update(verdict, self.feedback, self.description, self.name)
+        if not update and verdict.critic == self.name and verdict.group == self.group:
+            return verdict  # labelled by the critic itself and nothing to change: no copy (verdicts are frozen)
         return verdict.model_copy(update={**update, "critic": self.name, "group": self.group})  # one copy
 
     def __repr__(self) -> str:

@@ -30,6 +30,11 @@ if TYPE_CHECKING:
 BENCHMARKS = ("travelplanner",)
 
 
+def _meta(key: str, mode: str) -> dict[str, Any]:
+    """What every verdict's details start with: the official key, the mode and the checks' source."""
+    return {"key": key, "mode": mode, "source": "oracle" if mode == "official" else "reimplemented"}
+
+
 def _make(name: str, key: str, group: str, description: str, priority: int) -> CriticFactory:
     def check(
         problem: Problem,
@@ -44,21 +49,24 @@ def _make(name: str, key: str, group: str, description: str, priority: int) -> C
         if not hasattr(benchmark, "store") or not hasattr(benchmark, "critic_query"):
             raise ConfigError(f"critic {name!r} checks TravelPlanner plans, not {benchmark.name!r} ones")
         tp = cast("TravelPlanner", benchmark)
-        source = "oracle" if mode == "official" else "reimplemented"
+        # each verdict is labelled here (critic, group), so the core need not copy it to label it
         if plan is None:
-            return Verdict.fail("There is no plan to check.", key=key, mode=mode, source=source)
+            return Verdict(
+                critic=name, group=group, passed=False, feedback="There is no plan to check.", details=_meta(key, mode)
+            )
         query = tp.critic_query(problem)  # parsed once per problem, read-only
         result: CheckResult = check_module(mode).check(key, query, plan, tp.store)
         if result.error is None and result.value is None:
-            return Verdict.not_applicable(f"the query states no {PAPER_NAMES[key].lower()} constraint")
-        details: dict[str, Any] = {"key": key, "mode": mode, "source": source, **result.details}
+            feedback = f"the query states no {PAPER_NAMES[key].lower()} constraint"
+            return Verdict(critic=name, group=group, passed=True, applicable=False, feedback=feedback)
+        details: dict[str, Any] = {**_meta(key, mode), **result.details}
         if result.passed:
-            return Verdict.ok(**details)
+            return Verdict(critic=name, group=group, passed=True, details=details)
         feedback = describe_official(key, result) if mode == "official" else (result.message or name)
         hint = hint_for(key, tp.store, query, plan, result) if hints else None
         if result.error is not None:
             details["error"] = result.error
-        return Verdict.fail(feedback, hint=hint, **details)
+        return Verdict(critic=name, group=group, passed=False, feedback=feedback, hint=hint, details=details)
 
     check.__name__ = name
     check.__qualname__ = name

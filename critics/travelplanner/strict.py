@@ -46,6 +46,7 @@ from .checks import (
     query_dates,
     run_check,
 )
+from .reading import DayReading, Malformed, reading
 from .store import Accommodation, Store
 from .text import (
     PLACEHOLDER_DAY,
@@ -53,7 +54,6 @@ from .text import (
     is_blank,
     normalise,
     split_attractions,
-    strict_current_city,
     strict_flight_number,
     strict_modes,
     strict_name_city,
@@ -64,72 +64,11 @@ Query = Mapping[str, Any]
 CONTENT_FIELDS = ("current_city", "transportation", "breakfast", "attraction", "lunch", "dinner", "accommodation")
 
 
-class Malformed(Exception):
-    """The plan does not have the shape a check needs; becomes a failed result with this message."""
-
-    def __init__(self, message: str, **details: Any) -> None:
-        super().__init__(message)
-        self.details = details
-
-
 def _fail(message: str, **details: Any) -> CheckOutcome:
     return False, message, details
 
 
-# -- reading the plan ----------------------------------------------------------------------------------
-def _examined(query: Query, plan: Any) -> list[tuple[int, Mapping[str, Any]]]:
-    """``(day number, day dict)`` for the trip's days present in the plan."""
-    if not isinstance(plan, list):
-        raise Malformed(f"The plan must be a list of day objects, not {type(plan).__name__}.", field="plan")
-    out = []
-    for i, unit in enumerate(plan[: query["days"]]):
-        if not isinstance(unit, Mapping):
-            raise Malformed(
-                f"Day {i + 1} must be an object with the day's fields, not {type(unit).__name__}.", day=i + 1
-            )
-        out.append((i + 1, unit))
-    return out
-
-
-def _text(unit: Mapping[str, Any], field: str, day: int) -> str | None:
-    """The field's text, None when missing; Malformed when it is not text."""
-    value = unit.get(field)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise Malformed(f"Day {day} {field} must be text, not {type(value).__name__}.", day=day, field=field)
-    return value
-
-
-def _city_day(unit: Mapping[str, Any], day: int) -> CityDay:
-    value = unit.get("current_city")
-    if value == PLACEHOLDER_DAY:
-        raise Malformed(
-            f"Day {day} is marked 'You don't need to fill in ...' but is one of the trip's days.",
-            day=day,
-            field="current_city",
-            value=value,
-        )
-    parsed = strict_current_city(value)
-    if parsed is None:
-        raise Malformed(
-            f"Day {day} current_city {value!r} is neither a city name nor 'from <city> to <city>'.",
-            day=day,
-            field="current_city",
-            value=value,
-        )
-    return parsed
-
-
-def _entry(value: str, day: int, field: str) -> tuple[str, str]:
-    parsed = strict_name_city(value)
-    if parsed is None:
-        raise Malformed(
-            f"Day {day} {field} {value!r} is not written as '<name>, <city>'.", day=day, field=field, value=value
-        )
-    return parsed
-
-
+# -- reading the plan: see :mod:`critics.travelplanner.reading` ------------------------------------
 @dataclass(frozen=True)
 class Entity:
     """What an entry names: a database listing when it resolves exactly, else its normalised text."""
@@ -159,32 +98,33 @@ def _accommodation_key(store: Store, value: str) -> Entity:
     return Entity(("text", normalise(value)), False)
 
 
-def _listing(store: Store, value: str, day: int) -> tuple[str, str, tuple[Accommodation, ...]]:
-    name, city = _entry(value, day, "accommodation")
+def _listing(store: Store, d: DayReading, value: str) -> tuple[str, str, tuple[Accommodation, ...]]:
+    name, city = d.entry(value, "accommodation")
     return name, city, store.exact_accommodations(name, city)
 
 
-def _states(store: Store) -> set[str]:
-    return set(store.city_state.values())
+def _states(store: Store) -> frozenset[str]:
+    """The states of the database's cities (read once per store)."""
+    return store._memoised(("states",), lambda: frozenset(store.city_state.values()))  # type: ignore[no-any-return]
 
 
 # -- commonsense -------------------------------------------------------------------------------------------
 def reasonable_city_route(query: Query, plan: Any, store: Store) -> CheckOutcome:
-    days = _examined(query, plan)
+    days = reading(query, plan, store).days
     org, dest = query["org"], query["dest"]
     if len(days) < query["days"]:
         return _fail(
             f"The route is incomplete: the plan has {len(days)} of the trip's {query['days']} days.",
             reason="incomplete",
         )
-    parsed = [(day, _city_day(unit, day)) for day, unit in days]
+    parsed = [(d.day, d.city()) for d in days]
     _first_day, first = parsed[0]
     if not first.travel or first.origin != org:
         return _fail(
-            f"Day 1 must travel from {org}, but its current_city is {days[0][1].get('current_city')!r}.",
+            f"Day 1 must travel from {org}, but its current_city is {days[0].unit.get('current_city')!r}.",
             day=1,
             field="current_city",
-            value=days[0][1].get("current_city"),
+            value=days[0].unit.get("current_city"),
             reason="wrong_origin",
             expected=f"from {org} to ...",
         )
@@ -199,7 +139,7 @@ def reasonable_city_route(query: Query, plan: Any, store: Store) -> CheckOutcome
                 f"Day {day} {what}, but the traveller is in {position} after day {day - 1}.",
                 day=day,
                 field="current_city",
-                value=days[day - 1][1].get("current_city"),
+                value=days[day - 1].unit.get("current_city"),
                 reason="discontinuous",
                 expected_city=position,
             )
@@ -210,7 +150,7 @@ def reasonable_city_route(query: Query, plan: Any, store: Store) -> CheckOutcome
                     f"Day {day} returns to the origin {org} before the last day.",
                     day=day,
                     field="current_city",
-                    value=days[day - 1][1].get("current_city"),
+                    value=days[day - 1].unit.get("current_city"),
                     reason="early_return",
                 )
             if arrive != org:
@@ -220,7 +160,7 @@ def reasonable_city_route(query: Query, plan: Any, store: Store) -> CheckOutcome
                         "each city is visited in one stay.",
                         day=day,
                         field="current_city",
-                        value=days[day - 1][1].get("current_city"),
+                        value=days[day - 1].unit.get("current_city"),
                         reason="revisit",
                         city=arrive,
                     )
@@ -231,10 +171,10 @@ def reasonable_city_route(query: Query, plan: Any, store: Store) -> CheckOutcome
     if not (last.travel and last.city == org):
         return _fail(
             f"The trip must end with travel back to {org} on day {last_day}, but day {last_day}'s current_city "
-            f"is {days[-1][1].get('current_city')!r}.",
+            f"is {days[-1].unit.get('current_city')!r}.",
             day=last_day,
             field="current_city",
-            value=days[-1][1].get("current_city"),
+            value=days[-1].unit.get("current_city"),
             reason="open_loop",
         )
     # the destination is a city for one-city trips (even 'Washington'), else a state
@@ -259,12 +199,12 @@ def reasonable_city_route(query: Query, plan: Any, store: Store) -> CheckOutcome
 
 def diverse_restaurants(query: Query, plan: Any, store: Store) -> CheckOutcome:
     seen: dict[tuple[str, ...], tuple[int, str, str]] = {}
-    for day, unit in _examined(query, plan):
+    for d in reading(query, plan, store).days:
+        day = d.day
         for meal in MEALS:
-            value = _text(unit, meal, day)
-            if is_blank(value):
+            value = d.filled(meal)
+            if value is None:
                 continue
-            assert value is not None
             entity = _restaurant_key(store, value)
             if entity.key in seen:
                 d0, m0, v0 = seen[entity.key]
@@ -282,11 +222,11 @@ def diverse_restaurants(query: Query, plan: Any, store: Store) -> CheckOutcome:
 
 def diverse_attractions(query: Query, plan: Any, store: Store) -> CheckOutcome:
     seen: dict[tuple[str, ...], tuple[int, str]] = {}
-    for day, unit in _examined(query, plan):
-        value = _text(unit, "attraction", day)
-        if is_blank(value):
+    for d in reading(query, plan, store).days:
+        day = d.day
+        value = d.filled("attraction")
+        if value is None:
             continue
-        assert value is not None
         for piece in split_attractions(value):
             entity = _attraction_key(store, piece)
             if entity.key in seen:
@@ -305,14 +245,14 @@ def diverse_attractions(query: Query, plan: Any, store: Store) -> CheckOutcome:
 
 def minimum_nights_stay(query: Query, plan: Any, store: Store) -> CheckOutcome:
     runs: list[tuple[Entity, str, int, int]] = []  # entity, first text, first day, nights
-    for day, unit in _examined(query, plan):
-        if "accommodation" not in unit:
+    for d in reading(query, plan, store).days:
+        day = d.day
+        if "accommodation" not in d.unit:
             return _fail(f"Day {day} has no accommodation field.", day=day, field="accommodation", reason="missing_key")
-        value = _text(unit, "accommodation", day)
-        if is_blank(value):
+        value = d.filled("accommodation")
+        if value is None:
             runs.append((Entity(("blank",), False), "-", day, 0))
             continue
-        assert value is not None
         entity = _accommodation_key(store, value)
         if runs and runs[-1][0] == entity and entity.key != ("blank",):
             ent, text, start, nights = runs[-1]
@@ -340,15 +280,15 @@ def minimum_nights_stay(query: Query, plan: Any, store: Store) -> CheckOutcome:
 
 
 def non_conflicting_transportation(query: Query, plan: Any, store: Store) -> CheckOutcome:
-    days = _examined(query, plan)
-    if not days or is_blank(_text(days[0][1], "transportation", 1)):
+    days = reading(query, plan, store).days
+    if not days or days[0].filled("transportation") is None:
         return _fail("Day 1 has no transportation: the trip must start by travelling.", day=1, field="transportation")
     used: dict[str, tuple[int, str]] = {}
-    for day, unit in days:
-        value = _text(unit, "transportation", day)
-        if is_blank(value):
+    for d in days:
+        day = d.day
+        value = d.filled("transportation")
+        if value is None:
             continue
-        assert value is not None
         for mode in sorted(strict_modes(value)):
             used.setdefault(mode, (day, value))
     for a, b in (("self-driving", "flight"), ("self-driving", "taxi")):
@@ -366,13 +306,13 @@ def non_conflicting_transportation(query: Query, plan: Any, store: Store) -> Che
 
 
 def within_current_city(query: Query, plan: Any, store: Store) -> CheckOutcome:
-    for day, unit in _examined(query, plan):
-        cd = _city_day(unit, day)
+    for d in reading(query, plan, store).days:
+        day = d.day
+        cd = d.city()
         allowed = cd.cities
         where = f"from {cd.origin} to {cd.city}" if cd.travel else cd.city
-        transport = _text(unit, "transportation", day)
-        if cd.travel and not is_blank(transport):
-            assert transport is not None
+        transport = d.filled("transportation")
+        if cd.travel and transport is not None:
             route = strict_route(transport)
             if route is not None and route != (cd.origin, cd.city):
                 return _fail(
@@ -391,13 +331,12 @@ def within_current_city(query: Query, plan: Any, store: Store) -> CheckOutcome:
                     current_city=where,
                 )
         for field in (*MEALS, "attraction"):
-            value = _text(unit, field, day)
-            if is_blank(value):
+            value = d.filled(field)
+            if value is None:
                 continue
-            assert value is not None
             pieces = split_attractions(value) if field == "attraction" else [value]
             for piece in pieces:
-                _, city = _entry(piece, day, field)
+                _, city = d.entry(piece, field)
                 if city not in allowed:
                     return _fail(
                         f"Day {day} {field} {piece!r} is in {city}, but on day {day} the traveller is "
@@ -408,10 +347,9 @@ def within_current_city(query: Query, plan: Any, store: Store) -> CheckOutcome:
                         city=city,
                         current_city=where,
                     )
-        stay = _text(unit, "accommodation", day)
-        if not is_blank(stay):
-            assert stay is not None
-            _, city = _entry(stay, day, "accommodation")
+        stay = d.filled("accommodation")
+        if stay is not None:
+            _, city = d.entry(stay, "accommodation")
             if city != cd.city:
                 return _fail(
                     f"Day {day} accommodation {stay!r} is in {city}, but the night of day {day} is spent in {cd.city}.",
@@ -436,34 +374,31 @@ def _leg_route(cd: CityDay | None, text: str) -> tuple[str, str] | None:
 
 def within_sandbox(query: Query, plan: Any, store: Store) -> CheckOutcome:
     dates = query_dates(query)
-    for day, unit in _examined(query, plan):
-        transport = _text(unit, "transportation", day)
-        if not is_blank(transport):
-            assert transport is not None
-            outcome = _transport_in_sandbox(store, unit, day, transport, dates[day - 1] if day <= len(dates) else None)
+    for d in reading(query, plan, store).days:
+        day = d.day
+        transport = d.filled("transportation")
+        if transport is not None:
+            outcome = _transport_in_sandbox(store, d, transport, dates[day - 1] if day <= len(dates) else None)
             if outcome is not None:
                 return outcome
         for field in MEALS:
-            value = _text(unit, field, day)
-            if is_blank(value):
+            value = d.filled(field)
+            if value is None:
                 continue
-            assert value is not None
-            name, city = _entry(value, day, field)
+            name, city = d.entry(value, field)
             if not store.exact_restaurants(name, city):
                 return _not_found("restaurant", store.match_restaurants(name, city), day, field, value, name, city)
-        attractions = _text(unit, "attraction", day)
-        if not is_blank(attractions):
-            assert attractions is not None
+        attractions = d.filled("attraction")
+        if attractions is not None:
             for piece in split_attractions(attractions):
-                name, city = _entry(piece, day, "attraction")
+                name, city = d.entry(piece, "attraction")
                 if not store.exact_attractions(name, city):
                     return _not_found(
                         "attraction", store.match_attractions(name, city), day, "attraction", piece, name, city
                     )
-        stay = _text(unit, "accommodation", day)
-        if not is_blank(stay):
-            assert stay is not None
-            name, city = _entry(stay, day, "accommodation")
+        stay = d.filled("accommodation")
+        if stay is not None:
+            name, city = d.entry(stay, "accommodation")
             if not store.exact_accommodations(name, city):
                 return _not_found(
                     "accommodation", store.match_accommodations(name, city), day, "accommodation", stay, name, city
@@ -486,11 +421,10 @@ def _not_found(
     )
 
 
-def _transport_in_sandbox(
-    store: Store, unit: Mapping[str, Any], day: int, text: str, date: str | None
-) -> CheckOutcome | None:
+def _transport_in_sandbox(store: Store, d: DayReading, text: str, date: str | None) -> CheckOutcome | None:
+    day = d.day
     modes = strict_modes(text)
-    cd = strict_current_city(unit.get("current_city"))
+    cd = d.loose_city
     route = _leg_route(cd, text)
     travel = cd is not None and cd.travel
     if "flight" in modes:
@@ -595,9 +529,10 @@ def complete_information(query: Query, plan: Any, store: Store) -> CheckOutcome:
             expected=n,
             filled_days=filled,
         )
-    days = _examined(query, plan)
+    days = reading(query, plan, store).days
     cities: set[str] = set()
-    for day, unit in days:
+    for d in days:
+        day, unit = d.day, d.unit
         missing_keys = [k for k in CONTENT_FIELDS if k not in unit]
         if missing_keys:
             return _fail(
@@ -606,7 +541,7 @@ def complete_information(query: Query, plan: Any, store: Store) -> CheckOutcome:
                 field=missing_keys[0],
                 reason="missing_key",
             )
-        cities.update(_city_day(unit, day).cities)
+        cities.update(d.city().cities)
     cities.discard(query["org"])
     if len(cities) != query["visiting_city_number"]:
         return _fail(
@@ -616,9 +551,10 @@ def complete_information(query: Query, plan: Any, store: Store) -> CheckOutcome:
             expected=query["visiting_city_number"],
             cities=sorted(cities),
         )
-    for day, unit in days:
-        cd = _city_day(unit, day)
-        if cd.travel and is_blank(_text(unit, "transportation", day)):
+    for d in days:
+        day, unit = d.day, d.unit
+        cd = d.city()
+        if cd.travel and d.filled("transportation") is None:
             return _fail(
                 f"Day {day} travels from {cd.origin} to {cd.city} but gives no transportation.",
                 day=day,
@@ -626,7 +562,7 @@ def complete_information(query: Query, plan: Any, store: Store) -> CheckOutcome:
                 value=unit.get("transportation"),
             )
         if not cd.travel:
-            attraction = _text(unit, "attraction", day)
+            attraction = d.text("attraction")
             if is_blank(attraction) or not split_attractions(attraction or ""):
                 return _fail(
                     f"Day {day} is spent in {cd.city} but lists no attraction.",
@@ -635,11 +571,11 @@ def complete_information(query: Query, plan: Any, store: Store) -> CheckOutcome:
                     value=attraction,
                 )
             for meal in MEALS:
-                if is_blank(_text(unit, meal, day)):
+                if d.filled(meal) is None:
                     return _fail(
                         f"Day {day} is spent in {cd.city} but has no {meal}.", day=day, field=meal, value=unit.get(meal)
                     )
-        if day != n and is_blank(_text(unit, "accommodation", day)):
+        if day != n and d.filled("accommodation") is None:
             return _fail(
                 f"Day {day} has no accommodation for the night (in {cd.city}).",
                 day=day,
@@ -656,12 +592,12 @@ def cuisine(query: Query, plan: Any, store: Store) -> CheckOutcome:
     if not wanted:
         return None, None, {}
     served: dict[str, list[dict[str, Any]]] = {c: [] for c in wanted}
-    for day, unit in _examined(query, plan):
+    for d in reading(query, plan, store).days:
+        day = d.day
         for meal in MEALS:
-            value = _text(unit, meal, day)
-            if is_blank(value):
+            value = d.filled(meal)
+            if value is None:
                 continue
-            assert value is not None
             parsed = strict_name_city(value)
             if parsed is None or parsed[1] == query["org"]:
                 continue  # unreadable entries are the sandbox critic's business; origin meals do not count
@@ -692,13 +628,12 @@ _ROOM_TYPES: dict[str, Callable[[str], bool]] = {
 }
 
 
-def _stays(query: Query, plan: Any) -> list[tuple[int, str]]:
+def _stays(query: Query, plan: Any, store: Store) -> list[tuple[DayReading, str]]:
     out = []
-    for day, unit in _examined(query, plan):
-        value = _text(unit, "accommodation", day)
-        if not is_blank(value):
-            assert value is not None
-            out.append((day, value))
+    for d in reading(query, plan, store).days:
+        value = d.filled("accommodation")
+        if value is not None:
+            out.append((d, value))
     return out
 
 
@@ -708,8 +643,9 @@ def room_rule(query: Query, plan: Any, store: Store) -> CheckOutcome:
         return None, None, {}
     if rule not in HOUSE_RULE_TEXT:
         return None, f"unknown house rule {rule!r}", {}
-    for day, value in _stays(query, plan):
-        _name, city, rows = _listing(store, value, day)
+    for d, value in _stays(query, plan, store):
+        day = d.day
+        _name, city, rows = _listing(store, d, value)
         if not rows:
             return _fail(
                 f"Day {day} accommodation {value!r} is not a listing in {city}, so its house rules "
@@ -740,8 +676,9 @@ def room_type(query: Query, plan: Any, store: Store) -> CheckOutcome:
         return None, None, {}
     if wanted not in _ROOM_TYPES:
         return None, f"unknown room type {wanted!r}", {}
-    for day, value in _stays(query, plan):
-        _name, city, rows = _listing(store, value, day)
+    for d, value in _stays(query, plan, store):
+        day = d.day
+        _name, city, rows = _listing(store, d, value)
         if not rows:
             return _fail(
                 f"Day {day} accommodation {value!r} is not a listing in {city}, so its room type cannot be checked.",
@@ -771,9 +708,10 @@ def transportation(query: Query, plan: Any, store: Store) -> CheckOutcome:
     banned = {"no flight": "flight", "no self-driving": "self-driving"}.get(rule)
     if banned is None:
         return None, f"unknown transportation rule {rule!r}", {}
-    for day, unit in _examined(query, plan):
-        value = _text(unit, "transportation", day)
-        if not is_blank(value) and banned in strict_modes(value or ""):
+    for d in reading(query, plan, store).days:
+        day = d.day
+        value = d.filled("transportation")
+        if value is not None and banned in strict_modes(value):
             return _fail(
                 f"Day {day} transportation {value!r} uses {banned}, but the query asks for {rule}.",
                 day=day,
@@ -798,11 +736,11 @@ def cost_items(query: Query, plan: Any, store: Store) -> tuple[list[dict[str, An
         else:
             priced.append({**item, "cost": cost})
 
-    for day, unit in _examined(query, plan):
-        text = _text(unit, "transportation", day)
-        cd = strict_current_city(unit.get("current_city"))
-        if not is_blank(text):
-            assert text is not None
+    for d in reading(query, plan, store).days:
+        day = d.day
+        text = d.filled("transportation")
+        cd = d.loose_city
+        if text is not None:
             modes = strict_modes(text)
             route = _leg_route(cd, text)
             if "flight" in modes:
@@ -839,10 +777,9 @@ def cost_items(query: Query, plan: Any, store: Store) -> tuple[list[dict[str, An
             elif cd is not None and cd.travel:
                 add(day, "transportation", text, None, "unknown mode of transport")
         for meal in MEALS:
-            value = _text(unit, meal, day)
-            if is_blank(value):
+            value = d.filled(meal)
+            if value is None:
                 continue
-            assert value is not None
             parsed = strict_name_city(value)
             rows_r = store.exact_restaurants(*parsed) if parsed else ()
             add(
@@ -853,9 +790,8 @@ def cost_items(query: Query, plan: Any, store: Store) -> tuple[list[dict[str, An
                 "restaurant not found",
                 unit_cost=rows_r[0].average_cost if rows_r else None,
             )
-        stay = _text(unit, "accommodation", day)
-        if not is_blank(stay):
-            assert stay is not None
+        stay = d.filled("accommodation")
+        if stay is not None:
             parsed = strict_name_city(stay)
             rows_a = store.exact_accommodations(*parsed) if parsed else ()
             rooms = ceil_div(people, rows_a[0].maximum_occupancy) if rows_a else 0
