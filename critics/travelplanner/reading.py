@@ -20,12 +20,15 @@ the test that the shared reading changes nothing.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
-from .store import Store
-from .text import PLACEHOLDER_DAY, CityDay, is_blank, strict_current_city, strict_name_city
+from .checks import MEALS
+from .store import Accommodation, Attraction, Restaurant, Store
+from .text import PLACEHOLDER_DAY, CityDay, is_blank, split_attractions, strict_current_city, strict_name_city
+
+T = TypeVar("T")
 
 Query = Mapping[str, Any]
 #: the fields of a day the strict checks read as text
@@ -126,7 +129,18 @@ class DayReading:
 class PlanReading:
     """A plan read once for every strict check: the trip's examined days (at most ``query["days"]``)."""
 
-    __slots__ = ("_days", "_error", "_n", "_snapshot", "plan", "query", "store")
+    __slots__ = (
+        "_accommodations",
+        "_attractions",
+        "_days",
+        "_error",
+        "_n",
+        "_restaurants",
+        "_snapshot",
+        "plan",
+        "query",
+        "store",
+    )
 
     def __init__(self, query: Query, plan: Any, store: Store) -> None:
         self.query = query
@@ -148,6 +162,38 @@ class PlanReading:
                 out.append(DayReading(i + 1, unit))
         self._days = tuple(out)
         self._snapshot = _snapshot(plan)
+        # the listings every entry of the examined days names exactly, looked up once
+        self._restaurants: dict[str, tuple[Restaurant, ...]] = {}
+        self._attractions: dict[str, tuple[Attraction, ...]] = {}
+        self._accommodations: dict[str, tuple[Accommodation, ...]] = {}
+        for d in out:
+            for field in MEALS:
+                value = d._filled[field]
+                if type(value) is str:
+                    self._restaurants[value] = _exact(store.exact_restaurants, value)
+            value = d._filled["attraction"]
+            if type(value) is str:
+                for piece in split_attractions(value):
+                    self._attractions[piece] = _exact(store.exact_attractions, piece)
+            value = d._filled["accommodation"]
+            if type(value) is str:
+                self._accommodations[value] = _exact(store.exact_accommodations, value)
+
+    def restaurants(self, value: str) -> tuple[Restaurant, ...]:
+        """The restaurants the entry ``value`` names exactly (empty when none or when it is not
+        ``<name>, <city>``): :meth:`Store.exact_restaurants` of its name and city."""
+        rows = self._restaurants.get(value)
+        return rows if rows is not None else _exact(self.store.exact_restaurants, value)
+
+    def attractions(self, value: str) -> tuple[Attraction, ...]:
+        """The attractions the entry ``value`` names exactly (see :meth:`restaurants`)."""
+        rows = self._attractions.get(value)
+        return rows if rows is not None else _exact(self.store.exact_attractions, value)
+
+    def accommodations(self, value: str) -> tuple[Accommodation, ...]:
+        """The accommodations the entry ``value`` names exactly (see :meth:`restaurants`)."""
+        rows = self._accommodations.get(value)
+        return rows if rows is not None else _exact(self.store.exact_accommodations, value)
 
     @property
     def days(self) -> tuple[DayReading, ...]:
@@ -167,6 +213,11 @@ class PlanReading:
             and query["days"] == self._n
             and plan == self._snapshot
         )
+
+
+def _exact(lookup: Callable[[str, str], tuple[T, ...]], value: str) -> tuple[T, ...]:
+    parsed = strict_name_city(value)
+    return lookup(*parsed) if parsed is not None else ()
 
 
 def _snapshot(plan: Any) -> list[dict[str, Any]] | None:

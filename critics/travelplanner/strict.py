@@ -46,7 +46,7 @@ from .checks import (
     query_dates,
     run_check,
 )
-from .reading import DayReading, Malformed, reading
+from .reading import DayReading, Malformed, PlanReading, reading
 from .store import Accommodation, Store
 from .text import (
     PLACEHOLDER_DAY,
@@ -77,30 +77,30 @@ class Entity:
     resolved: bool
 
 
-def _restaurant_key(store: Store, value: str) -> Entity:
+def _restaurant_key(r: PlanReading, value: str) -> Entity:
     parsed = strict_name_city(value)
-    if parsed and store.exact_restaurants(*parsed):
+    if parsed and r.restaurants(value):
         return Entity(("restaurant", parsed[0], parsed[1]), True)
     return Entity(("text", normalise(value)), False)
 
 
-def _attraction_key(store: Store, value: str) -> Entity:
+def _attraction_key(r: PlanReading, value: str) -> Entity:
     parsed = strict_name_city(value)
-    if parsed and store.exact_attractions(*parsed):
+    if parsed and r.attractions(value):
         return Entity(("attraction", parsed[0], parsed[1]), True)
     return Entity(("text", normalise(value)), False)
 
 
-def _accommodation_key(store: Store, value: str) -> Entity:
+def _accommodation_key(r: PlanReading, value: str) -> Entity:
     parsed = strict_name_city(value)
-    if parsed and store.exact_accommodations(*parsed):
+    if parsed and r.accommodations(value):
         return Entity(("accommodation", parsed[0], parsed[1]), True)
     return Entity(("text", normalise(value)), False)
 
 
-def _listing(store: Store, d: DayReading, value: str) -> tuple[str, str, tuple[Accommodation, ...]]:
+def _listing(r: PlanReading, d: DayReading, value: str) -> tuple[str, str, tuple[Accommodation, ...]]:
     name, city = d.entry(value, "accommodation")
-    return name, city, store.exact_accommodations(name, city)
+    return name, city, r.accommodations(value)
 
 
 def _states(store: Store) -> frozenset[str]:
@@ -199,13 +199,14 @@ def reasonable_city_route(query: Query, plan: Any, store: Store) -> CheckOutcome
 
 def diverse_restaurants(query: Query, plan: Any, store: Store) -> CheckOutcome:
     seen: dict[tuple[str, ...], tuple[int, str, str]] = {}
-    for d in reading(query, plan, store).days:
+    r = reading(query, plan, store)
+    for d in r.days:
         day = d.day
         for meal in MEALS:
             value = d.filled(meal)
             if value is None:
                 continue
-            entity = _restaurant_key(store, value)
+            entity = _restaurant_key(r, value)
             if entity.key in seen:
                 d0, m0, v0 = seen[entity.key]
                 return _fail(
@@ -222,13 +223,14 @@ def diverse_restaurants(query: Query, plan: Any, store: Store) -> CheckOutcome:
 
 def diverse_attractions(query: Query, plan: Any, store: Store) -> CheckOutcome:
     seen: dict[tuple[str, ...], tuple[int, str]] = {}
-    for d in reading(query, plan, store).days:
+    r = reading(query, plan, store)
+    for d in r.days:
         day = d.day
         value = d.filled("attraction")
         if value is None:
             continue
         for piece in split_attractions(value):
-            entity = _attraction_key(store, piece)
+            entity = _attraction_key(r, piece)
             if entity.key in seen:
                 d0, v0 = seen[entity.key]
                 where = "the same day" if d0 == day else f"day {d0}"
@@ -245,7 +247,8 @@ def diverse_attractions(query: Query, plan: Any, store: Store) -> CheckOutcome:
 
 def minimum_nights_stay(query: Query, plan: Any, store: Store) -> CheckOutcome:
     runs: list[tuple[Entity, str, int, int]] = []  # entity, first text, first day, nights
-    for d in reading(query, plan, store).days:
+    r = reading(query, plan, store)
+    for d in r.days:
         day = d.day
         if "accommodation" not in d.unit:
             return _fail(f"Day {day} has no accommodation field.", day=day, field="accommodation", reason="missing_key")
@@ -253,7 +256,7 @@ def minimum_nights_stay(query: Query, plan: Any, store: Store) -> CheckOutcome:
         if value is None:
             runs.append((Entity(("blank",), False), "-", day, 0))
             continue
-        entity = _accommodation_key(store, value)
+        entity = _accommodation_key(r, value)
         if runs and runs[-1][0] == entity and entity.key != ("blank",):
             ent, text, start, nights = runs[-1]
             runs[-1] = (ent, text, start, nights + 1)
@@ -306,7 +309,8 @@ def non_conflicting_transportation(query: Query, plan: Any, store: Store) -> Che
 
 
 def within_current_city(query: Query, plan: Any, store: Store) -> CheckOutcome:
-    for d in reading(query, plan, store).days:
+    r = reading(query, plan, store)
+    for d in r.days:
         day = d.day
         cd = d.city()
         allowed = cd.cities
@@ -374,7 +378,8 @@ def _leg_route(cd: CityDay | None, text: str) -> tuple[str, str] | None:
 
 def within_sandbox(query: Query, plan: Any, store: Store) -> CheckOutcome:
     dates = query_dates(query)
-    for d in reading(query, plan, store).days:
+    r = reading(query, plan, store)
+    for d in r.days:
         day = d.day
         transport = d.filled("transportation")
         if transport is not None:
@@ -386,20 +391,20 @@ def within_sandbox(query: Query, plan: Any, store: Store) -> CheckOutcome:
             if value is None:
                 continue
             name, city = d.entry(value, field)
-            if not store.exact_restaurants(name, city):
+            if not r.restaurants(value):
                 return _not_found("restaurant", store.match_restaurants(name, city), day, field, value, name, city)
         attractions = d.filled("attraction")
         if attractions is not None:
             for piece in split_attractions(attractions):
                 name, city = d.entry(piece, "attraction")
-                if not store.exact_attractions(name, city):
+                if not r.attractions(piece):
                     return _not_found(
                         "attraction", store.match_attractions(name, city), day, "attraction", piece, name, city
                     )
         stay = d.filled("accommodation")
         if stay is not None:
             name, city = d.entry(stay, "accommodation")
-            if not store.exact_accommodations(name, city):
+            if not r.accommodations(stay):
                 return _not_found(
                     "accommodation", store.match_accommodations(name, city), day, "accommodation", stay, name, city
                 )
@@ -592,7 +597,8 @@ def cuisine(query: Query, plan: Any, store: Store) -> CheckOutcome:
     if not wanted:
         return None, None, {}
     served: dict[str, list[dict[str, Any]]] = {c: [] for c in wanted}
-    for d in reading(query, plan, store).days:
+    r = reading(query, plan, store)
+    for d in r.days:
         day = d.day
         for meal in MEALS:
             value = d.filled(meal)
@@ -601,7 +607,7 @@ def cuisine(query: Query, plan: Any, store: Store) -> CheckOutcome:
             parsed = strict_name_city(value)
             if parsed is None or parsed[1] == query["org"]:
                 continue  # unreadable entries are the sandbox critic's business; origin meals do not count
-            rows = store.exact_restaurants(*parsed)
+            rows = r.restaurants(value)
             if not rows:
                 continue
             kinds = {c.strip().casefold() for c in rows[0].cuisines.split(",")}
@@ -628,9 +634,9 @@ _ROOM_TYPES: dict[str, Callable[[str], bool]] = {
 }
 
 
-def _stays(query: Query, plan: Any, store: Store) -> list[tuple[DayReading, str]]:
+def _stays(r: PlanReading) -> list[tuple[DayReading, str]]:
     out = []
-    for d in reading(query, plan, store).days:
+    for d in r.days:
         value = d.filled("accommodation")
         if value is not None:
             out.append((d, value))
@@ -643,9 +649,10 @@ def room_rule(query: Query, plan: Any, store: Store) -> CheckOutcome:
         return None, None, {}
     if rule not in HOUSE_RULE_TEXT:
         return None, f"unknown house rule {rule!r}", {}
-    for d, value in _stays(query, plan, store):
+    r = reading(query, plan, store)
+    for d, value in _stays(r):
         day = d.day
-        _name, city, rows = _listing(store, d, value)
+        _name, city, rows = _listing(r, d, value)
         if not rows:
             return _fail(
                 f"Day {day} accommodation {value!r} is not a listing in {city}, so its house rules "
@@ -676,9 +683,10 @@ def room_type(query: Query, plan: Any, store: Store) -> CheckOutcome:
         return None, None, {}
     if wanted not in _ROOM_TYPES:
         return None, f"unknown room type {wanted!r}", {}
-    for d, value in _stays(query, plan, store):
+    r = reading(query, plan, store)
+    for d, value in _stays(r):
         day = d.day
-        _name, city, rows = _listing(store, d, value)
+        _name, city, rows = _listing(r, d, value)
         if not rows:
             return _fail(
                 f"Day {day} accommodation {value!r} is not a listing in {city}, so its room type cannot be checked.",
@@ -708,7 +716,8 @@ def transportation(query: Query, plan: Any, store: Store) -> CheckOutcome:
     banned = {"no flight": "flight", "no self-driving": "self-driving"}.get(rule)
     if banned is None:
         return None, f"unknown transportation rule {rule!r}", {}
-    for d in reading(query, plan, store).days:
+    r = reading(query, plan, store)
+    for d in r.days:
         day = d.day
         value = d.filled("transportation")
         if value is not None and banned in strict_modes(value):
@@ -730,13 +739,13 @@ def cost_items(query: Query, plan: Any, store: Store) -> tuple[list[dict[str, An
     unpriced: list[dict[str, Any]] = []
 
     def add(day: int, field: str, value: str, cost: float | None, why: str = "", **extra: Any) -> None:
-        item = {"day": day, "field": field, "value": value, **extra}
         if cost is None:
-            unpriced.append({**item, "reason": why})
+            unpriced.append({"day": day, "field": field, "value": value, **extra, "reason": why})
         else:
-            priced.append({**item, "cost": cost})
+            priced.append({"day": day, "field": field, "value": value, **extra, "cost": cost})
 
-    for d in reading(query, plan, store).days:
+    r = reading(query, plan, store)
+    for d in r.days:
         day = d.day
         text = d.filled("transportation")
         cd = d.loose_city
@@ -780,8 +789,7 @@ def cost_items(query: Query, plan: Any, store: Store) -> tuple[list[dict[str, An
             value = d.filled(meal)
             if value is None:
                 continue
-            parsed = strict_name_city(value)
-            rows_r = store.exact_restaurants(*parsed) if parsed else ()
+            rows_r = r.restaurants(value)
             add(
                 day,
                 meal,
@@ -792,8 +800,7 @@ def cost_items(query: Query, plan: Any, store: Store) -> tuple[list[dict[str, An
             )
         stay = d.filled("accommodation")
         if stay is not None:
-            parsed = strict_name_city(stay)
-            rows_a = store.exact_accommodations(*parsed) if parsed else ()
+            rows_a = r.accommodations(stay)
             rooms = ceil_div(people, rows_a[0].maximum_occupancy) if rows_a else 0
             add(
                 day,
