@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 
 from .checks import MEALS
 from .store import Accommodation, Attraction, Restaurant, Store
-from .text import PLACEHOLDER_DAY, CityDay, is_blank, split_attractions, strict_current_city, strict_name_city
+from .text import PLACEHOLDER_DAY, CityDay, split_attractions, strict_current_city, strict_name_city
 
 T = TypeVar("T")
 
@@ -64,14 +64,16 @@ class DayReading:
         filled: dict[str, str | Problem | None] = {}
         for field in TEXT_FIELDS:
             value = unit.get(field)
-            if value is not None and not isinstance(value, str):
+            if value is None:
+                texts[field] = filled[field] = None
+            elif isinstance(value, str):
+                texts[field] = value
+                filled[field] = None if value.strip() in ("", "-") else value  # text.is_blank
+            else:
                 texts[field] = filled[field] = (
                     f"Day {day} {field} must be text, not {type(value).__name__}.",
                     {"day": day, "field": field},
                 )
-            else:
-                texts[field] = value
-                filled[field] = None if is_blank(value) else value
         self._texts = texts
         self._filled = filled
         value = unit.get("current_city")

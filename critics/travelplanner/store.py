@@ -158,12 +158,19 @@ def _by_name(row: type[N], table: str, *, exact: bool) -> Callable[[Store, str, 
     of the official one), in table order. Memoised: a dozen checks look up the same entries of a plan in
     every iteration."""
 
+    tag = "exact" if exact else "match"
+
     def lookup(self: Store, name: str, city: str) -> tuple[N, ...]:
+        key = (tag, table, name, city)
+        found = self._memo.get(key)  # the usual case, without building the computation
+        if found is not None:
+            return found  # type: ignore[no-any-return]
+
         def compute() -> tuple[N, ...]:
             rows = self._select(row, table, "city = ?", city)
             return tuple(r for r in rows if name in r.name and (not exact or r.name.strip() == name))
 
-        return self._memoised(("exact" if exact else "match", table, name, city), compute)  # type: ignore[no-any-return]
+        return self._memoised(key, compute)  # type: ignore[no-any-return]
 
     return lookup
 

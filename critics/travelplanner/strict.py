@@ -338,7 +338,7 @@ def within_current_city(query: Query, plan: Any, store: Store) -> CheckOutcome:
             value = d.filled(field)
             if value is None:
                 continue
-            pieces = split_attractions(value) if field == "attraction" else [value]
+            pieces = split_attractions(value) if field == "attraction" else (value,)
             for piece in pieces:
                 _, city = d.entry(piece, field)
                 if city not in allowed:

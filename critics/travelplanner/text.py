@@ -155,6 +155,7 @@ def _name_city(entry: str) -> tuple[str, str] | None:
     return name, city
 
 
+@lru_cache(maxsize=65536)
 def strict_route(text: str) -> tuple[str, str] | None:
     """The first ``from A to B`` in a transportation text (B ends at a comma or semicolon), states removed."""
     match = _ROUTE_IN_TEXT.search(text)
@@ -163,6 +164,7 @@ def strict_route(text: str) -> tuple[str, str] | None:
     return strip_state(match.group(1)), strip_state(match.group(2))
 
 
+@lru_cache(maxsize=65536)
 def strict_flight_number(text: str) -> str | None:
     match = _FLIGHT_NUMBER.search(text)
     return match.group(1) if match else None
@@ -173,9 +175,10 @@ def is_blank(value: Any) -> bool:
     return value is None or (isinstance(value, str) and value.strip() in ("", "-"))
 
 
-def split_attractions(value: str) -> list[str]:
+@lru_cache(maxsize=65536)
+def split_attractions(value: str) -> tuple[str, ...]:
     """All ``;``-separated attractions of a day, stripped, empty pieces dropped (the last one included)."""
-    return [part.strip() for part in value.split(";") if part.strip() and part.strip() != "-"]
+    return tuple(part.strip() for part in value.split(";") if part.strip() and part.strip() != "-")
 
 
 def normalise(text: str) -> str:
