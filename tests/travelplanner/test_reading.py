@@ -5,7 +5,6 @@ plan that changed or for another query."""
 from __future__ import annotations
 
 import copy
-import json
 from typing import Any
 
 import pytest
@@ -18,6 +17,7 @@ from critics.travelplanner.critics import ALL_CRITICS
 from modulo.binding import bind_critics
 from modulo.executor import FrozenPlan, call_on_copy
 from modulo.types import Problem
+from tests.travelplanner.test_critic_cache import _parses, _problems
 
 
 class _Counting(reading_module.PlanReading):
@@ -42,26 +42,12 @@ def _batch_verdicts(tp: TravelPlanner, cases: list[tuple[Problem, Any]]) -> list
     return out
 
 
-def _cases(golden: list[dict[str, Any]]) -> list[tuple[Problem, Any]]:
-    """One Problem per distinct query (shared by its plans, as in a run), for the plans that are lists."""
-    made: dict[str, Problem] = {}
-    out = []
-    for row in golden:
-        if not isinstance(row["plan"], list):
-            continue
-        key = json.dumps(row["query"], sort_keys=True)
-        if key not in made:
-            made[key] = Problem(id=row["family"], benchmark="travelplanner", query="q", constraints=row["query"])
-        out.append((made[key], row["plan"]))
-    return out
-
-
 @pytest.mark.slow  # about 2,000 golden plans x 13 critics, twice
 def test_shared_reading_gives_the_verdicts_of_a_fresh_reading_per_critic(
     tp: TravelPlanner, golden: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    cases = _cases(golden)
-    parsed = [(p, plan) for p, plan in cases if _query_parses(tp, p)]
+    cases = [(p, plan) for p, plan in _problems(golden) if isinstance(plan, list)]
+    parsed = [(p, plan) for p, plan in cases if _parses(tp, p)]
     assert len(parsed) > 1000
     monkeypatch.setattr(reading_module, "PlanReading", _Counting)
     _Counting.built = 0
@@ -79,14 +65,6 @@ def test_shared_reading_gives_the_verdicts_of_a_fresh_reading_per_critic(
     assert unshared < 50
     assert len(parsed) <= built_shared <= len(parsed) + 12 * unshared
     assert built_fresh >= 10 * len(parsed)
-
-
-def _query_parses(tp: TravelPlanner, problem: Problem) -> bool:
-    try:
-        tp.query_of(problem)
-    except Exception:
-        return False
-    return True
 
 
 def _results(query: Any, plan: Any, tp: TravelPlanner) -> list[tuple[Any, ...]]:
