@@ -26,12 +26,14 @@ group. The core never imports a benchmark; it looks one up by name. A benchmark 
 * optionally ``submission_formats`` and ``write_submission(fmt, problems, plans, out)``: the official
   submission files ``modulo export RUN --format FMT --out FILE`` writes (all problems of the run's
   split in order, the best plan per problem, ``None`` where none was delivered); the default has no
-  formats and ``write_submission`` raises :class:`~modulo.errors.ConfigError` naming what exists.
+  formats and ``write_submission`` raises :class:`~modulo.errors.ConfigError` naming what exists;
+* optionally its commands, each a ``click.Command`` the ``modulo`` CLI runs: ``evaluate_command()``
+  (``modulo evaluate NAME ...``), ``synth_command()`` (``modulo synth NAME ...``), ``audit_command()``
+  (``modulo critics audit NAME ...``) and ``commands()`` (``modulo bench NAME COMMAND ...``).
 """
 
 from __future__ import annotations
 
-import argparse
 import copy
 import functools
 import json
@@ -43,7 +45,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, ClassVar, Generic, Literal, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
 
 import jsonschema
 from pydantic import BaseModel, TypeAdapter, ValidationError
@@ -53,6 +55,9 @@ from .problems import ProblemSet, select_problems
 from .prompts import Template, benchmark_template
 from .tools import Toolbox
 from .types import AbstentionCheck, PlanJSON, Problem, ProblemUpdate, canonical_json
+
+if TYPE_CHECKING:
+    import click
 
 #: what a planner's reply is: a plan (the usual case), a clarification question, or an abstention
 ReplyAct = Literal["plan", "question", "abstain"]
@@ -440,25 +445,26 @@ class Benchmark(ABC):
         known = ", ".join(self.submission_formats) or "none"
         raise ConfigError(f"benchmark {self.name!r} has no submission format {fmt!r} (its submission formats: {known})")
 
-    # command hooks: each parses ``argv`` (with a :class:`CommandParser`) and returns an exit code; bad input
-    # is raised as a ModuloError (a UsageError for the arguments), which the CLI prints the one way
-    def evaluate_command(self, argv: list[str]) -> int:
-        """``modulo evaluate <benchmark> ARGS...``: parse ``argv`` and print results. Exit code."""
-        raise NotImplementedError(f"benchmark {self.name!r} has no evaluate command")
+    # command hooks: each returns a click command the CLI mounts under the benchmark's name (None, the
+    # default: the benchmark has no such command). A command's options show in its ``--help``; a wrong
+    # argument is click's usage error and bad input a ModuloError, both printed by the CLI's one error
+    # printer; the callback's return value (an int, default 0) is the exit code
+    def evaluate_command(self) -> click.Command | None:
+        """``modulo evaluate <benchmark> ARGS...``: score plans and print results."""
+        return None
 
-    def synth_command(self, argv: list[str]) -> int:
-        """``modulo synth <benchmark> ARGS...``: write a fixed set of generated problems. Exit code."""
-        raise NotImplementedError(f"benchmark {self.name!r} does not synthesize problems")
+    def synth_command(self) -> click.Command | None:
+        """``modulo synth <benchmark> ARGS...``: write a fixed set of generated problems."""
+        return None
 
-    def audit_command(self, argv: list[str]) -> int:
+    def audit_command(self) -> click.Command | None:
         """``modulo critics audit <benchmark> ARGS...``: compare this benchmark's critics with a reference
         (an oracle, recorded verdicts) and print where they disagree. Exit 0 when they all agree, 1 when not."""
-        raise NotImplementedError(f"benchmark {self.name!r} has no critic audit")
+        return None
 
-    def commands(self) -> dict[str, Callable[[list[str]], int]]:
-        """The benchmark's own subcommands, by name: ``modulo bench <benchmark> NAME ARGS...`` calls
-        ``commands()[NAME](ARGS)`` and exits with its return value."""
-        return {}
+    def commands(self) -> list[click.Command]:
+        """The benchmark's own subcommands: ``modulo bench <benchmark> NAME ARGS...`` runs the one named NAME."""
+        return []
 
 
 @dataclass(frozen=True)
@@ -542,14 +548,3 @@ def _short_validation_error(exc: ValidationError) -> str:
         parts.append(f"at {loc}: {err['msg']}")
     more = len(exc.errors()) - 5
     return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
-
-
-class CommandParser(argparse.ArgumentParser):
-    """The argument parser of a benchmark's command hook (``evaluate_command``, ``synth_command``, ...):
-    ``--help`` prints and exits 0; a wrong argument is raised as :class:`~modulo.errors.UsageError`,
-    which the ``modulo`` CLI prints the way it prints every error (exit 2)."""
-
-    def error(self, message: str) -> NoReturn:
-        from .errors import UsageError
-
-        raise UsageError(f"{self.prog}: {message}\n{self.format_usage().strip()}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +34,9 @@ from .users import User, updates_from
 log = logging.getLogger("modulo")
 
 
-@dataclass(repr=False)
-class Session:
-    """Everything a run needs, bound and checked."""
+@dataclass(repr=False, kw_only=True)
+class BoundRun:
+    """A run's parts, bound and checked: what :func:`run_info` describes for run.json."""
 
     config: ModuloConfig
     benchmark: Benchmark
@@ -46,10 +46,15 @@ class Session:
     loop: Metacontroller
     critics: list[Critic]
     llm: Any = None
-    #: what run.json records (set by :func:`build_session`)
-    info: RunInfo | None = None
     #: the feedback level of the run (critic_options.feedback)
     feedback: FeedbackLevel = "explain"
+
+
+@dataclass(repr=False, kw_only=True)
+class Session(BoundRun):
+    """Everything a run needs, bound and checked, and what its run.json records (:func:`build_session`)."""
+
+    info: RunInfo
 
     def __repr__(self) -> str:
         return f"<Session {self.benchmark.name}/{self.split} {len(self.problems)} problems>"
@@ -236,7 +241,7 @@ def build_session(cfg: ModuloConfig, *, load_problems: bool = True) -> Session:
     )
     if problems:
         benchmark.check_plannable(problems)
-    session = Session(
+    bound = BoundRun(
         config=cfg,
         benchmark=benchmark,
         split=split,
@@ -254,8 +259,8 @@ def build_session(cfg: ModuloConfig, *, load_problems: bool = True) -> Session:
         )
     if heavy:
         heavy_info = HeavyInfo(critics=heavy, workers=cfg.metacontroller.heavy_workers)
-    session.info = run_info(session, sources, sandbox, heavy_info)
-    return session
+    info = run_info(bound, sources, sandbox, heavy_info)
+    return Session(**{f.name: getattr(bound, f.name) for f in fields(BoundRun)}, info=info)
 
 
 def build_loop(
@@ -375,7 +380,7 @@ def _critics_request(spec: Any) -> list[str]:
 
 
 def run_info(
-    session: Session, sources: list[str], sandbox: SandboxInfo | None = None, heavy: HeavyInfo | None = None
+    session: BoundRun, sources: list[str], sandbox: SandboxInfo | None = None, heavy: HeavyInfo | None = None
 ) -> RunInfo:
     """The ``run.json`` content (see :mod:`modulo.runinfo`), secrets redacted.
 
@@ -402,7 +407,7 @@ def benchmark_arg_defaults(benchmark: Benchmark) -> dict[str, Any]:
     }
 
 
-def _user_info(cfg: ModuloConfig, session: Session) -> dict[str, Any]:
+def _user_info(cfg: ModuloConfig, session: BoundRun) -> dict[str, Any]:
     """run.json's ``user``: who answers questions, the updates configured, how questions are budgeted."""
     conf = cfg.user
     user_llm = session.loop.user_llm if session.loop.user is not None else None
@@ -419,7 +424,7 @@ def _user_info(cfg: ModuloConfig, session: Session) -> dict[str, Any]:
     }
 
 
-def _run_info(session: Session, sources: list[str]) -> dict[str, Any]:
+def _run_info(session: BoundRun, sources: list[str]) -> dict[str, Any]:
     from . import __version__
     from .runs import git_revision, now_iso
 

@@ -187,6 +187,7 @@ class RunInfo(_Part):
     legacy: dict[str, Any] = Field(default_factory=dict)
 
     _arg_defaults: dict[str, Any] = PrivateAttr(default_factory=dict)
+    _migrated_from: str | None = PrivateAttr(default=None)
 
     def to_json(self) -> str:
         return json.dumps(self.model_dump(mode="json"), indent=1, default=str)
@@ -213,6 +214,23 @@ class RunInfo(_Part):
         """The benchmark constructor's default arguments (JSON values; known to a run being built, not
         written to run.json)."""
         return dict(self._arg_defaults)
+
+    @property
+    def migrated_from(self) -> str | None:
+        """The older run.json format this was read from through :func:`migrate` (``"format 1"``), or None
+        when the file was written in the current version (never written to run.json: a resumed run's
+        run.json is rewritten in the current version)."""
+        return self._migrated_from
+
+    def migration_note(self) -> str | None:
+        """What a report says about a run.json read through the migration (None: it was not)."""
+        if self._migrated_from is None:
+            return None
+        return (
+            f"run.json was written by an earlier modulo ({self._migrated_from}) and read through the migration "
+            f"to version {RUN_INFO_VERSION}: what that format did not record (the user in the loop, the "
+            "fixed-point policy, the sandbox, the execution settings) is shown as the code of the time ran it"
+        )
 
     def with_arg_defaults(self, defaults: dict[str, Any]) -> RunInfo:
         """This run information, knowing the benchmark's default arguments (see :meth:`differences`)."""
@@ -255,13 +273,16 @@ def parse_run_info(data: Any, where: str = RUN_INFO_FILE) -> RunInfo:
     if version is not None and not isinstance(version, int):
         raise RunError(f"{where}: 'version' is {version!r}, not a version number")
     try:
-        return RunInfo.model_validate(migrate(data))
+        info = RunInfo.model_validate(migrate(data))
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = ".".join(str(p) for p in first["loc"]) or "top level"
         raise RunError(
             f"{where} is not a valid run.json ({exc.error_count()} problem(s); first: {loc}: {first['msg']})"
         ) from None
+    if version in (None, 1):
+        info._migrated_from = f"format {data.get('format', 1)}" if version is None else "version 1"
+    return info
 
 
 def read_run_info(path: str | Path) -> RunInfo:

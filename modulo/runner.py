@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .build import Session
-from .errors import RunError
 from .metacontroller import RunAborted, RunBudget, best_iteration
 from .runs import RunDir, error_digest, latest_records
 from .types import IterationRecord, Outcome, PlanJSON, Problem, ProblemResult, ProblemUpdate, Usage
@@ -135,8 +134,6 @@ async def run_session(
 ) -> RunResult:
     """Solve every problem of ``session`` into ``run_dir`` (resuming what is already there)."""
     cfg = session.config
-    if session.info is None:
-        raise RunError("the session has no run information: build it with modulo.build.build_session")
     # the finished problems already there, as digests (their records are read one at a time, never held)
     previous = run_dir.prepare_digests(session.info, config_yaml, Finished.of)
     retry = {Outcome.ERROR, Outcome.SKIPPED} if cfg.run.retry_errors else set()

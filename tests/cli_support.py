@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import click
 import pytest
 from click.testing import CliRunner, Result
 
@@ -28,3 +29,11 @@ def run_main(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, 
         code = int(exc.code or 0) if not isinstance(exc.code, str) else 1
     out = capsys.readouterr()
     return code, out.out, out.err
+
+
+def run_command(command: click.Command, *args: object) -> tuple[int, str]:
+    """A benchmark's click command (what its ``evaluate_command``/``synth_command``/... hook returns) run on
+    ARGS in process: (its return value as the exit code, stdout). Usage errors (``click.UsageError``) and bad
+    input (a ``ModuloError``) are raised, as the ``modulo`` CLI receives them."""
+    result = CliRunner().invoke(command, [str(a) for a in args], standalone_mode=False, catch_exceptions=False)
+    return int(result.return_value or 0), result.stdout

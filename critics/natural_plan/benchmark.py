@@ -32,10 +32,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+import click
 from pydantic import BaseModel, ValidationError
 
 from critics.core import format_critic
-from modulo.benchmark import Benchmark, CommandParser, ConstraintInfo, DataReport, EvalResult, GateCase, MetricSpec
+from modulo.benchmark import Benchmark, ConstraintInfo, DataReport, EvalResult, GateCase, MetricSpec
 from modulo.binding import bind_critics
 from modulo.critic import Critic, CriticFactory
 from modulo.errors import ConfigError, DataError, ModuloError, PlanFormatError
@@ -393,52 +394,69 @@ class NaturalPlanBenchmark(Benchmark):
         full = split_path(self.task, SPLIT_FULL, self.data_dir)
         return SPLIT_FULL if full.is_file() else SPLIT_SUBSET
 
-    def evaluate_command(self, argv: list[str]) -> int:
+    def evaluate_command(self) -> click.Command:
         """``modulo evaluate natural_plan/<task> [--split S] [--predictions FIELD|FILE.jsonl] [--json]``."""
-        parser = CommandParser(
-            prog=f"modulo evaluate {self.name}",
-            description=f"Score answers to {self.name}: the official score and constraint validity.",
-        )
-        parser.add_argument(
-            "--split", default=None, help=f"one of {', '.join(self.splits())} (default: full if present)"
-        )
-        parser.add_argument(
+
+        @click.command(help=f"Score answers to {self.name}: the official score and constraint validity.")
+        @click.option("--split", default=None, help=f"one of {', '.join(self.splits())} (default: full if present)")
+        @click.option(
             "--predictions",
             default="pred_5shot_pro",
-            help="a field of the data files to replay (default pred_5shot_pro), or a JSONL file with one "
+            show_default=True,
+            help="a field of the data files to replay, or a JSONL file with one "
             "{problem_id|id, text|response|answer | plan|best_plan} per line (run records work too)",
         )
-        parser.add_argument("--data-dir", type=Path, default=None, help="the data directory (default $MODULO_DATA_DIR)")
-        parser.add_argument("--limit", type=int, default=None, help="score only the first N problems")
-        parser.add_argument("--json", action="store_true", help="print one JSON object with counts and cells")
-        parser.add_argument(
+        @click.option(
+            "--data-dir",
+            type=click.Path(file_okay=False, path_type=Path),
+            default=None,
+            help="the data directory (default $MODULO_DATA_DIR)",
+        )
+        @click.option("--limit", type=int, default=None, help="score only the first N problems")
+        @click.option("--json", "as_json", is_flag=True, help="print one JSON object with counts and cells")
+        @click.option(
             "--iteration0",
-            action="store_true",
+            is_flag=True,
             help="also replay the answers as iteration 0 of the loop: how many the critics certify, "
             "which critics fire, and what the first backprompt would say",
         )
-        parser.add_argument("--examples", type=int, default=3, help="with --iteration0: feedback examples shown")
-        args = parser.parse_args(argv)
-        if args.data_dir is not None:
-            self.data_dir = args.data_dir
-        split = args.split or self.default_split()
-        problems = self.select(split, limit=args.limit)
-        answers, note = self.predictions(args.predictions, split, problems)
+        @click.option("--examples", type=int, default=3, show_default=True, help="with --iteration0: examples shown")
+        def evaluate(data_dir: Path | None, **options: Any) -> None:
+            if data_dir is not None:
+                self.data_dir = data_dir
+            self.evaluate_answers(**options)
+
+        return evaluate
+
+    def evaluate_answers(
+        self,
+        *,
+        split: str | None = None,
+        predictions: str = "pred_5shot_pro",
+        limit: int | None = None,
+        as_json: bool = False,
+        iteration0: bool = False,
+        examples: int = 3,
+    ) -> None:
+        """Score the answers ``predictions`` names (a data field or a JSONL file) and print the figures."""
+        split = split or self.default_split()
+        problems = self.select(split, limit=limit)
+        answers, note = self.predictions(predictions, split, problems)
         result = self.evaluate(problems, answers)
         loop0 = None
-        if args.iteration0:
+        if iteration0:
             from .replay import replay_report
 
             texts = {p.id: a for p, a in zip(problems, answers, strict=True) if isinstance(a, str)}
-            loop0 = replay_report(self, problems, args.predictions, texts=texts)
+            loop0 = replay_report(self, problems, predictions, texts=texts)
         n = len(problems)
         official = sum(r["official"] for r in result.per_problem)
         valid = sum(r["valid"] for r in result.per_problem)
-        if args.json:
+        if as_json:
             out = {
                 "benchmark": self.name,
                 "split": split,
-                "predictions": args.predictions,
+                "predictions": predictions,
                 "n": n,
                 "official": official,
                 "valid": valid,
@@ -458,8 +476,8 @@ class NaturalPlanBenchmark(Benchmark):
                     "first_backprompts": {r.problem_id: r.feedback for r in loop0.rows if not r.certified},
                 }
             print(json.dumps(out, indent=1))
-            return 0
-        print(f"{self.name} split={split} predictions={args.predictions}")
+            return
+        print(f"{self.name} split={split} predictions={predictions}")
         if note:
             print(note)
         print(f"n={n}  official={official}/{n} ({_pct(official, n)})  valid={valid}/{n} ({_pct(valid, n)})")
@@ -473,8 +491,7 @@ class NaturalPlanBenchmark(Benchmark):
             print(f"{row['critic']:<24}{row['judged']:>8}{row['passed']:>8}")
         if loop0 is not None:
             print()
-            print(loop0.summary(examples=args.examples))
-        return 0
+            print(loop0.summary(examples=examples))
 
     def predictions(
         self, source: str, split: str, problems: Sequence[Problem]

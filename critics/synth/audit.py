@@ -10,15 +10,15 @@ rejected. Critics are bound by :func:`modulo.audit.load_critics`, the way the lo
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
 
+import click
+
 from modulo import components
 from modulo.audit import ALL, AuditReport, finish, load_critics, rejects
-from modulo.benchmark import CommandParser
 from modulo.critic import Critic
 from modulo.errors import ModuloError
 from modulo.types import Problem
@@ -26,7 +26,7 @@ from modulo.types import Problem
 from .benchmark import SynthBenchmark
 from .common import rng_for
 
-__all__ = ["ALL", "audit_main", "audit_synth", "load_critics"]
+__all__ = ["ALL", "audit_command", "audit_main", "audit_synth", "load_critics"]
 
 
 # -- synthesized benchmarks ----------------------------------------------------------------------
@@ -87,24 +87,36 @@ def audit_synth(
 
 
 # -- command line ------------------------------------------------------------------------------------
-def _parser() -> argparse.ArgumentParser:
-    p = CommandParser(prog="modulo critics audit", description=__doc__.split("\n\n")[0])
-    p.add_argument("benchmark", help="synth/tasks, synth/calendar or synth/trip")
-    p.add_argument("--n", type=int, default=100, help="synthesized problems to mutate (default 100)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--difficulty", default="medium", choices=("easy", "medium", "hard"))
-    p.add_argument("--critic", action="append", default=None, help="audit only this critic (repeatable)")
-    p.add_argument("--json", type=Path, default=None, help="also write the report as JSON")
-    return p
+def audit_command(benchmark: str) -> click.Command:
+    """``modulo critics audit synth/FAMILY [OPTIONS]``; exit 0 when every critic agrees with Z3."""
+
+    @click.command(help=__doc__.split("\n\n")[1])
+    @click.option("--n", type=int, default=100, show_default=True, help="synthesized problems to mutate")
+    @click.option("--seed", type=int, default=0, show_default=True)
+    @click.option("--difficulty", type=click.Choice(("easy", "medium", "hard")), default="medium", show_default=True)
+    @click.option("--critic", multiple=True, help="audit only this critic (repeatable)")
+    @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), help="also write the report")
+    def audit(n: int, seed: int, difficulty: str, critic: tuple[str, ...], json_path: Path | None) -> int:
+        return audit_main(benchmark, n=n, seed=seed, difficulty=difficulty, critics=critic, json_path=json_path)
+
+    return audit
 
 
-def audit_main(argv: list[str], out: TextIO | None = None) -> int:
-    """``modulo critics audit synth/FAMILY [options]``; exit 0 when every critic agrees with Z3."""
-    out = out or sys.stdout
-    args = _parser().parse_args(argv)
-    factory = components.benchmarks.get(args.benchmark)
+def audit_main(
+    benchmark: str,
+    *,
+    n: int = 100,
+    seed: int = 0,
+    difficulty: str = "medium",
+    critics: Sequence[str] = (),
+    json_path: Path | None = None,
+    out: TextIO | None = None,
+) -> int:
+    """Audit the critics of ``benchmark`` (``synth/FAMILY``) on ``n`` problems and print the report (and write
+    it to ``json_path``); 0 when every critic agrees with Z3, 1 when not."""
+    factory = components.benchmarks.get(benchmark)
     if not (isinstance(factory, type) and issubclass(factory, SynthBenchmark)):
-        raise ModuloError(f"{args.benchmark!r} is not a synthesized benchmark (synth/tasks, synth/calendar, ...)")
-    bench = factory(n=args.n, seed=args.seed, difficulty=args.difficulty)
-    report = audit_synth(bench, load_critics(bench, args.critic))
-    return finish(report, out, args.json)
+        raise ModuloError(f"{benchmark!r} is not a synthesized benchmark (synth/tasks, synth/calendar, ...)")
+    bench = factory(n=n, seed=seed, difficulty=difficulty)
+    report = audit_synth(bench, load_critics(bench, list(critics) or None))
+    return finish(report, out or sys.stdout, json_path)

@@ -19,9 +19,9 @@ import inspect
 import json
 import random
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from modulo.benchmark import Benchmark, ConstraintInfo, DataReport, EvalResult, GateCase, MetricSpec
 from modulo.errors import ConfigError, DataError, PlanFormatError
@@ -32,6 +32,9 @@ from .common import capitalize, derive_seed, rng_for
 from .families import get_family
 from .family import Family, problem_from
 from .multiturn import HIDDEN_MODES, apply_changes, check_reason, choose_hidden, constraint_from, intent, visible_spec
+
+if TYPE_CHECKING:
+    import click
 
 SPLIT = "generated"
 
@@ -478,23 +481,23 @@ class SynthBenchmark(Benchmark):
 
         return gate_cases(self, constraint, problems=problems, seed=seed)
 
-    def synth_command(self, argv: list[str]) -> int:
+    def synth_command(self) -> click.Command:
         """``modulo synth synth/FAMILY --n N --seed S --out FILE.jsonl [...]`` (see ``critics.synth.cli``)."""
-        from .cli import synth_main
+        from .cli import synth_command
 
-        return synth_main([self.name, *argv])
+        return synth_command(self.name)
 
-    def commands(self) -> dict[str, Callable[[list[str]], int]]:
-        """``modulo bench synth/FAMILY oracle-script ...`` (see :func:`critics.synth.cli.oracle_script_main`)."""
-        from .cli import oracle_script_main
+    def commands(self) -> list[click.Command]:
+        """``modulo bench synth/FAMILY oracle-script ...`` (see :func:`critics.synth.cli.oracle_script`)."""
+        from .cli import oracle_script_command
 
-        return {"oracle-script": lambda argv: oracle_script_main(self.name, argv)}
+        return [oracle_script_command(self.name)]
 
-    def audit_command(self, argv: list[str]) -> int:
+    def audit_command(self) -> click.Command:
         """``modulo critics audit synth/FAMILY [...]``: mutation testing against Z3."""
-        from .audit import audit_main
+        from .audit import audit_command
 
-        return audit_main([self.name, *argv])
+        return audit_command(self.name)
 
     def data_check(self) -> DataReport:
         lines = [f"{self.name}: generated on the fly, needs no data files"]

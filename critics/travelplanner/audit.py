@@ -12,10 +12,12 @@ import json
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any
+
+import click
 
 from modulo.audit import AuditReport, finish, load_critics, rejects
-from modulo.benchmark import Benchmark, CommandParser
+from modulo.benchmark import Benchmark
 from modulo.critic import Critic
 from modulo.errors import ModuloError, PlanFormatError
 from modulo.types import PlanJSON, Problem
@@ -87,19 +89,27 @@ def audit_golden(
     return report
 
 
-def audit_main(benchmark: TravelPlanner, argv: list[str], out: TextIO | None = None) -> int:
-    """``modulo critics audit travelplanner [options]``; exit 0 when every critic agrees with the golden verdicts."""
-    out = out or sys.stdout
-    p = CommandParser(prog="modulo critics audit travelplanner", description=__doc__.split("\n\n")[0])
-    p.add_argument("--critic", action="append", default=None, help="audit only this critic (repeatable)")
-    p.add_argument("--mode", default="official", choices=("official", "strict"), help="critic mode (default official)")
-    p.add_argument("--golden", type=Path, default=None, help="golden verdicts file (default: the data folder's)")
-    p.add_argument("--limit", type=int, default=None, help="audit only the first N golden plans")
-    p.add_argument("--json", type=Path, default=None, help="also write the report as JSON")
-    args = p.parse_args(argv)
-    critics = load_critics(benchmark, args.critic, {"mode": args.mode})
-    report = audit_golden(benchmark, critics, golden_rows(args.golden or golden_path(benchmark), args.limit))
-    return finish(report, out, args.json)
+def audit_command(benchmark: TravelPlanner) -> click.Command:
+    """``modulo critics audit travelplanner [OPTIONS]``; exit 0 when every critic agrees with the golden verdicts."""
+
+    @click.command(help=__doc__.split("\n\n")[1])
+    @click.option("--critic", multiple=True, help="audit only this critic (repeatable)")
+    @click.option(
+        "--mode", type=click.Choice(("official", "strict")), default="official", show_default=True, help="critic mode"
+    )
+    @click.option(
+        "--golden", type=click.Path(dir_okay=False, path_type=Path), help="golden verdicts file (default: the data's)"
+    )
+    @click.option("--limit", type=int, default=None, help="audit only the first N golden plans")
+    @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), help="also write the report")
+    def audit(
+        critic: tuple[str, ...], mode: str, golden: Path | None, limit: int | None, json_path: Path | None
+    ) -> int:
+        critics = load_critics(benchmark, list(critic) or None, {"mode": mode})
+        report = audit_golden(benchmark, critics, golden_rows(golden or golden_path(benchmark), limit))
+        return finish(report, sys.stdout, json_path)
+
+    return audit
 
 
 def golden_plans(benchmark: TravelPlanner, n: int) -> list[tuple[Problem, PlanJSON]]:

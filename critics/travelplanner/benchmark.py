@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -11,12 +10,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, TextIO
 
+import click
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
 from modulo import settings
 from modulo.benchmark import (
     Benchmark,
-    CommandParser,
     ConstraintInfo,
     DataReport,
     EvalResult,
@@ -298,8 +297,8 @@ class TravelPlanner(Benchmark):
             row["derived"] = bool(p.metadata.get("derived"))  # reference information derived, not official
         return EvalResult(metrics=summary.metrics, per_problem=rows, tables=summary.tables)
 
-    def evaluate_command(self, argv: list[str]) -> int:
-        return run_evaluate_command(self, argv)
+    def evaluate_command(self) -> click.Command:
+        return evaluate_command(self)
 
     def write_submission(
         self, fmt: str, problems: Sequence[Problem], plans: Mapping[str, PlanJSON | None], out: Path
@@ -336,11 +335,11 @@ class TravelPlanner(Benchmark):
 
         return gate_cases(self, constraint, problems=problems, seed=seed)
 
-    def audit_command(self, argv: list[str]) -> int:
+    def audit_command(self) -> click.Command:
         """``modulo critics audit travelplanner [...]``: the critics against the golden official verdicts."""
-        from .audit import audit_main
+        from .audit import audit_command
 
-        return audit_main(self, argv)
+        return audit_command(self)
 
     def fuzz_cases(self, n: int) -> list[tuple[Problem, PlanJSON]]:
         """Validation problems, each with a golden plan (the official evaluator's example plans)."""
@@ -491,27 +490,42 @@ def _unzip_database(content: bytes, root: Path) -> None:
 
 
 # -- the evaluate command --------------------------------------------------------------------------------
-def _parser() -> argparse.ArgumentParser:
-    parser = CommandParser(
-        prog="modulo evaluate travelplanner",
-        description=(
-            "Score TravelPlanner plans as the official eval.py does. PLANS is JSONL, one object per line with "
-            "'idx' (1-based query index) and 'plan'. Lines may also carry 'id' and their own structured 'query' "
-            "(corpus mode: any number of plans per query)."
-        ),
+def evaluate_command(benchmark: TravelPlanner) -> click.Command:
+    """``modulo evaluate travelplanner PLANS [OPTIONS]``."""
+
+    @click.command(
+        help="Score TravelPlanner plans as the official eval.py does. PLANS is JSONL, one object per line with "
+        "'idx' (1-based query index) and 'plan'. Lines may also carry 'id' and their own structured 'query' "
+        "(corpus mode: any number of plans per query)."
     )
-    parser.add_argument("plans", type=Path, help="the plans file (JSONL)")
-    parser.add_argument(
+    @click.argument("plans", type=click.Path(path_type=Path))
+    @click.option(
         "--split",
+        type=click.Choice(["train", "validation", "validation-ref"]),
         default="validation",
-        choices=["train", "validation", "validation-ref"],
+        show_default=True,
         help="query split (validation-ref: the 129 rows with official reference information; figures over them "
         "use denominators computed from their queries, as a run on that split does)",
     )
-    parser.add_argument("--mode", default="official", choices=list(MODES), help="official (bug for bug) or strict")
-    parser.add_argument("--json", action="store_true", help="print the six figures as JSON fractions")
-    parser.add_argument("--per-plan", type=Path, default=None, metavar="OUT", help="write per-plan verdicts (JSONL)")
-    return parser
+    @click.option(
+        "--mode",
+        type=click.Choice(list(MODES)),
+        default="official",
+        show_default=True,
+        help="official (bug for bug) or strict",
+    )
+    @click.option("--json", "as_json", is_flag=True, help="print the six figures as JSON fractions")
+    @click.option(
+        "--per-plan",
+        type=click.Path(path_type=Path),
+        default=None,
+        metavar="OUT",
+        help="write per-plan verdicts (JSONL)",
+    )
+    def evaluate(plans: Path, split: str, mode: str, as_json: bool, per_plan: Path | None) -> None:
+        evaluate_file(benchmark, plans, split=split, mode=mode, as_json=as_json, per_plan=per_plan)
+
+    return evaluate
 
 
 def _read_lines(path: Path) -> list[tuple[int, dict[str, Any]]]:
@@ -612,23 +626,31 @@ def _print_report(out: TextIO, metrics: dict[str, float], summary: Any, *, mode:
         )
 
 
-def run_evaluate_command(benchmark: TravelPlanner, argv: list[str], out: TextIO | None = None) -> int:
-    """``modulo evaluate travelplanner ...``; returns the exit code (2 on bad input, with a message)."""
+def evaluate_file(
+    benchmark: TravelPlanner,
+    plans: Path,
+    *,
+    split: str = "validation",
+    mode: str = "official",
+    as_json: bool = False,
+    per_plan: Path | None = None,
+    out: TextIO | None = None,
+) -> None:
+    """Score the plans file ``plans`` (``modulo evaluate travelplanner``) and print the figures to ``out``;
+    write per-plan verdicts to ``per_plan``. Bad input raises a DataError."""
     out = out or sys.stdout
-    args = _parser().parse_args(argv)
-    evaluations, per_line, split = collect(benchmark, args.plans, args.split, args.mode)
-    summary = summarise(evaluations, split=split)
-    if args.per_plan is not None:
-        args.per_plan.parent.mkdir(parents=True, exist_ok=True)
-        with args.per_plan.open("w", encoding="utf-8") as handle:
+    evaluations, per_line, official = collect(benchmark, plans, split, mode)
+    summary = summarise(evaluations, split=official)
+    if per_plan is not None:
+        per_plan.parent.mkdir(parents=True, exist_ok=True)
+        with per_plan.open("w", encoding="utf-8") as handle:
             for _line, ev in per_line:
                 record: dict[str, Any] = {"id": ev.id, "idx": ev.idx, **ev.values()}
                 record["delivered"] = ev.delivered
                 record["hard_evaluated"] = ev.hard_evaluated
                 record["reasons"] = ev.reasons()
                 handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-    if args.json:
+    if as_json:
         out.write(json.dumps({k: summary.metrics[k] for k in METRIC_KEYS}) + "\n")
     else:
-        _print_report(out, summary.metrics, summary, mode=args.mode, n_lines=len(per_line))
-    return 0
+        _print_report(out, summary.metrics, summary, mode=mode, n_lines=len(per_line))

@@ -18,7 +18,6 @@ from rich.table import Table
 from ..build import Session, build_session
 from ..config import ModuloConfig
 from ..redact import RedactingStream
-from ..runinfo import UserInfo
 from ..runner import RunResult, RunState, run_session
 from ..runs import RunDir
 from ..terminal import safe_text
@@ -72,7 +71,7 @@ def print_check(session: Session) -> None:
     t.add_row("llm", f"{cfg.llm.name} {cfg.llm.model}".strip() if session.llm is not None else "(none needed)")
     t.add_row("critics", ", ".join(c.name for c in session.critics) or "(none)")
     t.add_row("critic options", f"mode={cfg.critic_options.mode} feedback={session.feedback}")
-    sandbox = session.info.sandbox if session.info is not None else None
+    sandbox = session.info.sandbox
     sandboxed = sandbox.critics if sandbox is not None else []
     t.add_row("sandboxed critics", ", ".join(sandboxed) or "(none: every critic runs in-process)")
     t.add_row("backprompt", f"{cfg.backprompt.name} {cfg.backprompt.args or ''}".strip())
@@ -85,7 +84,7 @@ def print_check(session: Session) -> None:
 
 def user_line(session: Session) -> str:
     """The user in the loop as ``modulo check`` shows it: who answers, how questions count, the updates."""
-    user = session.info.user if session.info is not None else UserInfo()
+    user = session.info.user
     loop = session.loop
     parts = [user.name or "none"]
     if user.file:

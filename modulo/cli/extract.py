@@ -1,8 +1,9 @@
 """``modulo critics extract BENCHMARK [CONSTRAINT ...] [llm=... llm.KEY=VALUE ...] [options]``.
 
 The ``KEY=VALUE`` arguments are Hydra overrides of the same ``llm``, ``cache``, ``benchmark`` and
-``data_dir`` keys ``modulo run`` takes (composed here, converted to plain dataclasses, then handed to
-:mod:`modulo.extract`, which never sees Hydra).
+``data_dir`` keys ``modulo run`` takes, composed and checked by the one composition path
+(:func:`modulo.cli.hydra_app.compose_config`) into the typed configuration handed to
+:mod:`modulo.extract`, which never sees Hydra. Errors go to the CLI's one error printer (exit 2).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from typing import Any
 
 import click
 
-from ..errors import ConfigError, ModuloError
+from ..config import ModuloConfig
+from ..errors import ConfigError
 from ..extract.gate import (
     DEFAULT_ATTEMPTS,
     DEFAULT_COUNTEREXAMPLES,
@@ -30,14 +32,11 @@ from ..extract.loop import DEFAULT_PREFIX
 ALLOWED = ("llm", "cache", "benchmark", "data_dir")
 
 
-def compose_config(benchmark: str, overrides: list[str]):  # type: ignore[no-untyped-def]
-    """The ModuloConfig of ``benchmark=BENCHMARK`` plus ``overrides`` (checked like ``modulo run``'s)."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
+def extraction_config(benchmark: str, overrides: list[str]) -> ModuloConfig:
+    """The ModuloConfig of ``benchmark=BENCHMARK`` plus ``overrides``, composed and checked as ``modulo run``
+    composes them (:func:`modulo.cli.hydra_app.compose_config`); only the keys an extraction reads."""
     from ..llm.keys import reject_secret_overrides
-    from ..resources import resource_dir
-    from .hydra_app import check_overrides, register_schema, search_path_override, to_modulo_config
+    from .hydra_app import compose_config
 
     for arg in overrides:
         key = arg.lstrip("+~").partition("=")[0].split(".")[0]
@@ -47,20 +46,7 @@ def compose_config(benchmark: str, overrides: list[str]):  # type: ignore[no-unt
                 f"{arg!r} is not one of them"
             )
     reject_secret_overrides(overrides)
-    conf_dir = resource_dir("conf")
-    argv = check_overrides([f"benchmark={benchmark}", *overrides], conf_dir)
-    register_schema()
-    GlobalHydra.instance().clear()
-    try:
-        with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
-            cfg = compose(config_name="config", overrides=[*argv, *search_path_override()])
-    except Exception as exc:  # Hydra's own override errors: a typo must read as a config error
-        if isinstance(exc, ModuloError):
-            raise
-        raise ConfigError(f"{type(exc).__name__}: {exc}") from None
-    finally:
-        GlobalHydra.instance().clear()
-    return to_modulo_config(cfg)
+    return compose_config([f"benchmark={benchmark}", *overrides])
 
 
 @click.command("extract", context_settings={"ignore_unknown_options": False})
@@ -99,42 +85,38 @@ def critics_extract(
     from ..build import build_benchmark, build_llm
     from ..extract.gate import GateSettings
     from ..extract.run import run_extraction
-    from .console import err_console, error
+    from .console import err_console
 
     constraints = [a for a in args if "=" not in a]
     overrides = [a for a in args if "=" in a]
-    try:
-        cfg = compose_config(benchmark, overrides)
-        settings = GateSettings(**gate)  # --attempts ... --counterexamples are the gate's settings by name
-        bench = build_benchmark(cfg)
-        client = build_llm(cfg)
-        folder = out if out is not None else Path("extracted") / cfg.benchmark.name.replace("/", "-")
+    cfg = extraction_config(benchmark, overrides)
+    settings = GateSettings(**gate)  # --attempts ... --counterexamples are the gate's settings by name
+    bench = build_benchmark(cfg)
+    client = build_llm(cfg)
+    folder = out if out is not None else Path("extracted") / cfg.benchmark.name.replace("/", "-")
 
-        def progress(line: str) -> None:
-            err_console.print(f"[dim]extract[/] {line}", markup=True, highlight=False, soft_wrap=True)
+    def progress(line: str) -> None:
+        err_console.print(f"[dim]extract[/] {line}", markup=True, highlight=False, soft_wrap=True)
 
-        async def go() -> Any:
-            try:
-                await client.start()  # a backend with a start step (llm=local) starts and checks itself first
-                return await run_extraction(
-                    bench,
-                    constraints,
-                    client,
-                    settings,
-                    folder,
-                    prefix=prefix,
-                    benchmark_args=cfg.benchmark.args,
-                    temperature=cfg.llm.temperature,
-                    force=force,
-                    progress=progress,
-                )
-            finally:
-                await client.aclose()
+    async def go() -> Any:
+        try:
+            await client.start()  # a backend with a start step (llm=local) starts and checks itself first
+            return await run_extraction(
+                bench,
+                constraints,
+                client,
+                settings,
+                folder,
+                prefix=prefix,
+                benchmark_args=cfg.benchmark.args,
+                temperature=cfg.llm.temperature,
+                force=force,
+                progress=progress,
+            )
+        finally:
+            await client.aclose()
 
-        result = asyncio.run(go())
-    except ModuloError as exc:
-        error(exc)
-        sys.exit(2)
+    result = asyncio.run(go())
     text = (result.out / "extraction.md").read_text(encoding="utf-8")
     click.echo(text)
     click.echo(f"written to {result.out}")

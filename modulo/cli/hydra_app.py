@@ -70,15 +70,26 @@ def to_modulo_config(cfg: DictConfig) -> ModuloConfig:
 
 def compose_config(overrides: list[str]) -> ModuloConfig:
     """The configuration ``modulo run OVERRIDES`` would run, composed from conf/ (and the benchmarks'
-    own config groups) without running anything: the Python API's door to the presets."""
+    own config groups) without running anything: the Python API's door to the presets, and the one way
+    a command composes a configuration (``modulo critics extract``).
+
+    The overrides are checked as ``modulo run`` checks them (an unknown benchmark or group option is a
+    did-you-mean error; a registered benchmark without a config file runs on ``benchmark=custom``), and
+    an override Hydra refuses (a typo in a key, a malformed value) is a ConfigError."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
+    conf_dir = resource_dir("conf")
+    checked = check_overrides(list(overrides), conf_dir)
     register_schema()
     GlobalHydra.instance().clear()
     try:
-        with initialize_config_dir(config_dir=str(resource_dir("conf")), version_base="1.3"):
-            cfg = compose(config_name="config", overrides=[*overrides, *search_path_override()])
+        with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
+            cfg = compose(config_name="config", overrides=[*checked, *search_path_override()])
+    except ModuloError:
+        raise
+    except Exception as exc:  # Hydra's own override errors: a typo must read as a config error
+        raise ConfigError(f"{type(exc).__name__}: {exc}") from None
     finally:
         GlobalHydra.instance().clear()
     return to_modulo_config(cfg)

@@ -2,11 +2,12 @@
 
 Subcommands that take Hydra overrides (``run``, ``check``) hand their arguments to Hydra untouched;
 the others are plain click commands (those that read finished runs are in :mod:`.commands`); a
-benchmark's own commands (``evaluate``, ``synth``, ``critics audit``, ``bench``) are its hooks.
+benchmark's own commands (``evaluate``, ``synth``, ``critics audit``, ``bench``) are click commands
+its hooks return, run as ``modulo evaluate BENCHMARK ...`` (:func:`_dispatch`).
 
-Errors are printed one way, by :func:`fail`: a usage error, a :class:`ModuloError` raised by any
-command or hook, or a benchmark command's argument error print ``error: KIND: message`` on stderr
-and exit with the code of :data:`modulo.cli.console.EXIT_CODES`.
+Errors are printed one way, by :func:`fail`: a usage error (of a command here or of a benchmark's
+command) or a :class:`ModuloError` raised by any command print ``error: KIND: message`` on stderr and
+exit with the code of :data:`modulo.cli.console.EXIT_CODES`.
 """
 
 from __future__ import annotations
@@ -260,7 +261,7 @@ _add_extract()
 @click.pass_context
 def critics_audit(ctx: click.Context, benchmark: str, data_dir: str | None) -> None:
     """Compare a benchmark's critics with its reference: modulo critics audit BENCHMARK [ARGS...] (see its --help)."""
-    _dispatch("audit_command", benchmark, data_dir, list(ctx.args))
+    _dispatch(ctx, "audit_command", benchmark, data_dir)
 
 
 # -- benchmarks: every benchmark command is a hook on the benchmark ---------------------------------
@@ -289,25 +290,47 @@ def _benchmark_with(hook: str, name: str) -> str:
     return found[0] if found else name
 
 
-def _own_help(benchmark: str) -> bool:
+#: each benchmark command hook, as a benchmark without it is told
+HOOKS = {"evaluate_command": "evaluate command", "synth_command": "synth command", "audit_command": "critic audit"}
+
+
+def _own_help(benchmark: str, hook: str | None = None) -> bool:
     """``modulo evaluate --help``: the arguments pass through to the benchmark, so help is ours to give."""
     if benchmark not in ("-h", "--help"):
         return False
     click.echo(click.get_current_context().get_help())
-    click.echo(f"\nBenchmarks: {', '.join(components.benchmarks.names())}")
+    names = components.benchmarks.names()
+    if hook is not None:
+        names = [n for n in names if _has_hook(n, hook)]
+    click.echo(f"\nBenchmarks: {', '.join(names) or 'none'} (see: ... BENCHMARK --help)")
     return True
 
 
-def _dispatch(hook: str, name: str, data_dir: str | None, argv: list[str]) -> None:
-    """Run the benchmark hook ``hook`` (``evaluate_command``, ...) with ``argv`` and exit with its code."""
-    if _own_help(name):
-        return
-    bench = _benchmark(_benchmark_with(hook, name), data_dir)
+def _has_hook(name: str, hook: str) -> bool:
     try:
-        code = getattr(bench, hook)(argv)
-    except NotImplementedError as exc:
-        raise ModuloError(str(exc)) from None
-    sys.exit(code or 0)
+        return bool(components.benchmarks.get(name).has_hook(hook))
+    except ModuloError:
+        return False
+
+
+def _invoke(ctx: click.Context, command: click.Command, info_name: str, args: list[str]) -> NoReturn:
+    """Run a benchmark's click command as ``modulo ... INFO_NAME`` (its usage and errors say so) and exit
+    with the callback's return value (None: 0)."""
+    with command.make_context(f"{ctx.command_path} {info_name}", args, help_option_names=["-h", "--help"]) as sub:
+        code = command.invoke(sub)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _dispatch(ctx: click.Context, hook: str, name: str, data_dir: str | None) -> None:
+    """Run the click command the benchmark's hook ``hook`` (``evaluate_command``, ...) returns with the
+    arguments after the benchmark's name, and exit with its code."""
+    if _own_help(name, hook):
+        return
+    full = _benchmark_with(hook, name)
+    command = getattr(_benchmark(full, data_dir), hook)()
+    if command is None:
+        raise ModuloError(f"benchmark {full!r} has no {HOOKS[hook]}")
+    _invoke(ctx, command, full, list(ctx.args))
 
 
 @cli.command(context_settings=PASS_THROUGH)
@@ -315,8 +338,8 @@ def _dispatch(hook: str, name: str, data_dir: str | None, argv: list[str]) -> No
 @click.option("--data-dir", default=None, help="benchmark data directory (default: $MODULO_DATA_DIR)")
 @click.pass_context
 def evaluate(ctx: click.Context, benchmark: str, data_dir: str | None) -> None:
-    """Score plans with a benchmark's evaluator: modulo evaluate BENCHMARK [ARGS...] (see BENCHMARK's --help)."""
-    _dispatch("evaluate_command", benchmark, data_dir, list(ctx.args))
+    """Score plans with a benchmark's evaluator: modulo evaluate BENCHMARK [ARGS...] (see BENCHMARK --help)."""
+    _dispatch(ctx, "evaluate_command", benchmark, data_dir)
 
 
 @cli.command(context_settings=PASS_THROUGH)
@@ -324,7 +347,7 @@ def evaluate(ctx: click.Context, benchmark: str, data_dir: str | None) -> None:
 @click.pass_context
 def synth(ctx: click.Context, benchmark: str) -> None:
     """Write a fixed set of generated problems: modulo synth BENCHMARK [ARGS...] (e.g. calendar --n 50 --out F)."""
-    _dispatch("synth_command", benchmark, None, list(ctx.args))
+    _dispatch(ctx, "synth_command", benchmark, None)
 
 
 @cli.command(context_settings=PASS_THROUGH)
@@ -336,14 +359,18 @@ def bench(ctx: click.Context, benchmark: str, command: str | None, data_dir: str
     """A benchmark's own subcommands: modulo bench BENCHMARK COMMAND [ARGS...] (no COMMAND: list them)."""
     if _own_help(benchmark):
         return
-    commands = _benchmark(benchmark, data_dir).commands()
+    commands = {c.name: c for c in _benchmark(benchmark, data_dir).commands()}
     if command is None:
-        click.echo("\n".join(sorted(commands)) or f"benchmark {benchmark!r} has no commands of its own")
+        click.echo("\n".join(sorted(n for n in commands if n)) or f"benchmark {benchmark!r} has no commands of its own")
+        return
+    if command in ("-h", "--help"):
+        for name, found in sorted(commands.items()):
+            click.echo(f"{name}: {found.get_short_help_str(100)}")
         return
     if command not in commands:
-        known = ", ".join(sorted(commands)) or "none"
+        known = ", ".join(sorted(n for n in commands if n)) or "none"
         raise ModuloError(f"benchmark {benchmark!r} has no command {command!r} (its commands: {known})")
-    sys.exit(commands[command](list(ctx.args)) or 0)
+    _invoke(ctx, commands[command], f"{benchmark} {command}", list(ctx.args))
 
 
 @cli.command("tools")

@@ -505,6 +505,9 @@ def load_run(
     path = Path(path)
     info = read_run_info(path)
     notes: list[str] = []
+    migrated = info.migration_note()
+    if migrated is not None:
+        notes.append(migrated)
     derived = info.derived_problems
     if derived:
         shown = ", ".join(str(d) for d in derived[:8]) + (f" and {len(derived) - 8} more" if len(derived) > 8 else "")

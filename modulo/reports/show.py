@@ -155,6 +155,9 @@ def build_story(run: RunData, problem_id: str, *, show_prompt: bool = False, sho
     level = rec.metadata.get("level")
     if level is not None:
         summary.append(f"level: {level}")
+    migrated = run.info.migration_note()
+    if migrated is not None:
+        summary.append(f"note: {migrated}")
     add(Block("text", "\n".join(summary)))
     prev_states: dict[str, str] = {}
     prev_plan: PlanJSON = None

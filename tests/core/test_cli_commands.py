@@ -42,9 +42,15 @@ def test_every_help_exits_0(path: tuple[str, ...]) -> None:
         (["show", "somewhere"], "Missing argument 'PROBLEM_ID'"),
         (["list", "widgets"], "unknown kind 'widgets'"),
         (["evaluate", "no_such_benchmark"], "unknown benchmark 'no_such_benchmark'"),
-        (["synth", "synth/calendar", "--n", "two"], "--n: invalid int value: 'two'"),
-        (["critics", "audit", "synth/calendar", "--bogus"], "unrecognized arguments: --bogus"),
+        (["synth", "synth/calendar", "--n", "two"], "'--n': 'two' is not a valid integer"),
+        (["synth", "calendar", "--help-me"], "No such option '--help-me'"),
+        (["critics", "audit", "synth/calendar", "--bogus"], "No such option '--bogus'"),
+        (["bench", "synth/calendar", "oracle-script", "--out"], "'--out' requires an argument"),
+        (["evaluate", "synth/calendar"], "benchmark 'synth/calendar' has no evaluate command"),
         (["fake-server", "--rate", "rate_limit"], "KEY=VALUE"),
+        # critics extract composes its config through compose_config: modulo run's checks and errors
+        (["critics", "extract", "synth/calender", "llm=scripted"], "Did you mean 'synth/calendar'"),
+        (["critics", "extract", "synth/calendar", "llm.temprature=0"], "Could not override 'llm.temprature'"),
         (["view", "x", "--chunk-size", "0"], "--chunk-size"),
     ],
 )
@@ -84,4 +90,28 @@ def test_no_module_keeps_an_argparse_entry_point() -> None:
         if (folder == "modulo" and re.search(r"def \w+_main\(argv", p.read_text(encoding="utf-8")))
         or "argparse.ArgumentParser(" in p.read_text(encoding="utf-8")
     ]
-    assert offenders == [], "use a click command (modulo/cli) or a benchmark hook with CommandParser"
+    assert offenders == [], "use a click command (modulo/cli, or one a benchmark hook returns)"
+
+
+@pytest.mark.parametrize(
+    ("args", "shows"),
+    [
+        (["evaluate", "travelplanner"], [" evaluate travelplanner [OPTIONS] PLANS", "--per-plan"]),
+        (["evaluate", "natural_plan/trip"], ["--predictions", "--iteration0"]),
+        (["synth", "calendar"], [" synth synth/calendar [OPTIONS]", "--hidden-mode"]),
+        (["critics", "audit", "synth/calendar"], ["--difficulty", "--critic"]),
+        (["critics", "audit", "travelplanner"], ["--golden", "--mode"]),
+        (["bench", "synth/calendar", "oracle-script"], ["--problems", "--updates"]),
+    ],
+)
+def test_a_benchmark_command_shows_its_own_options(args: list[str], shows: list[str]) -> None:
+    shown = modulo(*args, "--help")
+    assert shown.exit_code == 0 and not shown.stderr, shown.output
+    assert all(text in shown.stdout for text in shows), shown.stdout
+
+
+def test_the_benchmark_level_help_lists_the_benchmarks_with_that_command() -> None:
+    shown = modulo("synth", "--help")
+    assert shown.exit_code == 0
+    listed = shown.stdout.split("Benchmarks: ", 1)[1]
+    assert "synth/calendar" in listed and "travelplanner" not in listed

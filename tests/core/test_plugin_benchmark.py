@@ -33,13 +33,23 @@ def test_plugin_benchmark_commands_go_through_its_hooks(bench_env: dict[str, str
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["id"] for r in rows] == [f"sum-2-{i}" for i in range(4)]
 
-    stats = modulo(bench_env, "bench", "toybench/sum", "stats", "--x")
+    stats = modulo(bench_env, "bench", "toybench/sum", "stats", "--limit", "2")
     assert stats.returncode == 0, stats.stderr
-    assert json.loads(stats.stdout) == {"benchmark": "toybench/sum", "problems": 3, "argv": ["--x"]}
+    assert json.loads(stats.stdout) == {"benchmark": "toybench/sum", "problems": 2}
     listed = modulo(bench_env, "bench", "toybench/sum")
     assert listed.stdout.split() == ["stats"]
     unknown = modulo(bench_env, "bench", "toybench/sum", "nope")
     assert unknown.returncode == 2 and "no command 'nope'" in unknown.stderr + unknown.stdout
+
+    # --help at every level shows the benchmark's own options; a wrong one is a usage error (exit 2)
+    helped = modulo(bench_env, "synth", "toybench/sum", "--help")
+    assert helped.returncode == 0 and "Usage: modulo synth toybench/sum [OPTIONS]" in helped.stdout
+    assert "--seed" in helped.stdout and "--out" in helped.stdout
+    helped = modulo(bench_env, "bench", "toybench/sum", "stats", "--help")
+    assert helped.returncode == 0 and "--limit" in helped.stdout
+    wrong = modulo(bench_env, "bench", "toybench/sum", "stats", "--limit", "two")
+    assert wrong.returncode == 2 and wrong.stderr.startswith("error: ") and "'two'" in wrong.stderr
+    assert "modulo bench toybench/sum stats --help" in wrong.stderr
 
     audit = modulo(bench_env, "critics", "audit", "toybench/sum")
     assert audit.returncode == 0, audit.stdout + audit.stderr

@@ -35,6 +35,7 @@ def test_show_reads_an_old_run(old_run: Path, capsys: pytest.CaptureFixture[str]
     code, out, err = run_main(capsys, "show", str(old_run), FINISHED[1])
     assert code == 0, err
     assert "failed after 2 iteration(s)" in out and "synth_busy" in out
+    assert "note: run.json was written by an earlier modulo (format 1) and read through the migration" in out
 
 
 @pytest.mark.slow
@@ -43,6 +44,7 @@ def test_report_and_view_read_an_old_run(old_run: Path, capsys: pytest.CaptureFi
     assert code == 0, err
     report = (old_run / "report.md").read_text()
     assert "2 of 3 problems finished" in report and "synth/calendar" in report
+    assert "oldrun: run.json was written by an earlier modulo (format 1) and read through the migration" in report
     code, _, err = run_main(capsys, "view", str(old_run), "--out", str(old_run / "view.html"))
     assert code == 0, err
     assert FINISHED[0] in (old_run / "view.html").read_text()
@@ -64,6 +66,7 @@ def test_an_old_run_resumes_where_it_stopped(old_run: Path, capsys: pytest.Captu
     code, _, err = run_main(capsys, "report", str(old_run))
     assert code == 0, err
     assert "2 of 3 problems finished" not in (old_run / "report.md").read_text()
+    assert "read through the migration" not in (old_run / "report.md").read_text()  # run.json is current now
 
 
 def test_the_old_run_json_reads_as_the_current_version() -> None:
@@ -74,6 +77,10 @@ def test_the_old_run_json_reads_as_the_current_version() -> None:
     data = json.loads((FIXTURE / "run.json").read_text())
     data["retired_key"] = {"kept": True}
     assert parse_run_info(data).legacy == {"retired_key": {"kept": True}}  # nothing of an old run is dropped
+    assert info.migrated_from == "format 1" and "format 1" in (info.migration_note() or "")
+    current = parse_run_info(json.loads(info.to_json()))
+    assert current.migrated_from is None and current.migration_note() is None  # written now: nothing to say
+    assert info.with_arg_defaults({"n": 3}).migrated_from == "format 1"  # a copy keeps where it was read from
 
 
 def test_a_run_json_from_a_newer_modulo_is_a_clear_error(old_run: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -31,7 +31,7 @@ def test_a_run_with_updates_is_evaluated_against_the_final_request(tmp_path: Pat
     cfg.user.updates = [{"after": 0, "add": {"target": 9}, "text": "They must sum to 9 now."}]
     cfg.metacontroller.max_iterations = 2
     session = build_session(cfg)
-    assert session.info is not None and session.info.user.updates == cfg.user.updates
+    assert session.info.user.updates == cfg.user.updates
     assert session.info.user.name is None
     assert user_line(session) == "none; 1 update(s) after turn(s) 0"  # what modulo check shows
     result = asyncio.run(run_session(session, RunDir(tmp_path)))
@@ -85,7 +85,7 @@ def test_an_llm_user_answers_through_the_runs_model_or_its_own(tmp_path: Path) -
     cfg = config("toy", 1, replies)
     cfg.user.name = "llm"
     session = build_session(cfg)
-    assert session.loop.user_llm is session.llm and session.info is not None and session.info.user.name == "llm"
+    assert session.loop.user_llm is session.llm and session.info.user.name == "llm"
     asyncio.run(run_session(session, RunDir(tmp_path / "same")))
     (record,) = read_records(tmp_path / "same")
     question = record.iterations[0]
@@ -97,11 +97,7 @@ def test_an_llm_user_answers_through_the_runs_model_or_its_own(tmp_path: Path) -
     cfg.user.name = "llm"
     cfg.user.llm = {"model": "user-model", "args": {"replies": ["No. [REVEALED: none]"]}}
     session = build_session(cfg)
-    assert (
-        session.loop.user_llm is not session.llm
-        and session.info is not None
-        and session.info.user.llm_model == "user-model"
-    )
+    assert session.loop.user_llm is not session.llm and session.info.user.llm_model == "user-model"
     asyncio.run(run_session(session, RunDir(tmp_path / "own")))
     (record,) = read_records(tmp_path / "own")
     user_call = record.iterations[0].calls[1]

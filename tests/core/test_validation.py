@@ -36,12 +36,7 @@ def test_critics_none_runs_with_no_checks_and_says_so(tmp_path: Path) -> None:
     cfg = config("toy", 2, {"*": ["[2, 3]"]})
     cfg.critics = "none"
     session = build_session(cfg)
-    assert (
-        session.critics == []
-        and session.info is not None
-        and session.info.critics == []
-        and session.info.critic_source == "none"
-    )
+    assert session.critics == [] and session.info.critics == [] and session.info.critic_source == "none"
     asyncio.run(run_session(session, RunDir(tmp_path)))
 
 

@@ -6,15 +6,17 @@ import json
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 
 from critics.natural_plan.benchmark import CalendarScheduling, MeetingPlanning, NaturalPlanBenchmark, TripPlanning
 from critics.natural_plan.common import TASK_FILES
 from critics.natural_plan.replay import replay_report, stored_predictions
 from modulo.components import benchmarks, critics
-from modulo.errors import DataError, ModuloError, UsageError
+from modulo.errors import DataError, ModuloError
 from modulo.prompts import load_template, resolve
 from modulo.types import Problem
+from tests.cli_support import run_command
 
 ALL = (TripPlanning, MeetingPlanning, CalendarScheduling)
 
@@ -78,8 +80,7 @@ def test_critics_never_read_metadata(cls: type[NaturalPlanBenchmark], np_dir: Pa
 
 
 def _run(bench: NaturalPlanBenchmark, argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
-    code = bench.evaluate_command(argv)
-    return code, capsys.readouterr().out
+    return run_command(bench.evaluate_command(), *argv)
 
 
 def test_evaluate_command_json_counts(capsys: pytest.CaptureFixture[str]) -> None:
@@ -113,15 +114,15 @@ def test_evaluate_command_text_and_jsonl(
 def test_evaluate_command_errors(tmp_path: Path) -> None:
     # bad input is raised (the CLI prints it the one way and exits 2), never printed by the hook itself
     with pytest.raises(ModuloError, match="no field 'pred_nope'"):
-        MeetingPlanning().evaluate_command(["--split", "subset100", "--predictions", "pred_nope"])
+        run_command(MeetingPlanning().evaluate_command(), "--split", "subset100", "--predictions", "pred_nope")
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"problem_id": "x"}\n')
     with pytest.raises(ModuloError, match="no answer field"):
-        MeetingPlanning().evaluate_command(["--split", "subset100", "--predictions", str(bad)])
+        run_command(MeetingPlanning().evaluate_command(), "--split", "subset100", "--predictions", bad)
     with pytest.raises(ModuloError, match="missing"):
-        MeetingPlanning().evaluate_command(["--split", "full"])
-    with pytest.raises(UsageError, match="--split: expected one argument"):
-        MeetingPlanning().evaluate_command(["--split"])
+        run_command(MeetingPlanning().evaluate_command(), "--split", "full")
+    with pytest.raises(click.UsageError, match="'--split' requires an argument"):
+        run_command(MeetingPlanning().evaluate_command(), "--split")
 
 
 @pytest.mark.parametrize("cls", ALL)

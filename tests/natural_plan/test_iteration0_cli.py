@@ -8,12 +8,14 @@ from pathlib import Path
 import pytest
 
 from modulo import components
+from tests.cli_support import run_command
 
 
 def test_calendar_iteration0_counts_and_backprompts(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bench = components.benchmarks.get("natural_plan/calendar")(data_dir=data_dir)
-    assert bench.evaluate_command(["--split", "subset100", "--iteration0", "--json"]) == 0
-    out = json.loads(capsys.readouterr().out)
+    code, printed = run_command(bench.evaluate_command(), "--split", "subset100", "--iteration0", "--json")
+    assert code == 0
+    out = json.loads(printed)
     assert (out["n"], out["official"], out["valid"]) == (100, 56, 63)
     loop0 = out["iteration0"]
     assert loop0["certified"] == 63  # certified at iteration 0 == constraint-valid

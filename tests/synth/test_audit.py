@@ -8,16 +8,19 @@ import os
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 
 from critics.synth.audit import ALL, audit_main, audit_synth, load_critics
+from critics.synth.benchmark import SynthCalendar
 from critics.synth.common import parse_time
 from critics.travelplanner.audit import audit_golden, golden_rows
 from critics.travelplanner.critics import OFFICIAL_KEYS
 from modulo import components
 from modulo.critic import critic
-from modulo.errors import ModuloError, UsageError
+from modulo.errors import ModuloError
 from modulo.types import PlanJSON, Problem, Verdict
+from tests.cli_support import run_command
 
 from .conftest import FAMILIES, bench
 
@@ -74,10 +77,9 @@ def test_boundary_mutants_expose_a_window_check_that_ignores_the_window_end() ->
 
 
 def test_audit_main_prints_a_table_and_writes_json(tmp_path: Path) -> None:
-    out = io.StringIO()
-    rc = audit_main(["synth/calendar", "--n", "4", "--difficulty", "easy", "--json", str(tmp_path / "a.json")], out=out)
+    command = SynthCalendar().audit_command()
+    rc, text = run_command(command, "--n", "4", "--difficulty", "easy", "--json", tmp_path / "a.json")
     assert rc == 0
-    text = out.getvalue()
     assert "| synth_busy |" in text and "boundary_out" in text
     data = json.loads((tmp_path / "a.json").read_text())
     assert data["clean"] is True and data["rows"]
@@ -87,9 +89,9 @@ def test_audit_main_unknown_benchmark_is_a_clear_error() -> None:
     with pytest.raises(ModuloError):
         components.benchmarks.get("synth/nope")
     with pytest.raises(ModuloError):
-        audit_main(["synth/nope"], out=io.StringIO())
-    with pytest.raises(UsageError, match="--n: invalid int value"):
-        audit_main(["synth/calendar", "--n", "four"], out=io.StringIO())
+        audit_main("synth/nope", out=io.StringIO())
+    with pytest.raises(click.BadParameter, match="'four' is not a valid integer"):
+        run_command(SynthCalendar().audit_command(), "--n", "four")
 
 
 def _golden_path() -> Path:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import io
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,15 +10,16 @@ from pathlib import Path
 import pytest
 import z3
 
-from critics.synth.cli import synth_main
+from critics.synth.cli import write_set
 from critics.synth.common import as_z3, canonical_set, new_solver, rng_for
 from critics.synth.critics import CRITICS, entry_point_lines
 from critics.synth.families import get_family
 from critics.synth.family import Mutant
 from modulo import components
 from modulo.critic import Critic
-from modulo.errors import ConfigError, DataError, ModuloError, PlanFormatError, UsageError
+from modulo.errors import ConfigError, DataError, ModuloError, PlanFormatError
 from modulo.types import Problem
+from tests.cli_support import invoke
 
 from .conftest import FAMILIES, bench
 
@@ -177,13 +177,9 @@ def test_restructure_really_rewrites_tasks_windows() -> None:
 
 
 def test_write_and_read_a_fixed_set(tmp_path: Path) -> None:
-    out = io.StringIO()
     path = tmp_path / "cal.jsonl"
-    assert (
-        synth_main(["calendar", "--n", "4", "--seed", "3", "--out", str(path), "--unsolvable-fraction", "0.5"], out=out)
-        == 0
-    )
-    assert "wrote 4 synth/calendar problems" in out.getvalue()
+    code, out = invoke("synth", "calendar", "--n", "4", "--seed", "3", "--out", path, "--unsolvable-fraction", "0.5")
+    assert code == 0 and "wrote 4 synth/calendar problems" in out
     from_file = bench("calendar", path=str(path)).load("generated")
     fresh = bench("calendar", n=4, seed=3, unsolvable_fraction=0.5).load("generated")
     assert [p.model_dump() for p in from_file] == [p.model_dump() for p in fresh]
@@ -198,17 +194,20 @@ def test_write_and_read_a_fixed_set(tmp_path: Path) -> None:
 
 def test_cli_knobs_and_errors(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
-    assert synth_main(["synth/tasks", "--n", "2", "--out", str(path), "--knob", "n_actions=5"], out=io.StringIO()) == 0
+    code, out = invoke("synth", "synth/tasks", "--n", "2", "--out", path, "--arg", "n_actions=5")
+    assert code == 0, out
     assert all(len(p.constraints["actions"]) == 5 for p in bench("tasks", path=str(path)).load("generated"))
-    # bad input is raised for the modulo CLI to print (exit 2)
-    with pytest.raises(ModuloError, match="did you mean 'n_actions'"):
-        synth_main(["tasks", "--n", "2", "--out", str(path), "--knob", "n_acts=5"], out=io.StringIO())
+    # bad input is printed by the modulo CLI the one way (exit 2)
+    for args, says in (
+        (["tasks", "--n", "2", "--out", path, "--knob", "n_acts=5"], "did you mean 'n_actions'"),
+        (["boats", "--out", path], "unknown benchmark 'boats'"),
+        (["trip", "--n", "1", "--out", path, "--knob", "n_cities=40"], "n_cities"),
+        (["trip"], "Missing option '--out'"),
+    ):
+        code, out = invoke("synth", *args)
+        assert code == 2 and out.startswith("error: ") and says in out, out
     with pytest.raises(ModuloError, match="unknown family 'boats'"):
-        synth_main(["boats", "--out", str(path)], out=io.StringIO())
-    with pytest.raises(ModuloError):
-        synth_main(["trip", "--n", "1", "--out", str(path), "--knob", "n_cities=40"], out=io.StringIO())
-    with pytest.raises(UsageError, match="required: --out"):
-        synth_main(["trip"], out=io.StringIO())
+        write_set("boats", path, {})
 
 
 def test_bad_settings_fail_with_clear_errors() -> None:

@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 
 import pytest
 
-from critics.synth.cli import synth_main
 from critics.synth.common import canonical_set
 from critics.synth.critics import check
 from critics.synth.families import get_family
 from critics.synth.multiturn import check_reason, clock_times, names_constraint
 from modulo.errors import ConfigError, ModuloError
 from modulo.types import Problem, ProblemUpdate
+from tests.cli_support import invoke, run_command
 
 from .conftest import FAMILIES, bench
 
@@ -241,10 +240,9 @@ def test_a_reason_naming_another_valid_core_in_full_is_accepted() -> None:
 
 # -- files and the command line -----------------------------------------------------------------
 def test_synth_command_writes_held_back_requirements(tmp_path: Path) -> None:
-    out = io.StringIO()
     path = tmp_path / "cal.jsonl"
-    code = synth_main(["calendar", "--n", "3", "--seed", "1", "--hidden", "2", "--out", str(path)], out)
-    assert code == 0 and "6 requirements held back (told when asked)" in out.getvalue()
+    code, out = invoke("synth", "calendar", "--n", "3", "--seed", "1", "--hidden", "2", "--out", path)
+    assert code == 0 and "6 requirements held back (told when asked)" in out
     rows = [json.loads(line) for line in path.read_text().splitlines()]
     assert all(sorted(r["hidden"]) == ["h1", "h2"] for r in rows)
     again = bench("calendar", path=str(path)).load("generated")
@@ -253,20 +251,22 @@ def test_synth_command_writes_held_back_requirements(tmp_path: Path) -> None:
 
     path2 = tmp_path / "upd.jsonl"
     args = ["calendar", "--n", "2", "--hidden", "1", "--hidden-mode", "update", "--update-after", "3"]
-    assert synth_main([*args, "--out", str(path2)], io.StringIO()) == 0
+    assert invoke("synth", *args, "--out", path2)[0] == 0
     loaded = bench("calendar", path=str(path2)).load("generated")
     assert all([u.after for u in p.updates] == [3] for p in loaded)
 
 
 def test_oracle_script_plans_each_version_and_abstains_with_the_core(tmp_path: Path) -> None:
     problems = tmp_path / "p.jsonl"
-    assert synth_main(["calendar", "--n", "4", "--hidden", "2", "--hidden-mode", "update", "--out", str(problems)]) == 0
+    assert (
+        invoke("synth", "calendar", "--n", "4", "--hidden", "2", "--hidden-mode", "update", "--out", problems)[0] == 0
+    )
     b = bench("calendar", path=str(problems))
     fam = get_family("calendar")
     script = tmp_path / "s.json"
     late = [{"after": 5, "add": {"constraints": [{"kind": "deadline", "day": "Monday", "time": 540}]}}]
-    args = ["--problems", str(problems), "--out", str(script), "--updates", json.dumps(late)]
-    assert b.commands()["oracle-script"](args) == 0
+    (command,) = b.commands()
+    assert run_command(command, "--problems", problems, "--out", script, "--updates", json.dumps(late))[0] == 0
     replies = json.loads(script.read_text())
     for p in b.load("generated"):
         mine = replies[p.id]
@@ -278,7 +278,7 @@ def test_oracle_script_plans_each_version_and_abstains_with_the_core(tmp_path: P
         assert "must end by 9:00 on Monday" in mine[-1] or "has to be over by Monday 9:00" in mine[-1]
         assert len(mine) >= 3
     with pytest.raises(ModuloError):  # raised for the modulo CLI to print (exit 2)
-        b.commands()["oracle-script"](["--problems", str(tmp_path / "none.jsonl"), "--out", str(script)])
+        run_command(command, "--problems", tmp_path / "none.jsonl", "--out", script)
 
 
 def test_an_update_may_replace_the_query_and_the_context() -> None:

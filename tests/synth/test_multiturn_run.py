@@ -10,9 +10,8 @@ import pytest
 import yaml
 
 from critics.synth.benchmark import SynthCalendar
-from critics.synth.cli import synth_main
 from modulo.types import ProblemResult, ProblemUpdate
-from tests.cli_support import invoke
+from tests.cli_support import invoke, run_command
 
 
 def run(tmp_path: Path, name: str, problems: Path, script: Any, *extra: str) -> tuple[list[ProblemResult], dict]:
@@ -43,8 +42,8 @@ def run_with_updates(
     """Run the oracle's script for ``updates`` (told by the config ``override``, the same updates in
     Hydra's syntax) on ``problems``: the records and the evaluation."""
     script = tmp_path / "oracle.json"
-    args = ["--problems", str(problems), "--out", str(script), "--updates", json.dumps(updates)]
-    assert SynthCalendar().commands()["oracle-script"](args) == 0
+    (command,) = SynthCalendar().commands()
+    assert run_command(command, "--problems", problems, "--out", script, "--updates", json.dumps(updates))[0] == 0
     return run(tmp_path, "run", problems, json.loads(script.read_text()), override)
 
 
@@ -60,7 +59,7 @@ def final_problem(bench: SynthCalendar, problem_id: str, result: ProblemResult) 
 def test_scheduled_updates_invalidate_certified_plans_and_the_loop_recovers(tmp_path: Path) -> None:
     problems = tmp_path / "p.jsonl"
     args = ["calendar", "--n", "6", "--seed", "1", "--hidden", "2", "--hidden-mode", "update"]
-    assert synth_main([*args, "--out", str(problems)]) == 0
+    assert invoke("synth", *args, "--out", problems)[0] == 0
     script = tmp_path / "oracle.json"
     code, out = invoke("bench", "synth/calendar", "oracle-script", "--problems", str(problems), "--out", str(script))
     assert code == 0, out
@@ -83,7 +82,7 @@ def test_scheduled_updates_invalidate_certified_plans_and_the_loop_recovers(tmp_
 @pytest.mark.slow
 def test_a_user_update_that_makes_the_problem_unsolvable_ends_in_a_verified_abstention(tmp_path: Path) -> None:
     problems = tmp_path / "p.jsonl"
-    assert synth_main(["calendar", "--n", "3", "--seed", "2", "--out", str(problems)]) == 0
+    assert invoke("synth", "calendar", "--n", "3", "--seed", "2", "--out", problems)[0] == 0
     deadline = {"kind": "deadline", "day": "Monday", "time": 540}
     updates = [{"after": 0, "add": {"constraints": [deadline]}, "text": "It must be over by 9:00 on Monday."}]
     records, evaluation = run_with_updates(
@@ -108,7 +107,7 @@ def test_a_user_update_that_makes_the_problem_unsolvable_ends_in_a_verified_abst
 @pytest.mark.slow
 def test_a_planner_that_asks_learns_the_held_back_requirements_from_a_scripted_user(tmp_path: Path) -> None:
     problems = tmp_path / "p.jsonl"
-    assert synth_main(["calendar", "--n", "3", "--seed", "3", "--hidden", "2", "--out", str(problems)]) == 0
+    assert invoke("synth", "calendar", "--n", "3", "--seed", "3", "--hidden", "2", "--out", problems)[0] == 0
     bench = SynthCalendar(path=str(problems))
     script: dict[str, list[str]] = {}
     for p in bench.load("generated"):
@@ -146,7 +145,7 @@ def test_user_updates_from_the_config_certify_plans_that_z3_accepts(tmp_path: Pa
     """``user.updates`` tells every held-back requirement after turn 0 and adds one more; each certified
     plan meets the updated constraint set, and Z3 agrees on every one."""
     problems = tmp_path / "p.jsonl"
-    assert synth_main(["calendar", "--n", "6", "--seed", "4", "--hidden", "2", "--out", str(problems)]) == 0
+    assert invoke("synth", "calendar", "--n", "6", "--seed", "4", "--hidden", "2", "--out", problems)[0] == 0
     late = {"kind": "deadline", "day": "Monday", "time": 1020}
     updates = [{"after": 0, "add": {"reveal": "all", "constraints": [late]}, "text": "Two more things."}]
     records, evaluation = run_with_updates(

@@ -2,24 +2,23 @@
 
 from __future__ import annotations
 
-import io
 import json
 import re
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 
-from critics.travelplanner.benchmark import TravelPlanner, run_evaluate_command
+from critics.travelplanner.benchmark import TravelPlanner
 from critics.travelplanner.checks import ALL_KEYS
 from critics.travelplanner.data import load_annotated_plans
-from modulo.errors import DataError, UsageError
+from modulo.errors import DataError
+from tests.cli_support import run_command
 
 
 def _run(tp: TravelPlanner, argv: list[str]) -> tuple[int, str]:
-    out = io.StringIO()
-    code = run_evaluate_command(tp, argv, out)
-    return code, out.getvalue()
+    return run_command(tp.evaluate_command(), *argv)
 
 
 def test_train_submission_text_report(tp: TravelPlanner, tp_dir: Path, tmp_path: Path) -> None:
@@ -117,10 +116,10 @@ def test_bad_input_is_a_clear_error(tp: TravelPlanner, tmp_path: Path, content: 
 def test_missing_file_and_bad_mode(tp: TravelPlanner, tmp_path: Path) -> None:
     with pytest.raises(DataError, match="does not exist"):
         _run(tp, [str(tmp_path / "nope.jsonl")])
-    with pytest.raises(UsageError, match="--mode: invalid choice: 'lenient'"):
+    with pytest.raises(click.BadParameter, match="'lenient' is not one of 'official', 'strict'"):
         _run(tp, [str(tmp_path / "nope.jsonl"), "--mode", "lenient"])
 
 
 def test_evaluate_command_method(tp: TravelPlanner, tp_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert tp.evaluate_command([str(tp_dir / "example_evaluation.jsonl"), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["delivery_rate"] == pytest.approx(161 / 180)
+    code, out = _run(tp, [str(tp_dir / "example_evaluation.jsonl"), "--json"])
+    assert code == 0 and json.loads(out)["delivery_rate"] == pytest.approx(161 / 180)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -134,12 +133,13 @@ def test_example_evaluation_submission(
 
 
 def test_example_evaluation_through_the_command(tp: TravelPlanner, tp_dir: Path, submissions: dict[str, Any]) -> None:
-    from critics.travelplanner.benchmark import run_evaluate_command
+    from tests.cli_support import run_command
 
-    out = io.StringIO()
-    code = run_evaluate_command(tp, [str(tp_dir / "example_evaluation.jsonl"), "--split", "validation", "--json"], out)
+    code, out = run_command(
+        tp.evaluate_command(), tp_dir / "example_evaluation.jsonl", "--split", "validation", "--json"
+    )
     assert code == 0
-    printed = json.loads(out.getvalue())
+    printed = json.loads(out)
     assert list(printed) == list(METRIC_KEYS)
     assert _figures(printed) == pytest.approx(submissions["validation-example-evaluation"]["metrics"], abs=1e-12)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from critics.travelplanner.benchmark import TravelPlanner, run_evaluate_command
+from critics.travelplanner.benchmark import TravelPlanner, evaluate_file
 from modulo.build import build_session
 from modulo.cli.hydra_app import config_yaml
 from modulo.errors import ConfigError
@@ -40,7 +40,7 @@ def _greedy_run(tp: TravelPlanner, split: str, run_dir: Path) -> dict[str, float
 
 def _evaluate(tp: TravelPlanner, path: Path, split: str) -> dict[str, float]:
     out = io.StringIO()
-    assert run_evaluate_command(tp, [str(path), "--split", split, "--json"], out) == 0
+    evaluate_file(tp, path, split=split, as_json=True, out=out)
     figures: dict[str, float] = json.loads(out.getvalue())
     return figures
 

@@ -47,7 +47,7 @@ def test_the_default_level_is_explain_and_a_critic_may_have_its_own() -> None:
     cfg.critic_args = {"synth_busy": {"feedback": "binary"}}
     session = build_session(cfg)
     levels = {c.name: c.feedback for c in session.critics}
-    assert session.feedback == "explain" and session.info is not None and session.info.feedback == "explain"
+    assert session.feedback == "explain" and session.info.feedback == "explain"
     assert levels.pop("synth_busy") == "binary" and set(levels.values()) == {"explain"}
     assert session.info.critic_feedback["synth_busy"] == "binary"
 

@@ -1,21 +1,23 @@
 """A plugin benchmark outside modulo: pick numbers from a pool that sum to a target.
 
 It reaches modulo only through the public door: entry points for the benchmark and its critic, its
-own templates (``template_dir``), its own ``modulo synth`` and ``modulo critics audit`` hooks and a
-subcommand of its own (``modulo bench toybench/sum stats``).
+own templates (``template_dir``), its own ``modulo synth`` and ``modulo critics audit`` commands (click
+commands its hooks return) and a subcommand of its own (``modulo bench toybench/sum stats``).
 """
 
 from __future__ import annotations
 
 import json
 import random
+import sys
 from pathlib import Path
 from typing import Any, ClassVar
 
+import click
 from pydantic import BaseModel
 
 from modulo.audit import AuditReport, finish, load_critics, rejects
-from modulo.benchmark import Benchmark, CommandParser, EvalResult, MetricSpec
+from modulo.benchmark import Benchmark, EvalResult, MetricSpec
 from modulo.critic import critic
 from modulo.types import PlanJSON, Problem, Verdict
 
@@ -72,41 +74,44 @@ class SumBench(Benchmark):
     def fuzz_cases(self, n: int) -> list[tuple[Problem, PlanJSON]]:
         return [(p, p.metadata["witness"]) for p in self.load("generated")[:n]]
 
-    # -- the benchmark's commands ---------------------------------------------------------------
-    def synth_command(self, argv: list[str]) -> int:
-        p = CommandParser(prog="modulo synth toybench/sum")
-        p.add_argument("--n", type=int, default=3)
-        p.add_argument("--seed", type=int, default=0)
-        p.add_argument("--out", type=Path, required=True)
-        args = p.parse_args(argv)
-        problems = SumBench(n=args.n, seed=args.seed).load("generated")
-        args.out.write_text("".join(q.model_dump_json() + "\n" for q in problems), encoding="utf-8")
-        print(f"toybench wrote {len(problems)} problems to {args.out}")
-        return 0
+    # -- the benchmark's commands (click commands the modulo CLI mounts) --------------------------
+    def synth_command(self) -> click.Command:
+        @click.command(help="Write N generated problems to OUT (JSONL).")
+        @click.option("--n", type=int, default=3, show_default=True, help="problems")
+        @click.option("--seed", type=int, default=0, show_default=True)
+        @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True)
+        def synth(n: int, seed: int, out: Path) -> None:
+            problems = SumBench(n=n, seed=seed).load("generated")
+            out.write_text("".join(q.model_dump_json() + "\n" for q in problems), encoding="utf-8")
+            click.echo(f"toybench wrote {len(problems)} problems to {out}")
 
-    def audit_command(self, argv: list[str]) -> int:
-        """Each critic on the witness (must accept) and on the witness with a number changed (must reject)."""
-        report = AuditReport(benchmark=self.name, reference="the witness and a broken witness")
-        critics = load_critics(self)
-        for problem, good in self.fuzz_cases(self.n):
-            report.problems += 1
-            bad = {"numbers": [good["numbers"][0] + 1, good["numbers"][1]]}
-            for kind, plan, invalid in (("identity", good, False), ("plus_one", bad, True)):
-                report.plans += 1
-                for name, c in critics.items():
-                    rejected, feedback = rejects(c, problem, plan)
-                    report.add(name, kind, invalid=invalid, rejected=rejected, example={"feedback": feedback})
-        import sys
+        return synth
 
-        return finish(report, sys.stdout, None)
+    def audit_command(self) -> click.Command:
+        @click.command(help="Each critic on the witness (must accept) and on a broken witness (must reject).")
+        def audit() -> int:
+            report = AuditReport(benchmark=self.name, reference="the witness and a broken witness")
+            critics = load_critics(self)
+            for problem, good in self.fuzz_cases(self.n):
+                report.problems += 1
+                bad = {"numbers": [good["numbers"][0] + 1, good["numbers"][1]]}
+                for kind, plan, invalid in (("identity", good, False), ("plus_one", bad, True)):
+                    report.plans += 1
+                    for name, c in critics.items():
+                        rejected, feedback = rejects(c, problem, plan)
+                        report.add(name, kind, invalid=invalid, rejected=rejected, example={"feedback": feedback})
+            return finish(report, sys.stdout, None)
 
-    def commands(self) -> dict[str, Any]:
-        return {"stats": self._stats}
+        return audit
 
-    def _stats(self, argv: list[str]) -> int:
-        problems = self.load("generated")
-        print(json.dumps({"benchmark": self.name, "problems": len(problems), "argv": argv}))
-        return 0
+    def commands(self) -> list[click.Command]:
+        @click.command(help="How many problems the benchmark holds, as JSON.")
+        @click.option("--limit", type=int, default=None, help="count at most this many")
+        def stats(limit: int | None) -> None:
+            problems = self.load("generated")[:limit]
+            click.echo(json.dumps({"benchmark": self.name, "problems": len(problems)}))
+
+        return [stats]
 
 
 def _ok(problem: Problem, plan: PlanJSON) -> bool:
