@@ -9,5 +9,6 @@
   evaluation (solved, abstention, wrongful abstention) and ``variant`` for error dissection;
 * :mod:`.critics` one derived binary critic per constraint kind;
 * :mod:`.audit` critic mutation testing (``modulo critics audit BENCHMARK``);
-* :mod:`.cli` ``synth_main`` (write a fixed set of problems to JSONL).
+* :mod:`.cli` the click commands of ``modulo synth`` and ``modulo bench synth/FAMILY oracle-script``
+  (``write_set`` writes a fixed set of problems to JSONL).
 """

@@ -523,7 +523,7 @@ def evaluate_command(benchmark: TravelPlanner) -> click.Command:
         help="write per-plan verdicts (JSONL)",
     )
     def evaluate(plans: Path, split: str, mode: str, as_json: bool, per_plan: Path | None) -> None:
-        evaluate_file(benchmark, plans, split=split, mode=mode, as_json=as_json, per_plan=per_plan)
+        evaluate_file(benchmark, plans, split=split, mode=mode, as_json=as_json, per_plan=per_plan, out=sys.stdout)
 
     return evaluate
 
@@ -627,18 +627,10 @@ def _print_report(out: TextIO, metrics: dict[str, float], summary: Any, *, mode:
 
 
 def evaluate_file(
-    benchmark: TravelPlanner,
-    plans: Path,
-    *,
-    split: str = "validation",
-    mode: str = "official",
-    as_json: bool = False,
-    per_plan: Path | None = None,
-    out: TextIO | None = None,
+    benchmark: TravelPlanner, plans: Path, *, split: str, mode: str, as_json: bool, per_plan: Path | None, out: TextIO
 ) -> None:
     """Score the plans file ``plans`` (``modulo evaluate travelplanner``) and print the figures to ``out``;
     write per-plan verdicts to ``per_plan``. Bad input raises a DataError."""
-    out = out or sys.stdout
     evaluations, per_line, official = collect(benchmark, plans, split, mode)
     summary = summarise(evaluations, split=official)
     if per_plan is not None:

@@ -40,7 +40,7 @@ def _greedy_run(tp: TravelPlanner, split: str, run_dir: Path) -> dict[str, float
 
 def _evaluate(tp: TravelPlanner, path: Path, split: str) -> dict[str, float]:
     out = io.StringIO()
-    evaluate_file(tp, path, split=split, as_json=True, out=out)
+    evaluate_file(tp, path, split=split, mode="official", as_json=True, per_plan=None, out=out)
     figures: dict[str, float] = json.loads(out.getvalue())
     return figures
 
