@@ -30,12 +30,10 @@ if TYPE_CHECKING:
 BENCHMARKS = ("travelplanner",)
 
 
-def _meta(key: str, mode: str) -> dict[str, Any]:
-    """What every verdict's details start with: the official key, the mode and the checks' source."""
-    return {"key": key, "mode": mode, "source": "oracle" if mode == "official" else "reimplemented"}
-
-
 def _make(name: str, key: str, group: str, description: str, priority: int) -> CriticFactory:
+    #: what every verdict's details start with, per mode: the official key, the mode and the checks' source
+    meta = {m: {"key": key, "mode": m, "source": "oracle" if m == "official" else "reimplemented"} for m in MODES}
+
     def check(
         problem: Problem,
         plan: PlanJSON,
@@ -52,14 +50,14 @@ def _make(name: str, key: str, group: str, description: str, priority: int) -> C
         # each verdict is labelled here (critic, group), so the core need not copy it to label it
         if plan is None:
             return Verdict(
-                critic=name, group=group, passed=False, feedback="There is no plan to check.", details=_meta(key, mode)
+                critic=name, group=group, passed=False, feedback="There is no plan to check.", details=dict(meta[mode])
             )
         query = tp.critic_query(problem)  # parsed once per problem, read-only
         result: CheckResult = check_module(mode).check(key, query, plan, tp.store)
         if result.error is None and result.value is None:
             feedback = f"the query states no {PAPER_NAMES[key].lower()} constraint"
             return Verdict(critic=name, group=group, passed=True, applicable=False, feedback=feedback)
-        details: dict[str, Any] = {**_meta(key, mode), **result.details}
+        details: dict[str, Any] = {**meta[mode], **result.details}
         if result.passed:
             return Verdict(critic=name, group=group, passed=True, details=details)
         feedback = describe_official(key, result) if mode == "official" else (result.message or name)

@@ -18,6 +18,10 @@ Where the official checks are lenient by accident, these are not:
   fails when an item cannot be priced;
 * a plan with extra filled days after the trip is incomplete.
 
+Every check reads the plan through one shared reading (:mod:`critics.travelplanner.reading`): the
+days, each field's text, ``current_city`` and the listings each entry names are read once per plan for
+the 13 checks.
+
 **Invariant: whatever passes strict passes official.** Each check first applies its sound reading; a
 plan that passes it is then also held to the official check, whose purely formal demands (such as
 the transportation text of a stay day containing every letter of the city's name, or a ``City (State)``
