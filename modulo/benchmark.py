@@ -53,6 +53,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from .errors import PlanFormatError
 from .problems import ProblemSet, select_problems
 from .prompts import Template, benchmark_template
+from .schemacheck import Check, compile_check
 from .tools import Toolbox
 from .types import AbstentionCheck, PlanJSON, Problem, ProblemUpdate, canonical_json
 
@@ -515,25 +516,27 @@ class DataReport:
 
 
 @functools.lru_cache(maxsize=64)
-def _plan_tools(model: type[BaseModel]) -> tuple[TypeAdapter[Any], dict[str, Any], Any]:
-    """A TypeAdapter, the JSON Schema and a compiled jsonschema validator for a plan model (built once)."""
+def _plan_tools(model: type[BaseModel]) -> tuple[TypeAdapter[Any], dict[str, Any], Any, Check | None]:
+    """A TypeAdapter, the JSON Schema, a compiled jsonschema validator and the fast yes/no check
+    (:mod:`modulo.schemacheck`; None when the schema is beyond it) for a plan model (built once)."""
     adapter: TypeAdapter[Any] = TypeAdapter(model)
     schema = adapter.json_schema()
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)
-    return adapter, schema, cls(schema)
+    return adapter, schema, cls(schema), compile_check(schema)
 
 
 @functools.lru_cache(maxsize=4096)
 def _validate_cached(model: type[BaseModel], key: str) -> tuple[bool, str]:
     """(True, the normalised plan as JSON text, key order kept) or (False, reason), memoised on the plan's
     canonical JSON text."""
-    adapter, _, validator = _plan_tools(model)
+    adapter, _, validator, valid = _plan_tools(model)
     value = json.loads(key)
-    error = jsonschema.exceptions.best_match(validator.iter_errors(value))
-    if error is not None:
-        where = "/".join(str(p) for p in error.absolute_path) or "the top level"
-        return False, f"at {where}: {error.message}"
+    if valid is None or not valid(value):  # jsonschema itself only for a schema beyond the fast check, or to explain
+        error = jsonschema.exceptions.best_match(validator.iter_errors(value))
+        if error is not None:
+            where = "/".join(str(p) for p in error.absolute_path) or "the top level"
+            return False, f"at {where}: {error.message}"
     try:
         model_obj = adapter.validate_python(value)
     except ValidationError as exc:

@@ -57,7 +57,12 @@ def _depth(value: Any) -> int:
     return deepest
 
 
-def _shallow(value: Any) -> Any:
+def _shallow(value: Any, text: str) -> Any:
+    """``value`` (read from ``text``), or PlanFormatError when it nests too deeply. A value cannot nest
+    deeper than ``text`` has opening brackets (a bracket inside a string only counts one too many), so
+    the walk is needed only for a text with more than MAX_JSON_DEPTH of them."""
+    if text.count("[") + text.count("{") <= MAX_JSON_DEPTH:
+        return value
     if _depth(value) > MAX_JSON_DEPTH:
         raise PlanFormatError(f"the JSON value is nested more than {MAX_JSON_DEPTH} levels deep")
     return value
@@ -78,7 +83,7 @@ def extract_json(text: str) -> Any:
     candidates += [m.group(1).strip() for m in _FENCE.finditer(text)]
     for cand in candidates:
         try:
-            return _shallow(json.loads(cand))
+            return _shallow(json.loads(cand), cand)
         except (ValueError, RecursionError):  # JSONDecodeError, or a number too long to convert
             pass
     decoder = json.JSONDecoder()
@@ -92,7 +97,7 @@ def extract_json(text: str) -> Any:
                 )
             try:
                 value, _ = decoder.raw_decode(text, i)
-                return _shallow(value)
+                return _shallow(value, text)
             except json.JSONDecodeError as exc:
                 budget -= exc.pos - i + 1
             except (ValueError, RecursionError):
