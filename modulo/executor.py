@@ -44,6 +44,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import math
 import queue
 import threading
 import time
@@ -453,8 +454,10 @@ class _Batch:
         (the batch is then abandoned), or None when it finished. The worker reports only at the end,
         so the loop wakes at the running critic's deadline, or sooner, at the shortest deadline of the
         critics after it (one of them may start and hang meanwhile): a batch that ends in time (the
-        usual case, milliseconds) never wakes it."""
-        later = [min(timeouts[i:]) for i in range(1, len(timeouts))] + [float("inf")]
+        usual case, milliseconds) never wakes it. The wake-up is one timer handle, cancelled when the
+        batch reports (no timeout context, no shielded copy of ``done``: ``done`` is only ever read)."""
+        later = _later_deadlines(timeouts)
+        loop = asyncio.get_running_loop()
         while True:
             with self._lock:
                 running, started = len(self.outcomes), self.started
@@ -468,11 +471,25 @@ class _Batch:
                         self.abandoned = True
                         return running
                 continue
-            left = min(left, later[running])
+            waker: asyncio.Future[None] = loop.create_future()
+            timer = loop.call_later(min(left, later[running]), _settle, waker)
+            done.add_done_callback(lambda _, waker=waker: _settle(waker))  # type: ignore[misc]
             try:
-                # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation
-                async with asyncio.timeout(left):
-                    await asyncio.shield(done)
+                await waker
+            finally:
+                timer.cancel()
+            if done.done():
                 return None
-            except TimeoutError:
-                continue
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+def _later_deadlines(timeouts: list[float]) -> list[float]:
+    """For each critic of a batch, the shortest deadline of the critics after it (inf for the last)."""
+    out = [math.inf] * len(timeouts)
+    for i in range(len(timeouts) - 2, -1, -1):
+        out[i] = min(out[i + 1], timeouts[i + 1])
+    return out

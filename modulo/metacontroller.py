@@ -138,6 +138,9 @@ class Metacontroller:
         self.llm = llm
         self.settings = settings or LoopSettings()
         self._deadlines: tuple[LoopSettings, CriticDeadlines] | None = None
+        self._split: tuple[list[Critic], tuple[list[Critic], list[Critic]]] | None = None
+        #: id of a list of critics -> (the list, the deadlines object, their timeouts)
+        self._timeout_lists: dict[int, tuple[list[Critic], CriticDeadlines, list[float]]] = {}
         self.executor = executor or ThreadExecutor()
         self.priorities = {c.name: c.priority for c in self.critics}
         self._schema = benchmark.plan_json_schema()
@@ -157,6 +160,31 @@ class Metacontroller:
             s = self.settings
             self._deadlines = (s, CriticDeadlines(s.critic_timeout_s, dict(s.critic_timeouts)))
         return self._deadlines[1]
+
+    @property
+    def _stages(self) -> tuple[list[Critic], list[Critic]]:
+        """The format critics and the others, in order (made again when ``critics`` is replaced or grows)."""
+        if (
+            self._split is None
+            or self._split[0] is not self.critics
+            or sum(map(len, self._split[1])) != len(self.critics)
+        ):
+            formats = [c for c in self.critics if c.group == FORMAT_GROUP]
+            others = [c for c in self.critics if c.group != FORMAT_GROUP]
+            self._split = (self.critics, (formats, others))
+        return self._split[1]
+
+    def _timeouts(self, critics: list[Critic]) -> list[float]:
+        """Each critic's deadline, for a list of critics (made once per list and deadlines object)."""
+        deadlines = self.deadlines
+        known = self._timeout_lists.get(id(critics))
+        if known is not None and known[0] is critics and known[1] is deadlines:
+            return known[2]
+        timeouts = [deadlines.for_critic(c) for c in critics]
+        if len(self._timeout_lists) > 64:
+            self._timeout_lists.clear()
+        self._timeout_lists[id(critics)] = (critics, deadlines, timeouts)
+        return timeouts
 
     def templates(self) -> dict[str, str]:
         """Labels (id@version#sha) of every template this loop uses."""
@@ -564,9 +592,8 @@ class Metacontroller:
                 )
             )
             return verdicts, [c.name for c in self.critics if c.name != "format"]
-        formats = [c for c in self.critics if c.group == FORMAT_GROUP]
+        formats, others = self._stages
         verdicts = await self._run_critics(formats, problem, frozen)
-        others = [c for c in self.critics if c.group != FORMAT_GROUP]
         if not all(v.accepts for v in verdicts):  # format critics gate the others
             return verdicts, [c.name for c in others]
         return [*verdicts, *await self._run_critics(others, problem, frozen)], []
@@ -581,7 +608,7 @@ class Metacontroller:
             critics,
             problem,
             frozen,
-            [self.deadlines.for_critic(c) for c in critics],
+            self._timeouts(critics),
             stop=lambda critic, outcome: stop_on_error and isinstance(outcome, CriticError),
         )
         verdicts: list[Verdict] = []
