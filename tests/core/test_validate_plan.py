@@ -1,10 +1,13 @@
-"""Benchmark.validate_plan: a memoised validation hands out a fresh plan each time, in its own key order."""
+"""Benchmark.validate_plan: a memoised validation hands out a fresh plan each time, in its own key order, and
+explains a rejection in jsonschema's words."""
 
 from __future__ import annotations
 
+import pytest
 from pydantic import BaseModel
 
 from modulo.benchmark import Benchmark
+from modulo.errors import PlanFormatError
 from modulo.types import Problem
 
 
@@ -40,3 +43,12 @@ def test_each_validated_plan_is_a_fresh_copy_in_the_model_order() -> None:
     again = bench.validate_plan(raw)
     assert again == {"title": "north", "stops": [{"city": "Oslo", "days": 2, "notes": []}]}
     assert again is not first and again["stops"] is not first["stops"]
+
+
+def test_a_rejection_is_explained_in_jsonschemas_words() -> None:
+    """The fast schema check (modulo.schemacheck) passes valid plans; jsonschema still words a rejection."""
+    bench = TripBench(None)
+    with pytest.raises(PlanFormatError, match="at stops/0/days: 'two' is not of type 'integer'"):
+        bench.validate_plan({"title": "north", "stops": [{"city": "Oslo", "days": "two"}]})
+    with pytest.raises(PlanFormatError, match="'title' is a required property"):
+        bench.validate_plan({"stops": []})
