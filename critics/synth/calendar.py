@@ -130,6 +130,7 @@ class CalendarFamily(Family):
         "synth_earliest": ("earliest",),
     }
     entities = "people"
+    entity_fields = ("person",)
     vocabulary = PEOPLE
     presets: ClassVar[dict[str, dict[str, Any]]] = {
         "easy": {
@@ -698,16 +699,9 @@ class CalendarFamily(Family):
         return out
 
     # -- skins and equivalent rewrites --------------------------------------------------------------
-    def rename(self, spec: Spec, mapping: dict[str, str], topic: str) -> Spec:
-        out = copy.deepcopy(spec)
-        out["topic"] = topic
-        out["meeting"], out["meetings"] = MEETINGS[topic]
-        out["people"] = [mapping[p] for p in spec["people"]]
-        for c in out["constraints"]:
-            if "person" in c:
-                c["person"] = mapping[c["person"]]
-            c.pop("text", None)
-        return out
+    def topic_words(self, topic: str) -> dict[str, Any]:
+        meeting, meetings = MEETINGS[topic]
+        return {"meeting": meeting, "meetings": meetings}
 
     def restructure(self, rng: random.Random, spec: Spec) -> Spec:
         """Busy blocks split at a half-hour boundary or adjacent ones merged; people listed in another order."""

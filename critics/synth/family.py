@@ -116,6 +116,8 @@ class Family(ABC):
     critic_kinds: ClassVar[dict[str, tuple[str, ...]]] = {}
     #: the spec's key that lists its named entities (tasks, people, cities)
     entities: ClassVar[str] = ""
+    #: the constraints' fields that hold an entity's name
+    entity_fields: ClassVar[tuple[str, ...]] = ()
     #: topic -> the names its entities are drawn from
     vocabulary: ClassVar[Mapping[str, Sequence[str]]] = {}
     #: the topics (skins) problems can be written in: the vocabulary's
@@ -241,9 +243,23 @@ class Family(ABC):
     def mutants(self, rng: random.Random, spec: Spec, plan: PlanJSON) -> list[Mutant]:
         """Plan mutants for critic audits (swap, shift, drop, duplicate, collide, boundary)."""
 
-    @abstractmethod
     def rename(self, spec: Spec, mapping: dict[str, str], topic: str) -> Spec:
-        """The same spec with entities renamed (``mapping``) under another topic."""
+        """The same spec with entities renamed (``mapping``) under another topic: the entity list and the
+        constraints' ``entity_fields``, the topic's own words (``topic_words``); texts are dropped."""
+        out = copy.deepcopy(spec)
+        out["topic"] = topic
+        out.update(self.topic_words(topic))
+        out[self.entities] = [mapping[name] for name in spec[self.entities]]
+        for c in out["constraints"]:
+            for key in self.entity_fields:
+                if key in c:
+                    c[key] = mapping[c[key]]
+            c.pop("text", None)
+        return out
+
+    def topic_words(self, topic: str) -> dict[str, Any]:
+        """The spec's words that come with its topic (a role, an adjective, ...), besides the names."""
+        return {}
 
     def topic_names(self, rng: random.Random, spec: Spec, topic: str) -> dict[str, str]:
         """A renaming of the spec's entities into ``topic``'s vocabulary."""

@@ -133,6 +133,7 @@ class TasksFamily(Family):
         "synth_window": ("not_before", "deadline", "window"),
     }
     entities = "actions"
+    entity_fields = ("action", "first", "then")
     vocabulary: ClassVar[Mapping[str, Sequence[str]]] = {t: pool for t, (_role, pool) in JOBS.items()}
     presets: ClassVar[dict[str, dict[str, Any]]] = {
         "easy": {"n_actions": 3, "n_constraints": 3, "slack": 3, "max_duration": 2, "kinds": QUERY_KINDS},
@@ -542,16 +543,8 @@ class TasksFamily(Family):
         return out
 
     # -- skins and equivalent rewrites --------------------------------------------------------------
-    def rename(self, spec: Spec, mapping: dict[str, str], topic: str) -> Spec:
-        out = copy.deepcopy(spec)
-        out["topic"], out["role"] = topic, JOBS[topic][0]
-        out["actions"] = [mapping[a] for a in spec["actions"]]
-        for c in out["constraints"]:
-            for key in ("action", "first", "then"):
-                if key in c:
-                    c[key] = mapping[c[key]]
-            c.pop("text", None)
-        return out
+    def topic_words(self, topic: str) -> dict[str, Any]:
+        return {"role": JOBS[topic][0]}
 
     def restructure(self, rng: random.Random, spec: Spec) -> Spec:
         """Windows split into 'not before' + 'deadline' (or the reverse), query constraints reordered."""

@@ -115,6 +115,7 @@ class TripFamily(Family):
         "synth_trip_endpoints": ("start_city", "end_city"),
     }
     entities = "cities"
+    entity_fields = ("city",)
     vocabulary: ClassVar[Mapping[str, Sequence[str]]] = {t: pool for t, (_adj, pool) in CITIES.items()}
     presets: ClassVar[dict[str, dict[str, Any]]] = {
         "easy": {"n_cities": 3, "n_events": 1, "max_stay": 5, "extra_flights": 1, "endpoints": 0.0},
@@ -526,16 +527,14 @@ class TripFamily(Family):
         return out
 
     # -- skins and equivalent rewrites --------------------------------------------------------------
+    def topic_words(self, topic: str) -> dict[str, Any]:
+        return {"adjective": CITIES[topic][0]}
+
     def rename(self, spec: Spec, mapping: dict[str, str], topic: str) -> Spec:
-        out = copy.deepcopy(spec)
-        out["topic"], out["adjective"] = topic, CITIES[topic][0]
-        out["cities"] = [mapping[c] for c in spec["cities"]]
+        out = super().rename(spec, mapping, topic)
         for c in out["constraints"]:
-            if "city" in c:
-                c["city"] = mapping[c["city"]]
             if c["kind"] == "flights":
                 c["pairs"] = [[mapping[a], mapping[b]] for a, b in c["pairs"]]
-            c.pop("text", None)
         return out
 
     def restructure(self, rng: random.Random, spec: Spec) -> Spec:
