@@ -27,7 +27,6 @@ from .metrics import (
 from .stats import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
-    FloatArray,
     Interval,
     PairedTest,
     bootstrap_ratios,
@@ -300,9 +299,10 @@ def first_vs_final(
     """The run's first plans (budget 1: Direct, no backprompt) against its final plans, paired per problem.
 
     Both are scored by the benchmark's evaluator on the run's scored problems (errors left out); the
-    outcome is each problem's ``passed``. When every first plan is the delivered one (no problem
-    abstained), the run's evaluation of its delivered plans serves for both: the same plans, scored
-    once. None when the run has one iteration, no evaluation, or the benchmark is not available here.
+    outcome is each problem's ``passed``. A problem whose first plan is its delivered plan (and that did
+    not abstain) keeps the run's evaluation of that plan (the same plan, scored once); only the others'
+    first plans are scored. None when the run has one iteration, no evaluation, or the benchmark is not
+    available here.
     """
     if (run.max_iterations or 0) < 2 or not run.evaluation:
         return None
@@ -312,20 +312,22 @@ def first_vs_final(
     bench = run.benchmark_or_none()
     if not ids or final is None or bench is None:
         return None
-    firsts = [plan_at_budget(run.records[i], 1) for i in ids]
-    if all(
-        run.records[i].outcome is not Outcome.ABSTAINED and plan == run.records[i].best_plan
-        for i, plan in zip(ids, firsts, strict=True)
-    ):
-        first: FloatArray | None = final  # every first plan is the delivered one: the same evaluation
-    else:
+    first = final.copy()
+    changed = [
+        (pos, plan)
+        for pos, plan in enumerate(plan_at_budget(run.records[i], 1) for i in ids)
+        if run.records[ids[pos]].outcome is Outcome.ABSTAINED or plan != run.records[ids[pos]].best_plan
+    ]
+    if changed:
+        others = [ids[pos] for pos, _ in changed]
         try:
-            result = evaluate_plans(bench, run.problems(ids), firsts)
+            result = evaluate_plans(bench, run.problems(others), [plan for _, plan in changed])
         except (ModuloError, NotImplementedError):
             return None
-        first = passed_vector(result.per_problem, ids)
-    if first is None:
-        return None
+        scored = passed_vector(result.per_problem, others)
+        if scored is None:
+            return None
+        first[[pos for pos, _ in changed]] = scored
     return paired_test(first, final, n_resamples=n_resamples, seed=seed)
 
 

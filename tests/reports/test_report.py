@@ -367,12 +367,12 @@ def test_a_run_with_no_finished_problem(tmp_path: Path, make_run: Any, run_a_pla
     assert not (path / "critic_firing.png").exists()
 
 
-def test_first_vs_final_scores_once_when_every_first_plan_is_delivered(
-    tmp_path: Path, make_run: Any, toy_bench: Any
+def test_first_vs_final_scores_only_the_first_plans_that_are_not_delivered(
+    tmp_path: Path, make_run: Any, toy_bench: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Direct against LLM-Modulo: when every problem's first plan is its delivered plan, the run's
-    evaluation serves both sides (no second scoring) and the test equals the one computed by scoring;
-    one problem whose plan improved makes the report score the first plans."""
+    """Direct against LLM-Modulo: a problem whose first plan is its delivered plan keeps the run's
+    evaluation of it (no second scoring); only the first plans of the others are scored, and the test
+    equals the one computed by scoring every first plan."""
     from modulo.reports.load import ensure_evaluation, evaluate_plans, load_run
     from modulo.reports.stats import paired_test
     from modulo.reports.tables import first_vs_final, passed_vector
@@ -390,8 +390,22 @@ def test_first_vs_final_scores_once_when_every_first_plan_is_delivered(
     assert first is not None and final is not None
     assert test == paired_test(first, final, n_resamples=200)
 
-    improved = {**same, "p1": [{"x": 3}, {"x": 4}]}
+    improved = {**same, "p1": [{"x": 3}, {"x": 4}], "p3": [{"x": 12}, {"x": 8}]}
     run = load_run(make_run(tmp_path / "improved", improved), light=True)
     ensure_evaluation(run)
-    toy_bench.calls = 0
-    assert first_vs_final(run, n_resamples=200) is not None and toy_bench.calls == 1
+    scored: list[list[str]] = []
+    evaluate = type(run.benchmark()).evaluate
+
+    def counted(self: Any, problems: Any, plans: Any) -> Any:
+        scored.append([p.id for p in problems])
+        return evaluate(self, problems, plans)
+
+    monkeypatch.setattr(type(run.benchmark()), "evaluate", counted)
+    test = first_vs_final(run, n_resamples=200)
+    assert scored == [["p1", "p3"]]
+    ids = run.scored_ids
+    firsts = evaluate_plans(run.benchmark(), run.problems(ids), [plan_at_budget(run.records[i], 1) for i in ids])
+    first = passed_vector(firsts.per_problem, ids)
+    final = passed_vector(run.evaluation["per_problem"], ids)  # type: ignore[index]
+    assert first is not None and final is not None and (first != final).any()
+    assert test == paired_test(first, final, n_resamples=200)
