@@ -31,8 +31,7 @@ written with a space) the sound reading does not make. Failing those is reported
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import official
 from .checks import (
@@ -73,32 +72,18 @@ def _fail(message: str, **details: Any) -> CheckOutcome:
 
 
 # -- reading the plan: see :mod:`critics.travelplanner.reading` ------------------------------------
-@dataclass(frozen=True)
-class Entity:
+class Entity(NamedTuple):
     """What an entry names: a database listing when it resolves exactly, else its normalised text."""
 
     key: tuple[str, ...]
     resolved: bool
 
 
-def _restaurant_key(r: PlanReading, value: str) -> Entity:
+def _entity(kind: str, rows: tuple[Any, ...], value: str) -> Entity:
+    """The entity of entry ``value`` whose exact listings are ``rows`` (a ``kind`` of the database)."""
     parsed = strict_name_city(value)
-    if parsed and r.restaurants(value):
-        return Entity(("restaurant", parsed[0], parsed[1]), True)
-    return Entity(("text", normalise(value)), False)
-
-
-def _attraction_key(r: PlanReading, value: str) -> Entity:
-    parsed = strict_name_city(value)
-    if parsed and r.attractions(value):
-        return Entity(("attraction", parsed[0], parsed[1]), True)
-    return Entity(("text", normalise(value)), False)
-
-
-def _accommodation_key(r: PlanReading, value: str) -> Entity:
-    parsed = strict_name_city(value)
-    if parsed and r.accommodations(value):
-        return Entity(("accommodation", parsed[0], parsed[1]), True)
+    if parsed and rows:
+        return Entity((kind, parsed[0], parsed[1]), True)
     return Entity(("text", normalise(value)), False)
 
 
@@ -210,7 +195,7 @@ def diverse_restaurants(query: Query, plan: Any, store: Store) -> CheckOutcome:
             value = d.filled(meal)
             if value is None:
                 continue
-            entity = _restaurant_key(r, value)
+            entity = _entity("restaurant", r.restaurants(value), value)
             if entity.key in seen:
                 d0, m0, v0 = seen[entity.key]
                 return _fail(
@@ -234,7 +219,7 @@ def diverse_attractions(query: Query, plan: Any, store: Store) -> CheckOutcome:
         if value is None:
             continue
         for piece in split_attractions(value):
-            entity = _attraction_key(r, piece)
+            entity = _entity("attraction", r.attractions(piece), piece)
             if entity.key in seen:
                 d0, v0 = seen[entity.key]
                 where = "the same day" if d0 == day else f"day {d0}"
@@ -260,7 +245,7 @@ def minimum_nights_stay(query: Query, plan: Any, store: Store) -> CheckOutcome:
         if value is None:
             runs.append((Entity(("blank",), False), "-", day, 0))
             continue
-        entity = _accommodation_key(r, value)
+        entity = _entity("accommodation", r.accommodations(value), value)
         if runs and runs[-1][0] == entity and entity.key != ("blank",):
             ent, text, start, nights = runs[-1]
             runs[-1] = (ent, text, start, nights + 1)
