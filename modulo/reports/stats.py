@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy import stats as sps
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -172,6 +171,8 @@ def mcnemar_exact(only_a: int, only_b: int) -> float:
     if n == 0:
         return 1.0
     k = min(only_a, only_b)
+    from scipy import stats as sps  # here, not at the top: importing scipy.stats takes a second or more
+
     return float(min(1.0, 2.0 * sps.binom.cdf(k, n, 0.5)))
 
 

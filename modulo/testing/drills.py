@@ -478,6 +478,18 @@ import json, os, sys
 for name in sys.argv[1:]:
     __import__(name)
 from modulo.cli.main import cli
+# what every child would otherwise do again (seconds of imports when no bytecode is cached): read the
+# entry points, import the console and Hydra's plugins, and (with openai preloaded) the SDK's HTTP stack,
+# which it imports when its first client is built; the client connects to nothing
+import modulo.cli.console
+from hydra.core.plugins import Plugins
+from modulo.cli.hydra_app import CONFIG_GROUP
+from modulo.registry import KINDS, group_entry_points
+for group in (*KINDS.values(), CONFIG_GROUP):
+    group_entry_points(group)
+Plugins.instance()
+if "openai" in sys.modules:
+    sys.modules["openai"].AsyncOpenAI(api_key="fork-server-warm-up", base_url="http://127.0.0.1:9/v1")
 for line in sys.stdin:
     job = json.loads(line)
     pid = os.fork()

@@ -1,8 +1,8 @@
 """No llama.cpp server outlives the run that started it: normal end, exception, Ctrl-C, SIGKILL, no aclose.
 
 Each test starts its own server (a second or two with SmolLM2) and checks by process id that it is gone.
-The fast lane keeps the normal end and the exception; the restart and the drills that start a second
-Python process (Ctrl-C, SIGKILL, no aclose) are marked slow (4-6 s each).
+The fast lane keeps the normal end; the exception, the restart and the drills that start a second
+Python process (Ctrl-C, SIGKILL, no aclose) are marked slow (2.5-6 s each: every one starts a server).
 """
 
 from __future__ import annotations
@@ -82,6 +82,7 @@ async def test_normal_end_stops_the_server() -> None:
         kill_if_alive(pid)
 
 
+@pytest.mark.slow
 async def test_exception_inside_the_loop_stops_the_server() -> None:
     pid = None
     try:

@@ -11,23 +11,20 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from modulo.types import ProblemResult
+from tests.cli_support import modulo
 
 HOSTILE_REPLY = '<script>window.__pwned = 1</script>I cannot plan this trip. </pre></textarea><b id="pwn">bold</b>'
 HOSTILE_FIELD = '<img src=x onerror="window.__pwned = 2">'
 
 
-def _modulo(*args: str, env: dict[str, str]) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "modulo.cli.main", *args], env=env, capture_output=True, text=True, timeout=600
-    )
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+def _modulo(*args: str) -> None:
+    result = modulo(*args)  # in this process: a second interpreter would import and compile everything again
+    assert result.exit_code == 0, result.output[-4000:]
 
 
 def _tp_data() -> Path | None:
@@ -40,12 +37,18 @@ def _tp_data() -> Path | None:
 def tp_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if _tp_data() is None:
         pytest.skip("TravelPlanner data not found under $MODULO_DATA_DIR")
+    root = tmp_path_factory.mktemp("view-tp")
+    common = ["benchmark=travelplanner", "benchmark.split=validation-ref", "benchmark.limit=2", "run.report=false"]
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("MODULO_CACHE_DIR", str(root / "cache"))
+        _scripted_run(root, common)
+    return root / "scripted"
+
+
+def _scripted_run(root: Path, common: list[str]) -> None:
     from critics.travelplanner.planformat import render_text
 
-    root = tmp_path_factory.mktemp("view-tp")
-    env = {**os.environ, "MODULO_CACHE_DIR": str(root / "cache")}
-    common = ["benchmark=travelplanner", "benchmark.split=validation-ref", "benchmark.limit=2", "run.report=false"]
-    _modulo("run", *common, "generator=greedy", f"run.dir={root / 'greedy'}", env=env)
+    _modulo("run", *common, "generator=greedy", f"run.dir={root / 'greedy'}")
     script: dict[str, list[str]] = {}
     for line in (root / "greedy" / "records.jsonl").read_text().splitlines():
         rec = ProblemResult.model_validate_json(line)
@@ -64,6 +67,4 @@ def tp_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "metacontroller.max_iterations=3",
         "cache.mode=off",
         f"run.dir={run_dir}",
-        env=env,
     )
-    return run_dir
