@@ -3,7 +3,8 @@
 Problems run as asyncio tasks, at most ``concurrency`` at a time. Each finished problem is appended to
 ``records.jsonl`` and fsync'ed before it counts as done (problems that finish together share one write
 and one fsync), so a run killed at any moment (even with SIGKILL) and started again into the same
-directory skips every finished problem and repeats no paid call. Problems whose last record is ``error`` or ``skipped`` are run again (``run.retry_errors``).
+directory skips every finished problem and repeats no paid call. Problems whose last record is
+``error`` or ``skipped`` are run again (``run.retry_errors``).
 
 A run-level dollar budget stops the run cleanly: problems not started by then are recorded with the
 ``skipped`` outcome, so every problem has an outcome.
