@@ -323,7 +323,7 @@ class RunDir:
 
     def write_json(self, name: str, data: Any) -> Path:
         target = self.path / name
-        _atomic_write(target, json.dumps(data, indent=1, default=str))
+        _atomic_write(target, _json_pieces(data))
         return target
 
 
@@ -406,7 +406,25 @@ def now_iso() -> str:
     return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
-def _atomic_write(path: Path, text: str) -> None:
+def _atomic_write(path: Path, text: str | Iterable[str]) -> None:
+    """Write ``text`` (or its pieces, in order) redacted to a temporary file, then move it over ``path``."""
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(redact(text), encoding="utf-8")
+    with tmp.open("w", encoding="utf-8") as fh:
+        for piece in [text] if isinstance(text, str) else text:
+            fh.write(redact(piece))
     os.replace(tmp, path)
+
+
+def _json_pieces(data: Any, size: int = 1 << 20) -> Iterator[str]:
+    """``json.dumps(data, indent=1, default=str)`` in pieces of about ``size`` characters, each cut between
+    two JSON tokens (a string is never split, so redaction sees every value whole): a large evaluation
+    is written without its whole text and the encoder's list of fragments in memory at once."""
+    buffer: list[str] = []
+    held = 0
+    for fragment in json.JSONEncoder(indent=1, default=str).iterencode(data):
+        buffer.append(fragment)
+        held += len(fragment)
+        if held >= size:
+            yield "".join(buffer)
+            buffer, held = [], 0
+    yield "".join(buffer)

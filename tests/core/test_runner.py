@@ -143,3 +143,25 @@ def test_records_finishing_together_are_written_in_one_group(tmp_path: Path, mon
     session = build_session(config("toy", 6, {"*": ["[1, 1]"]}, concurrency=3))
     with pytest.raises(RunError, match="No space left"):
         asyncio.run(run_session(session, RunDir(tmp_path / "full")))
+
+
+def test_run_json_files_are_written_in_pieces_as_one_dumps_would(tmp_path: Path) -> None:
+    """summary.json and evaluation.json go to disk in pieces cut between JSON tokens (a large
+    evaluation is never held as one text): the file is byte for byte ``json.dumps(data, indent=1)``,
+    and a registered secret is redacted wherever it falls."""
+    import datetime
+    import json
+
+    from modulo import runs
+    from modulo.redact import REDACTED, redact, register
+
+    secret = "pieces-s3cret-value"
+    register(secret)
+    rows = [{"problem_id": f"p{i}", "note": f"row {i} {secret}" if i % 97 == 0 else "x" * 40} for i in range(3000)]
+    data = {"metrics": {"a": 0.5}, "per_problem": rows, "when": datetime.date(2024, 5, 1)}
+    assert len(list(runs._json_pieces(data, size=4096))) > 10
+    whole = redact(json.dumps(data, indent=1, default=str))
+    assert RunDir(tmp_path).write_json("evaluation.json", data).read_text(encoding="utf-8") == whole
+    runs._atomic_write(tmp_path / "small.json", runs._json_pieces(data, size=4096))  # many pieces
+    text = (tmp_path / "small.json").read_text(encoding="utf-8")
+    assert text == whole and secret not in text and text.count(REDACTED) == len(range(0, 3000, 97))
