@@ -316,6 +316,9 @@ class CalendarFamily(Family):
                 g = max(b[1] for b in clash)
         return None
 
+    def read_plan(self, plan: PlanJSON) -> Any:
+        return _slot(plan)
+
     def plan_rows(self, spec: Spec, plan: PlanJSON) -> list[Row]:
         day, s, e = _slot(plan)
         d = spec["days"].index(day) if day in spec["days"] else -1

@@ -233,6 +233,9 @@ class TasksFamily(Family):
             return conj(conj([r[1] >= c["start"], r[2] <= c["end"]]) for r in mine)
         raise ValueError(f"unknown constraint kind {kind!r}")
 
+    def read_plan(self, plan: PlanJSON) -> Any:
+        return _items(plan)
+
     def plan_rows(self, spec: Spec, plan: PlanJSON) -> list[Row]:
         return named_rows(spec["actions"], _items(plan))
 

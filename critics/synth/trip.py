@@ -209,6 +209,9 @@ class TripFamily(Family):
             return bool(rows) and (rows[-1][0] == idx[c["city"]])
         raise ValueError(f"unknown constraint kind {kind!r}")
 
+    def read_plan(self, plan: PlanJSON) -> Any:
+        return _stays(plan)
+
     def plan_rows(self, spec: Spec, plan: PlanJSON) -> list[Row]:
         return named_rows(spec["cities"], _stays(plan))
 

@@ -290,3 +290,21 @@ def test_failing_verdicts_name_exactly_the_violated_constraints(
             assert set(v.details.get("violated", [])) == broken, (p.id, m.kind, name, v.feedback)
             named += len(broken)
     assert named > 20
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_format_checks_build_no_z3_values(family: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Format checks run on several threads at once (the critics, the unsolvability proofs of a run), and
+    Z3 values built in Z3's shared default context from two threads at once crash the process: reading a
+    plan's format, and proving a witnessed problem solvable, build none."""
+    b = bench(family, n=4, seed=3)
+    problems = b.load("generated")
+
+    def no_z3(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a format check built a Z3 value")
+
+    monkeypatch.setattr(z3, "IntVal", no_z3)
+    for p in problems:
+        assert b.check_format(p, p.metadata["witness"]) == []
+        assert b.check_format(p, {"nothing": []}), "a plan that cannot be read is a format problem"
+        assert b.prove_unsolvable(p) is None  # witnessed: no Z3 asked
