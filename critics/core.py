@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from modulo.benchmark import Benchmark
 from modulo.critic import FORMAT_GROUP, critic
-from modulo.errors import PlanFormatError
 from modulo.types import PlanJSON, Problem, Verdict
 
 
@@ -18,10 +17,9 @@ def format_critic(problem: Problem, plan: PlanJSON, *, benchmark: Benchmark) -> 
     """The plan validates against the benchmark's schema and passes its structural checks."""
     if plan is None:
         return Verdict.fail("No plan could be read from your answer.")
-    try:
-        benchmark.validate_plan(plan)
-    except PlanFormatError as exc:
-        return Verdict.fail(f"The plan does not follow the required format: {exc}.", error_text=str(exc))
+    error = benchmark.plan_error(plan)
+    if error is not None:
+        return Verdict.fail(f"The plan does not follow the required format: {error}.", error_text=error)
     problems = benchmark.check_format(problem, plan)
     if problems:
         return Verdict.fail(

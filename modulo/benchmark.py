@@ -252,14 +252,33 @@ class Benchmark(ABC):
         """Validate a plan that came from outside; return its normalised JSON or raise PlanFormatError."""
         if self.plan_model is None:
             return value
-        try:
-            key = canonical_json(value)
-        except (TypeError, ValueError) as exc:
-            raise PlanFormatError(f"the plan is not JSON data: {exc}") from None
-        ok, result = _validate_cached(self.plan_model, key)
+        ok, result = self._validated(value)
         if not ok:
             raise PlanFormatError(result)
         return json.loads(result)  # a fresh copy, so the caller may change it (faster than a deep copy)
+
+    def plan_error(self, value: Any) -> str | None:
+        """Why :meth:`validate_plan` rejects ``value`` (its PlanFormatError's message), None when it accepts
+        it; no normalised copy is made (what the format critic asks, on every iteration)."""
+        if type(self).validate_plan is not Benchmark.validate_plan or "validate_plan" in getattr(self, "__dict__", {}):
+            try:  # a benchmark's own validation
+                self.validate_plan(value)
+            except PlanFormatError as exc:
+                return str(exc)
+            return None
+        if self.plan_model is None:
+            return None
+        ok, result = self._validated(value)
+        return None if ok else result
+
+    def _validated(self, value: Any) -> tuple[bool, str]:
+        """(True, the normalised plan as JSON text) or (False, why not), memoised on the canonical text."""
+        assert self.plan_model is not None
+        try:
+            key = canonical_json(value)
+        except (TypeError, ValueError) as exc:
+            return False, f"the plan is not JSON data: {exc}"
+        return _validate_cached(self.plan_model, key)
 
     def check_format(self, problem: Problem, plan: PlanJSON) -> list[str]:
         """Structural problems beyond the schema (day count, missing keys, ...). Empty when fine."""

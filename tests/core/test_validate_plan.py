@@ -52,3 +52,37 @@ def test_a_rejection_is_explained_in_jsonschemas_words() -> None:
         bench.validate_plan({"title": "north", "stops": [{"city": "Oslo", "days": "two"}]})
     with pytest.raises(PlanFormatError, match="'title' is a required property"):
         bench.validate_plan({"stops": []})
+
+
+class StrictTripBench(TripBench):
+    """A benchmark with a validation of its own on top of the schema."""
+
+    name = "trip_validate_own"
+
+    def validate_plan(self, value: object) -> object:
+        plan = super().validate_plan(value)
+        if isinstance(plan, dict) and not plan["stops"]:
+            raise PlanFormatError("a trip needs a stop")
+        return plan
+
+
+@pytest.mark.parametrize("bench", [TripBench(None), StrictTripBench(None)], ids=["schema", "own validation"])
+def test_plan_error_is_what_validate_plan_says(bench: Benchmark) -> None:
+    """The format critic asks plan_error (no copy made): None where validate_plan accepts, its message where
+    it raises, for the schema's validation, a benchmark's own, and a plan that is not JSON data."""
+    plans = [
+        {"title": "north", "stops": [{"city": "Oslo", "days": 2}]},
+        {"title": "north", "stops": [{"city": "Oslo", "days": "two"}]},
+        {"stops": []},
+        {"title": "north", "stops": []},
+        {"title": {1, 2}, "stops": []},
+    ]
+    for plan in plans:
+        try:
+            bench.validate_plan(plan)
+        except PlanFormatError as exc:
+            assert bench.plan_error(plan) == str(exc)
+        else:
+            assert bench.plan_error(plan) is None
+    assert bench.plan_error(plans[0]) is None and bench.plan_error(plans[1]) is not None
+    assert (bench.plan_error(plans[3]) is None) is (type(bench) is TripBench)
