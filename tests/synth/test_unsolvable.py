@@ -203,3 +203,24 @@ def test_a_witness_the_checks_accept_proves_satisfiable_without_z3(
     assert b.prove_unsolvable(p.model_copy(update={"metadata": {**p.metadata, "witness": wrong}})) is None
     assert len(calls) == before + 1
     assert not fam.witnessed(p.constraints, None) and not fam.witnessed(p.constraints, {"nonsense": 1})
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_loops_witness_check_touches_no_z3_object(family: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The unsolvability check runs in a worker thread while critics use Z3's shared context in
+    another (not thread-safe: a segmentation fault): its witness check is Python alone."""
+    import z3
+
+    fam = get_family(family)
+    problems = [p for p in bench(family, n=6, seed=5).load("generated") if p.metadata["solvable"]]
+
+    def no_z3(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("Z3 used by the witness check")
+
+    for name in ("IntVal", "Int", "Bool", "Solver", "Context", "And", "Or", "Not", "Implies", "Sum", "If"):
+        monkeypatch.setattr(z3, name, no_z3)
+    monkeypatch.setattr(type(fam), "plan_rows", no_z3)
+    monkeypatch.setattr(type(fam), "z3_valid", no_z3)
+    for p in problems:
+        assert fam.witnessed(p.constraints, p.metadata["witness"])
+        assert bench(family, n=0).prove_unsolvable(p) is None
