@@ -17,22 +17,24 @@ What it guarantees, for every critic call:
   inside a critic become :class:`~modulo.errors.CriticError`; ``on_critic_error`` (record | stop)
   then decides, in the loop, what an error does.
 
-Executor kinds. :class:`CriticExecutor` is the interface: ``await executor.run(critic, problem,
-frozen, timeout_s)`` returns a labelled :class:`~modulo.types.Verdict` or raises CriticError, and
-``await executor.run_all(critics, problem, frozen, timeouts, stop)`` runs a plan's critics in order
-and returns their outcomes (a Verdict or a CriticError each), ending early where ``stop`` says (the
-loop stops at the first crash under ``on_critic_error=stop``). ``run_all`` is written once: a kind says
-which critics it takes aside (``aside``), how it runs them (``run_aside``) and how it runs the others
-meanwhile (``run_rest``). The built-in kind is
-:class:`ThreadExecutor`: a plan's critics run as one batch in one worker thread (one hand-off to the
-event loop per plan, not one per critic), one copy of the plan serving every critic that leaves it
-unchanged, each critic under its own deadline counted from its start. A critic declared CPU-heavy
-(``heavy``, see :class:`~modulo.critic.Critic`) runs aside: ``"thread"`` (its work releases the GIL)
-in a thread of its own meanwhile, ``True``/``"process"`` in a worker process when the run has
-:class:`modulo.sandbox.HeavyExecutor` (``metacontroller.heavy``, on by default for declared critics),
-so it does not contend for the GIL. :class:`modulo.sandbox.SandboxExecutor` runs untrusted critics in
-isolated worker processes with rlimits and no network (``metacontroller.sandbox``). Worker processes
-can *kill* a critic past its deadline, where a thread can only be abandoned.
+Executor kinds. :class:`CriticExecutor` is the interface: ``await executor.run(critic, problem, frozen,
+timeout_s)`` returns a labelled :class:`~modulo.types.Verdict` or raises CriticError, and ``await
+executor.run_all(critics, problem, frozen, timeouts, stop)`` runs a plan's critics in order and returns
+their outcomes (a Verdict or a CriticError each), ending early where ``stop`` says (the loop stops at
+the first crash under ``on_critic_error=stop``). ``run_all`` is written once: a kind says which critics
+it takes aside (``aside``), how it runs them (``run_aside``) and how it runs the others meanwhile
+(``run_rest``). The built-in kind is :class:`ThreadExecutor`: a plan's critics run as one batch in one
+worker thread (one hand-off to the event loop per plan, not one per critic), one copy of the plan
+serving every critic that leaves it unchanged, each critic under its own deadline counted from its
+start. The batches of all problems share one worker (``batch_workers``: their work holds the GIL, and
+more threads only take turns), queued in order; a worker abandoned past a deadline is replaced, so a
+batch behind a hung critic runs. A critic declared CPU-heavy (``heavy``, see
+:class:`~modulo.critic.Critic`) runs aside: ``"thread"`` (its work releases the GIL) in a thread of its
+own meanwhile, ``True``/``"process"`` in a worker process when the run has
+:class:`modulo.sandbox.HeavyExecutor` (``metacontroller.heavy``, on by default for declared critics), so
+it does not contend for the GIL. :class:`modulo.sandbox.SandboxExecutor` runs untrusted critics in
+isolated worker processes with rlimits and no network (``metacontroller.sandbox``). Worker processes can
+*kill* a critic past its deadline, where a thread can only be abandoned.
 
 A thread past its deadline cannot be stopped in Python: it is abandoned (its result is ignored) and
 keeps its CPU until it returns. That is why the timeout is generous by default and why killing is the
@@ -244,23 +246,34 @@ class CriticExecutor(ABC):
 
 class _DaemonPool:
     """Daemon worker threads that grow on demand: an idle worker takes the next call, a new one is
-    started when none is idle. A worker stuck in a hanging critic is simply never idle again."""
+    started when none is idle, up to ``max_workers`` (None: no bound); past it a call waits in the queue
+    for the next worker free. A worker stuck in a hanging critic is simply never idle again: its call's
+    waiter reports it :meth:`lost`, and it no longer counts against the bound (a new worker takes over)."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, max_workers: int | None = None) -> None:
         self._name = name
         self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._idle = 0
         self._workers = 0
+        self._max = max_workers
+        self._active = 0  # workers counted against the bound (started, not lost)
+        self._waiting = 0  # calls queued for a busy worker
 
     def submit(self, job: Callable[[], None]) -> None:
         with self._lock:
-            if self._idle == 0:
-                self._workers += 1
-                threading.Thread(target=self._work, name=f"{self._name}-{self._workers}", daemon=True).start()
-            else:
+            if self._idle:
                 self._idle -= 1
+            elif self._max is None or self._active < self._max:
+                self._start()
+            else:
+                self._waiting += 1
         self._jobs.put(job)
+
+    def _start(self) -> None:  # with the lock held
+        self._workers += 1
+        self._active += 1
+        threading.Thread(target=self._work, name=f"{self._name}-{self._workers}", daemon=True).start()
 
     def _work(self) -> None:
         while True:
@@ -269,7 +282,21 @@ class _DaemonPool:
                 return
             job()
             with self._lock:
-                self._idle += 1
+                if self._waiting:  # the next queued call is this worker's
+                    self._waiting -= 1
+                else:
+                    self._idle += 1
+
+    def lost(self) -> None:
+        """A worker's call was abandoned past its deadline: the worker may never return, so it stops
+        counting against the bound, and a new worker starts when calls are waiting."""
+        with self._lock:
+            if self._max is None:
+                return
+            self._active -= 1
+            if self._waiting:
+                self._waiting -= 1
+                self._start()
 
     def close(self) -> None:
         with self._lock:
@@ -282,9 +309,15 @@ class ThreadExecutor(CriticExecutor):
     """Critics in daemon worker threads, each call under its deadline."""
 
     kind = "thread"
+    #: worker threads running batches of light critics: their work holds the GIL, so more threads only
+    #: take turns with each other and with the event loop (one worker per problem in flight made 2.3x
+    #: the futex calls of one worker on TravelPlanner); a worker stuck past a deadline does not count:
+    #: another one takes over
+    batch_workers = 1
 
     def __init__(self) -> None:
-        self._pool = _DaemonPool("modulo-critic")
+        self._pool = _DaemonPool("modulo-critic")  # single calls: heavy="thread" critics, each on its own
+        self._batches = _DaemonPool("modulo-critics", max_workers=self.batch_workers)
 
     async def run(self, critic: Critic, problem: Problem, frozen: FrozenPlan, timeout_s: float) -> Verdict:
         loop = asyncio.get_running_loop()
@@ -356,11 +389,12 @@ class ThreadExecutor(CriticExecutor):
                 except RuntimeError:  # the loop has closed (the run ended while a critic hung)
                     pass
 
-            self._pool.submit(job)
+            self._batches.submit(job)
             late = await batch.wait(done, timeouts)
             out.extend(batch.outcomes)
             if late is None:
                 break
+            self._batches.lost()
             # critic number `late` of this batch is past its deadline: record it, go on with the rest
             critic = critics[late]
             outcome = CriticError(
@@ -375,6 +409,7 @@ class ThreadExecutor(CriticExecutor):
 
     def close(self) -> None:
         self._pool.close()
+        self._batches.close()
 
 
 Runs = Callable[[list[Critic], list[float]], Awaitable[list[Outcome]]]
@@ -426,7 +461,7 @@ class _Batch:
     def __init__(self, critics: list[Critic]) -> None:
         self.critics = critics
         self.outcomes: list[Outcome] = []
-        self.started = time.monotonic()  # when the critic now running started
+        self.started: float | None = None  # when the critic now running started (None: still queued)
         self.abandoned = False
         self._lock = threading.Lock()
 
@@ -457,6 +492,7 @@ class _Batch:
         usual case, milliseconds) never wakes it. The wake-up is one timer handle, cancelled when the
         batch reports (no timeout context, no shielded copy of ``done``: ``done`` is only ever read)."""
         later = _later_deadlines(timeouts)
+        first = min(timeouts)
         loop = asyncio.get_running_loop()
         while True:
             with self._lock:
@@ -464,13 +500,16 @@ class _Batch:
             if done.done() or running >= len(self.critics):
                 await done
                 return None
-            left = started + timeouts[running] - time.monotonic()
-            if left <= 0:
-                with self._lock:
-                    if len(self.outcomes) == running and not done.done():
-                        self.abandoned = True
-                        return running
-                continue
+            if started is None:  # queued behind other batches: no deadline runs yet; look again later
+                left = first
+            else:
+                left = started + timeouts[running] - time.monotonic()
+                if left <= 0:
+                    with self._lock:
+                        if len(self.outcomes) == running and not done.done():
+                            self.abandoned = True
+                            return running
+                    continue
             waker: asyncio.Future[None] = loop.create_future()
             timer = loop.call_later(min(left, later[running]), _settle, waker)
             done.add_done_callback(lambda _, waker=waker: _settle(waker))  # type: ignore[misc]

@@ -109,3 +109,42 @@ def test_per_problem_data_is_computed_once_per_problem_object() -> None:
     del other
     gc.collect()
     assert len(cache) == 1  # forgotten with its problem
+
+
+def test_batches_share_a_bounded_pool_and_a_hung_worker_is_replaced() -> None:
+    """Light batches run in at most ``batch_workers`` threads; a batch queued behind a hung critic keeps
+    its deadlines for when it starts, and runs on a new worker once the hung one is abandoned."""
+    import threading
+
+    class OneWorker(ThreadExecutor):
+        batch_workers = 1
+
+    threads: set[str] = set()
+
+    class Where(Seen):
+        def check(self, problem: Problem, plan: PlanJSON) -> Verdict:
+            threads.add(threading.current_thread().name)
+            return super().check(problem, plan)
+
+    ex = OneWorker()
+
+    async def many() -> list[list[Any]]:
+        plan = FrozenPlan.of([1])
+        return await asyncio.gather(*(ex.run_all([Where(f"w{i}", [])], PROBLEM, plan, [5.0]) for i in range(6)))
+
+    assert all(isinstance(o[0], Verdict) for o in asyncio.run(many()))
+    assert len(threads) == 1  # six batches, one worker
+
+    async def behind_a_hang() -> tuple[list[Any], list[Any]]:
+        plan = FrozenPlan.of([1])
+        hung = asyncio.ensure_future(ex.run_all([Seen("hang", [], sleep=1.5)], PROBLEM, plan, [0.4]))
+        await asyncio.sleep(0.05)  # the hanging critic holds the one worker
+        queued = await ex.run_all([Seen("quick", [])], PROBLEM, plan, [0.2])  # waits longer than 0.2 s
+        return await hung, queued
+
+    t0 = time.monotonic()
+    hung, queued = asyncio.run(behind_a_hang())
+    assert isinstance(hung[0], CriticError) and "did not finish within 0.4 s" in str(hung[0])
+    assert isinstance(queued[0], Verdict)  # not timed out while queued: it ran on the new worker
+    assert time.monotonic() - t0 < 1.4
+    ex.close()
