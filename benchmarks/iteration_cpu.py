@@ -377,15 +377,19 @@ def main() -> int:
     print(
         f"  target: critics <= 0.5 ms per iteration: {'met' if critics_ms <= 0.5 else 'NOT met'} ({critics_ms:.3f} ms)"
     )
+    # the loop's own bookkeeping: every component but the critics, measured with the critics replayed and
+    # (with the profile) by the profile's shares of the plain run; met only when both are within the target
+    figures = {"measured with the critics replayed": replayed_ms}
     if "shares" in out:
-        # the loop's own bookkeeping: every component but the critics (the profile's shares of the plain run)
         loop_ms = sum(out["ms_per_iteration"].get(k, 0.0) for k in BOOKKEEPING)
         out["loop_ms_per_iteration"] = round(loop_ms, 4)
-        print(
-            f"  target: the loop's own bookkeeping (all but the critics) <= 0.15 ms per iteration: "
-            f"{'met' if loop_ms <= 0.15 else 'NOT met'} ({loop_ms:.3f} ms from the profile's shares; "
-            f"{replayed_ms:.3f} ms measured with the critics replayed)"
-        )
+        figures["from the profile's shares"] = loop_ms
+    said = "; ".join(f"{v:.3f} ms {k}" for k, v in figures.items())
+    met = all(v <= 0.15 for v in figures.values())
+    print(
+        "  target: the loop's own bookkeeping (all but the critics) <= 0.15 ms per iteration: "
+        f"{'met' if met else 'NOT met'} ({said})"
+    )
     if args.json:
         print(json.dumps(out))
     return 0 if iterations == n * args.budget else 1
