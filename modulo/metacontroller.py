@@ -31,6 +31,7 @@ import hashlib
 import os
 import time
 from dataclasses import dataclass
+from json.encoder import encode_basestring
 from typing import Any, Literal
 
 from .backprompt import BackpromptContext, BackpromptStrategy
@@ -750,21 +751,31 @@ def _sha(messages: list[Message]) -> str:
     return hashlib.sha256(canonical_json([m.model_dump() for m in messages]).encode()).hexdigest()
 
 
+#: Message's fields are exactly these two: its canonical JSON is then ``{"content":...,"role":...}``
+_TWO_FIELDS = set(Message.model_fields) == {"role", "content"}
+#: a message text at least this long is kept in its JSON-escaped form for the messages that quote it
+QUOTED_CHARS = 2048
+
+
 class PromptHasher:
     """:func:`_sha` of one problem's prompts, iteration after iteration, encoding each message once:
     the prompt of iteration k repeats messages of iteration k-1 (the system message, the original
-    request, a kept history), and only the messages that are new are encoded. The value is exactly
-    :func:`_sha`'s. It remembers the previous prompt's messages only (bounded memory)."""
+    request, a kept history), and only the messages that are new are encoded. A new message that
+    quotes a long text seen before (a backprompt quotes the original request) reuses that text's
+    escaped form (JSON escapes character by character, so the escaped parts join into the whole's).
+    The value is exactly :func:`_sha`'s. It remembers the previous prompt's messages and two long texts
+    (the first, usually the request, and the latest): bounded memory."""
 
     def __init__(self) -> None:
         self._pieces: dict[int, tuple[Message, bytes]] = {}
+        self._quoted: list[tuple[str, str]] = []  # (text, its JSON string body without the quotes)
 
     def sha(self, messages: list[Message]) -> str:
         h = hashlib.sha256(b"[")
         pieces: dict[int, tuple[Message, bytes]] = {}
         for i, m in enumerate(messages):
             known = self._pieces.get(id(m))
-            piece = known[1] if known is not None and known[0] is m else canonical_json(m.model_dump()).encode()
+            piece = known[1] if known is not None and known[0] is m else self._encode(m)
             pieces[id(m)] = (m, piece)
             if i:
                 h.update(b",")
@@ -772,6 +783,26 @@ class PromptHasher:
         h.update(b"]")
         self._pieces = pieces
         return h.hexdigest()
+
+    def _encode(self, m: Message) -> bytes:
+        """``canonical_json(m.model_dump())``, encoded."""
+        if not _TWO_FIELDS or type(m) is not Message:
+            return canonical_json(m.model_dump()).encode()
+        text = m.content
+        if len(text) < QUOTED_CHARS:
+            body = encode_basestring(text)[1:-1]
+        else:
+            body = ""
+            for quoted, quoted_body in self._quoted:
+                at = text.find(quoted)
+                if at >= 0:
+                    head, tail = text[:at], text[at + len(quoted) :]
+                    body = encode_basestring(head)[1:-1] + quoted_body + encode_basestring(tail)[1:-1]
+                    break
+            else:
+                body = encode_basestring(text)[1:-1]
+            self._quoted = [*self._quoted[:1], (text, body)]  # the first long text stays, the latest joins
+        return ('{"content":"' + body + '","role":' + encode_basestring(m.role) + "}").encode()
 
 
 def _is_small(value: Any) -> bool:

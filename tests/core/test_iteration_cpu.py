@@ -26,6 +26,15 @@ def test_the_prompt_hash_by_parts_is_the_whole_prompts_hash() -> None:
     hasher = PromptHasher()
     for messages in ([system, a], [system, a], [system, a, b], [system, b], [], [b, b]):
         assert hasher.sha(messages) == _sha(messages)
+    # a long request quoted by the backprompts that follow: its escaped form is reused, the hash is the same
+    request = 'Plan a trip "north" \\ é\n\t\x01 \u2028' + "day " * 1200
+    first = Message(role="user", content=request)
+    assert hasher.sha([system, first]) == _sha([system, first])
+    for k in range(4):
+        quoting = Message(role="user", content=f'\x02Feedback {k}: "no"\n{request}\nYour plan:\n' + "x" * 3000 * k)
+        assert hasher.sha([system, quoting]) == _sha([system, quoting])
+    edge = Message(role="user", content=request + request[:10])  # quoted at the very start
+    assert hasher.sha([edge]) == _sha([edge])
 
 
 def test_a_frozen_plan_is_encoded_once_and_a_nan_is_no_change() -> None:
