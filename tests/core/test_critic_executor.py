@@ -184,13 +184,13 @@ def test_deadlines_per_critic_then_declared_then_default() -> None:
 
 def test_executor_gives_each_call_its_own_copy() -> None:
     frozen = FrozenPlan.of({"a": [1, 2]})
-    seen: list[int] = []
+    seen: list[PlanJSON] = []  # the copies themselves: an id could be reused once the first copy is freed
 
     class Peek(Critic):
         name = "peek"
 
         def check(self, problem: Problem, plan: PlanJSON) -> Verdict:
-            seen.append(id(plan))
+            seen.append(plan)
             return Verdict.ok()
 
     problem = Problem(id="p", benchmark="toy", query="q")
@@ -203,7 +203,7 @@ def test_executor_gives_each_call_its_own_copy() -> None:
 
     asyncio.run(main())
     ex.close()
-    assert len(seen) == 2 and seen[0] != seen[1]
+    assert len(seen) == 2 and seen[0] is not seen[1] and seen[0] == seen[1] == {"a": [1, 2]}
 
 
 def test_critic_error_type() -> None:
