@@ -282,15 +282,9 @@ class Dissector:
             cfg = self.session.config
             cfg_k = cfg.model_copy(update={"run": cfg.run.model_copy(update={"sample": sample})})
             base = self.session.loop
-            self._loops[sample] = Metacontroller(
-                benchmark=base.benchmark,
-                generator=build_generator(cfg_k, base.benchmark),
-                reformulator=base.reformulator,
-                critics=base.critics,
-                strategy=base.strategy,
-                llm=base.llm,
-                settings=base.settings,
-            )
+            # the run's loop in every other part: its critic executor (a sandbox or worker processes), its
+            # user in the loop, its settings; only the generator draws with another sample index
+            self._loops[sample] = base.with_generator(build_generator(cfg_k, base.benchmark))
         return self._loops[sample]
 
     def settings(self) -> dict[str, Any]:

@@ -154,6 +154,21 @@ class Metacontroller:
             benchmark.template("dialogue") if user is not None or self.settings.abstain else None
         )
 
+    def with_generator(self, generator: Generator) -> Metacontroller:
+        """This loop with another generator and every other bound part shared (executor, user, settings)."""
+        return Metacontroller(
+            benchmark=self.benchmark,
+            generator=generator,
+            reformulator=self.reformulator,
+            critics=self.critics,
+            strategy=self.strategy,
+            llm=self.llm,
+            settings=self.settings,
+            executor=self.executor,
+            user=self.user,
+            user_llm=self.user_llm,
+        )
+
     @property
     def deadlines(self) -> CriticDeadlines:
         """Each critic's deadline under the current ``settings`` (made once per settings object)."""

@@ -263,3 +263,28 @@ def test_a_plan_lost_by_the_llm_reformulator_is_a_reformulation_failure(tmp_path
     assert by_id[ids[0]].component == "reformulation" and by_id[ids[1]].component == "plan"
     assert all(s.component == "reformulation" for s in by_id[ids[0]].steps)
     assert "| reformulation | 1 |" in result.markdown
+
+
+def test_a_redraw_loop_keeps_every_bound_part_of_the_run_but_the_generator() -> None:
+    """The loop of another sample index shares the run's executor (a sandbox, worker processes), its user
+    in the loop and its settings: a dissection step runs the critics the way the run ran them."""
+    import inspect
+
+    from modulo.dissect import Dissector
+    from modulo.metacontroller import Metacontroller
+
+    cfg = config()
+    cfg.llm.args = {"fn": lambda request: GARBAGE}
+    session = build_session(cfg)
+    base = session.loop
+    base.user = object()  # type: ignore[assignment]  # stands for a bound user: compared by identity only
+    base.user_llm = object()
+    dissector = Dissector(session, DissectOptions(temperature=0.7), records_sink=lambda r: None)
+    other = dissector.loop_for(session.config.run.sample + 3)
+    assert other is not base and other.generator is not base.generator
+    for name in inspect.signature(Metacontroller.__init__).parameters:
+        if name in ("self", "generator"):
+            continue
+        kept, original = getattr(other, name), getattr(base, name)
+        assert kept is original or kept == original, name
+    assert dissector.loop_for(session.config.run.sample + 3) is other  # made once per sample index
