@@ -132,11 +132,13 @@ class EvalResult:
     one dict per evaluated plan (same order as the input), holding at least ``problem_id`` and a
     ``passed`` bool, plus per-constraint results keyed by constraint name (True/False/None) used by
     per-constraint tables and paired statistics. ``tables`` holds extra named breakdowns as lists of
-    row dicts (per level, per constraint, ...).
+    row dicts (per level, per constraint, ...). A benchmark that scores a large run's problems one at a
+    time may hand ``per_problem`` back on disk (a :class:`~modulo.problems.Spool`: a read-only sequence
+    read one row at a time), so the run's memory does not grow with its problems.
     """
 
     metrics: dict[str, float]
-    per_problem: list[dict[str, Any]] = field(default_factory=list)
+    per_problem: Sequence[dict[str, Any]] = field(default_factory=list)
     tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
 

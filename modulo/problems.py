@@ -8,6 +8,10 @@ temporary file; the run, the evaluation and any later pass read problems back fr
 Memory then holds the ids and one byte offset per problem, whatever the number of problems. A
 benchmark that only implements ``load`` keeps its list in memory, as before.
 
+:class:`Spool` is the same idea for any picklable values (the runner's digests of finished problems,
+an evaluation's per-problem rows, a report's records): appended to an anonymous temporary file, read
+back one at a time, 8 bytes of memory per value.
+
 Selection (``benchmark.limit``, ``benchmark.ids``) is applied during that pass: a limit stops reading
 the stream early; ids are kept in the order given.
 """
@@ -15,11 +19,13 @@ the stream early; ids are kept in the order given.
 from __future__ import annotations
 
 import os
+import pickle
 import tempfile
 from abc import abstractmethod
+from array import array
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from typing import IO, overload
+from typing import IO, Any, Generic, TypeVar, overload
 
 from .errors import ConfigError, DataError
 from .types import Problem
@@ -62,8 +68,9 @@ class ProblemSet(ProblemView):
         self._items: list[Problem] | None = list(problems)
         self._ids: list[str] = [p.id for p in self._items]
         self._file: IO[bytes] | None = None
-        self._offsets: list[int] = []
-        self._lengths: list[int] = []
+        # 8 bytes a problem each (a list of ints would hold a 28-byte int object per problem besides)
+        self._offsets = array("q")
+        self._lengths = array("q")
         self._index: dict[str, int] | None = None
         #: ids of problems whose data the benchmark derived itself (``metadata['derived']``)
         self.derived: list[str] = [p.id for p in self._items if p.metadata.get("derived")]
@@ -201,3 +208,76 @@ def select_problems(
     out = ProblemSet.spooled(picked.get(i) for i in order) if spool else ProblemSet(picked.get(i) for i in order)
     picked.close()
     return out
+
+
+T = TypeVar("T")
+
+
+class Spool(Sequence[T], Generic[T]):
+    """Values appended to an anonymous temporary file (pickled) and read back one at a time: a list
+    whose items live on disk, 8 bytes of memory each (their offsets). ``append`` returns the value's
+    position; indexing reads one value, iteration reads them in order. A value read back is a copy:
+    changing it changes nothing in the spool. The file is deleted when the spool is closed or dropped.
+    """
+
+    def __init__(self, values: Iterable[T] = (), *, prefix: str = "modulo-spool-") -> None:
+        self._file: IO[bytes] = tempfile.TemporaryFile(prefix=prefix)
+        self._starts = array("q")
+        self._end = 0
+        self._dirty = False
+        for value in values:
+            self.append(value)
+
+    def append(self, value: T) -> int:
+        data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        self._file.write(data)
+        self._dirty = True
+        self._starts.append(self._end)
+        self._end += len(data)
+        return len(self._starts) - 1
+
+    def _flushed(self) -> int:
+        if self._dirty:
+            self._file.flush()
+            self._dirty = False
+        return self._file.fileno()
+
+    def __len__(self) -> int:
+        return len(self._starts)
+
+    @overload
+    def __getitem__(self, i: int) -> T: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[T]: ...
+    def __getitem__(self, i: int | slice) -> T | list[T]:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        n = range(len(self._starts))[i]  # IndexError, negative indices
+        end = self._starts[n + 1] if n + 1 < len(self._starts) else self._end
+        value: T = pickle.loads(os.pread(self._flushed(), end - self._starts[n], self._starts[n]))
+        return value
+
+    def __iter__(self) -> Iterator[T]:
+        # positioned reads (the file's own position is the writer's): passes may overlap appends; a
+        # pass reads what was appended before it began
+        for n in range(len(self._starts)):
+            yield self[n]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence) and not isinstance(other, str):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"<Spool of {len(self)} values on disk>"
+
+    def __reduce__(self) -> tuple[Any, ...]:  # a copy (deepcopy, pickle) is a list of the values
+        return (list, (list(self),))
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __del__(self) -> None:
+        self.close()

@@ -9,11 +9,14 @@ directory skips every finished problem and repeats no paid call. Problems whose 
 A run-level dollar budget stops the run cleanly: problems not started by then are recorded with the
 ``skipped`` outcome, so every problem has an outcome.
 
-Memory stays flat in the number of problems times iterations: a finished problem's full record goes to
-disk and leaves memory; the runner keeps only a :class:`Finished` digest of it (outcome, the plans the
-evaluation needs, counts), from which the summary, the benchmark's evaluation and the console's budget
-table are computed, the evaluation of the final plans once for all of them. ``RunResult.results``
-reads the full records back from disk when asked.
+Memory stays flat in the number of problems: a finished problem's full record goes to disk and leaves
+memory; the runner keeps a :class:`Finished` digest of it (outcome, the plans the evaluation needs,
+counts) on disk too, in a temporary spool, and in memory only where each problem's digest lies (8
+bytes a problem). The summary, the benchmark's evaluation and the console's budget table are computed
+from the digests by streaming passes in run order, the evaluation of the final plans once for all of
+them (a benchmark that streams its evaluation hands its per-problem rows back on disk as well, and
+``evaluation.json`` is written from them as they are read). ``RunResult.results`` reads the full
+records back from disk when asked.
 """
 
 from __future__ import annotations
@@ -21,13 +24,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from array import array
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from .build import Session
 from .metacontroller import RunAborted, RunBudget, best_iteration
+from .problems import Spool
 from .runs import RunDir, error_digest, latest_records
 from .types import IterationRecord, Outcome, PlanJSON, Problem, ProblemResult, ProblemUpdate, Usage
 from .users import in_force
@@ -125,6 +130,31 @@ class RunResult:
         return f"<RunResult {self.run_dir.path} {self.state.done} problems {dict(self.state.outcomes)}>"
 
 
+class _Digests:
+    """The digests of finished problems, on disk (a :class:`~modulo.problems.Spool`), by problem position:
+    memory holds 8 bytes a problem (where its digest lies), whatever the number of problems."""
+
+    def __init__(self, ids: list[str]) -> None:
+        self.ids = ids
+        self.spool: Spool[Finished] = Spool(prefix="modulo-digests-")
+        self.at = array("q", [-1]) * len(ids)  # problem position -> position in the spool (-1: none yet)
+
+    def put(self, pos: int, digest: Finished) -> None:
+        self.at[pos] = self.spool.append(digest)
+
+    def done(self, pos: int) -> bool:
+        return self.at[pos] >= 0
+
+    def __iter__(self) -> Iterator[tuple[int, Finished | None]]:
+        """(position, digest or None) of every problem, in run order, read one at a time."""
+        for pos in range(len(self.ids)):
+            k = self.at[pos]
+            yield pos, (self.spool[k] if k >= 0 else None)
+
+    def finished(self) -> Iterator[Finished]:
+        return (d for _, d in self if d is not None)
+
+
 async def run_session(
     session: Session,
     run_dir: RunDir,
@@ -135,47 +165,53 @@ async def run_session(
 ) -> RunResult:
     """Solve every problem of ``session`` into ``run_dir`` (resuming what is already there)."""
     cfg = session.config
-    # the finished problems already there, as digests (their records are read one at a time, never held)
-    previous = run_dir.prepare_digests(session.info, config_yaml, Finished.of)
     retry = {Outcome.ERROR, Outcome.SKIPPED} if cfg.run.retry_errors else set()
     problems = session.problems
-    ids = set(problems.ids)
-    spent = sum((r.usage.cost_usd for r in previous.values() if r.usage is not None), 0.0)
-    results: dict[str, Finished] = {pid: r for pid, r in previous.items() if r.outcome not in retry}
-    del previous
+    digests = _Digests(problems.ids)
+    # the finished problems already there: their records read one at a time, each digest put on disk
+    # at once (the id -> spool position map of the resumed problems is the only thing held meanwhile)
+    previous = run_dir.prepare_digests(session.info, config_yaml, lambda r: digests.spool.append(Finished.of(r)))
+    spent = 0.0
     usage = Usage()  # of the problems finished in this run directory (the summary's usage)
-    for pid in results.keys() & ids:
-        usage = usage + (results[pid].usage or Usage())
-    for r in results.values():
-        r.usage = None  # summed: the digests keep no usage (a finishing problem's is added as it comes)
-    n_todo = sum(1 for pid in problems.ids if pid not in results)
+    state = RunState(total=len(problems))
+    if previous:
+        ids = set(problems.ids)
+        for pid, k in previous.items():
+            digest = digests.spool[k]
+            spent += digest.usage.cost_usd if digest.usage is not None else 0.0
+            if pid in ids and digest.outcome not in retry:
+                usage = usage + (digest.usage or Usage())
+                state.done += 1
+                state.resumed += 1
+                state.outcomes[digest.outcome.value] += 1
+        for pos, pid in enumerate(problems.ids):
+            k = previous.get(pid, -1)
+            if k >= 0 and digests.spool[k].outcome not in retry:
+                digests.at[pos] = k
+        del previous, ids
+    n_todo = len(problems) - state.resumed
     if n_todo:
         try:  # a model that cannot answer stops the run now, not after every problem has errored
             await session.start()
         except BaseException:
             await session.aclose()
             raise
-    state = RunState(total=len(problems))
-    for pid in results.keys() & ids:
-        state.done += 1
-        state.resumed += 1
-        state.outcomes[results[pid].outcome.value] += 1
     budget = RunBudget(max_dollars=cfg.run.max_dollars)
     budget.spent = spent
     # the problems still to run, read one at a time as workers take them: only in-flight ones are held
-    todo = (p for p in problems if p.id not in results)
+    todo = ((pos, p) for pos, p in enumerate(problems) if not digests.done(pos))
     aborted: list[str] = []
     n_workers = max(1, min(concurrency or cfg.run.concurrency, n_todo or 1))
 
     commits = _GroupCommit(run_dir)
 
-    async def finish(result: ProblemResult) -> None:
+    async def finish(pos: int, result: ProblemResult) -> None:
         nonlocal usage
         # flushed and fsync'ed off the event loop, so other problems keep running meanwhile
         await commits.append(result)
-        digest = Finished.of(result)  # the full record leaves memory
+        digest = Finished.of(result)  # the full record leaves memory, the digest goes to disk
         digest.usage = None  # summed just below
-        results[result.problem_id] = digest
+        digests.put(pos, digest)
         usage = usage + result.usage
         state.done += 1
         state.outcomes[result.outcome.value] += 1
@@ -184,21 +220,21 @@ async def run_session(
             progress(state)
 
     async def worker() -> None:
-        for problem in todo:  # one shared generator: each problem goes to one worker
+        for pos, problem in todo:  # one shared generator: each problem goes to one worker
             if aborted or budget.exhausted:
-                await finish(_skipped(problem, session, "run_aborted" if aborted else "run_budget"))
+                await finish(pos, _skipped(problem, session, "run_aborted" if aborted else "run_budget"))
                 continue
             try:
                 result = await session.loop.solve(problem, budget)
             except RunAborted as exc:
                 aborted.append(exc.result.error or "critic error")
-                await finish(exc.result)
+                await finish(pos, exc.result)
                 continue
             except Exception as exc:  # one problem's failure never takes finished work (or the run) down
                 log.exception("problem %s failed", problem.id)
                 result = _skipped(problem, session, "error")
                 result = result.model_copy(update={"outcome": Outcome.ERROR, "error": f"{type(exc).__name__}: {exc}"})
-            await finish(result)
+            await finish(pos, result)
 
     if progress is not None:
         progress(state)
@@ -207,13 +243,15 @@ async def run_session(
     finally:
         await session.aclose()
 
-    ordered = [results[pid] for pid in problems.ids if pid in results]
     # the evaluation runs in a worker thread: Z3 (the synthesized benchmarks' evaluator) pays, for each
     # context it creates on the main thread, a cost that grows with the process's heap (~10 ms at 200 MB)
-    summary, evaluation, rows = await asyncio.to_thread(summarise, session, ordered, state, usage)
-    run_dir.write_json("summary.json", summary)
-    if evaluation is not None:
-        run_dir.write_json("evaluation.json", evaluation)
+    try:
+        summary, evaluation, rows = await asyncio.to_thread(summarise, session, digests, state, usage)
+        run_dir.write_json("summary.json", summary)
+        if evaluation is not None:
+            run_dir.write_json("evaluation.json", evaluation)
+    finally:
+        digests.spool.close()
     return RunResult(
         run_dir,
         list(problems.ids),
@@ -270,17 +308,15 @@ def _skipped(problem: Problem, session: Session, reason: str) -> ProblemResult:
     )
 
 
-def _evaluate(session: Session, scored: list[Finished], plan: Callable[[Finished], PlanJSON]) -> Any:
-    """The benchmark's evaluation of ``plan(r)`` for each scored problem, the problems read one at a
-    time in run order (a benchmark that streams its evaluation holds none of them)."""
-    if not scored:
-        return None
-    by_id = {r.problem_id: r for r in scored}
+def _evaluate(session: Session, digests: _Digests, plan: Callable[[Finished], PlanJSON]) -> Any:
+    """The benchmark's evaluation of ``plan(r)`` for each scored problem (not ended ``error``), the
+    problems and their digests read one at a time in run order (a benchmark that streams its
+    evaluation holds none of them)."""
     # each problem as the updates of its loop left it: the final plan is judged against that request
     pairs = (
-        (in_force(session.benchmark, p, by_id[p.id].updates), plan(by_id[p.id]))
-        for p in session.problems
-        if p.id in by_id
+        (in_force(session.benchmark, p, d.updates), plan(d))
+        for p, (_, d) in zip(session.problems, digests, strict=True)
+        if d is not None and d.outcome != Outcome.ERROR
     )
     try:
         return session.benchmark.evaluate_stream(pairs)
@@ -288,47 +324,86 @@ def _evaluate(session: Session, scored: list[Finished], plan: Callable[[Finished
         return None
 
 
+@dataclass
+class _Tally:
+    """What the summary and the budget rows need of the finished problems, in one pass over the digests."""
+
+    finished: int = 0
+    scored: int = 0
+    iterations: int = 0
+    counts: Counter[str] = field(default_factory=Counter)
+    errored: list[Finished] = field(default_factory=list)
+    #: problems not scored (ended ``error`` or not run), in run order
+    excluded: list[str] = field(default_factory=list)
+    longest: int = 0
+    first_accepted: int = 0
+    any_accepted: int = 0
+    #: whether every scored problem's first plan is its delivered plan (then Direct's evaluation is the
+    #: delivered plans')
+    first_is_best: bool = True
+
+    @classmethod
+    def of(cls, digests: _Digests) -> _Tally:
+        t = cls()
+        for pos, r in digests:
+            if r is None:
+                t.excluded.append(digests.ids[pos])
+                continue
+            t.finished += 1
+            t.iterations += r.iterations
+            t.counts[r.outcome.value] += 1
+            if r.outcome == Outcome.ERROR:
+                t.errored.append(r)
+                t.excluded.append(r.problem_id)
+                continue
+            t.scored += 1
+            t.longest = max(t.longest, r.iterations)
+            t.first_accepted += r.first_accepted
+            t.any_accepted += r.any_accepted
+            t.first_is_best = t.first_is_best and _first(r) == _best(r)
+        return t
+
+
 def summarise(
-    session: Session, results: list[Finished], state: RunState, usage: Usage
+    session: Session, digests: _Digests, state: RunState, usage: Usage
 ) -> tuple[dict[str, Any], dict[str, Any] | None, list[tuple[int, dict[str, float]]]]:
     """``summary.json`` and ``evaluation.json`` content for a finished (or stopped) run, and the budget
-    rows (see ``RunResult.budget_metrics``), from the digests of the finished problems (in run order).
-    The benchmark evaluates the final plans once, for all three.
+    rows (see ``RunResult.budget_metrics``), from the digests of the finished problems, read in run
+    order by streaming passes (a tally, then the benchmark's evaluation of the final plans, once for
+    all three; a benchmark that streams its evaluation may hand its rows back on disk).
 
     Problems that ended ``error`` (or have no record) are left out of the evaluation: a problem that
     could not be run is neither a plan failure nor an abstention. ``summary["errors"]`` counts them and
     names the first error (see :func:`modulo.runs.error_digest`); ``evaluation["excluded"]`` lists them.
     """
-    counts = Counter(r.outcome.value for r in results)
-    scored = [r for r in results if r.outcome != Outcome.ERROR]
-    scored_ids = {r.problem_id for r in scored}
-    excluded = [pid for pid in session.problems.ids if pid not in scored_ids]
+    tally = _Tally.of(digests)
     evaluation: dict[str, Any] | None = None
     metrics: dict[str, float] = {}
-    ev = _evaluate(session, scored, _best)
+    ev = _evaluate(session, digests, _best) if tally.scored else None
     if ev is not None:
         metrics = dict(ev.metrics)
         evaluation = {"metrics": ev.metrics, "per_problem": ev.per_problem, "tables": ev.tables}
-    elif not scored and excluded:
+    elif not tally.scored and tally.excluded:
         evaluation = {"metrics": {}, "per_problem": [], "tables": {}}
-    if evaluation is not None and excluded:
-        evaluation["excluded"] = {"problem_ids": excluded, "reason": "ended with an error or not run"}
+    if evaluation is not None and tally.excluded:
+        evaluation["excluded"] = {"problem_ids": tally.excluded, "reason": "ended with an error or not run"}
     n = len(session.problems)
-    errors = error_digest(results)
+    errors = error_digest(tally.errored)
+    counts = tally.counts
     summary = {
-        "status": "errors" if errors["count"] else ("complete" if len(results) == n else "partial"),
+        "status": "errors" if errors["count"] else ("complete" if tally.finished == n else "partial"),
         "errors": errors,
         "n_problems": n,
-        "finished": len(results),
-        "evaluated": len(scored),
+        "finished": tally.finished,
+        "evaluated": tally.scored,
         "counts": dict(counts),
         "certified_rate": counts.get(Outcome.CERTIFIED.value, 0) / n if n else 0.0,
         "metrics": metrics,
         "usage": usage.model_dump(),
-        "iterations": sum(r.iterations for r in results),
+        "iterations": tally.iterations,
         "seconds": time.perf_counter() - state.started,
     }
-    return summary, evaluation, _budget_rows(session, scored, metrics)
+    return summary, evaluation, _budget_rows(session, digests, tally, metrics)
 
 
 def _best(r: Finished) -> PlanJSON:
@@ -341,7 +416,7 @@ def _first(r: Finished) -> PlanJSON:
 
 
 def _budget_rows(
-    session: Session, finished: list[Finished], final_metrics: dict[str, float]
+    session: Session, digests: _Digests, tally: _Tally, final_metrics: dict[str, float]
 ) -> list[tuple[int, dict[str, float]]]:
     """Metrics of the first iteration alone (Direct) and of the whole budget (LLM-Modulo).
 
@@ -350,19 +425,27 @@ def _budget_rows(
     (at the whole budget that is the delivered plan, whose evaluation the summary already holds; at
     k = 1 the same numbers when every problem's first plan is its delivered plan, else evaluated).
     """
-    if not finished:
+    if not tally.scored:
         return []
     budget = session.config.metacontroller.max_iterations
-    used = max((r.iterations for r in finished), default=1)
+    used = max(tally.longest, 1)
     rows: list[tuple[int, dict[str, float]]] = []
     for k in [1, budget] if budget > 1 and used > 1 else [budget]:
         whole = k == budget or used <= 1
-        accepted = sum(1 for r in finished if (r.any_accepted if whole else r.first_accepted))
-        row = {"certified": accepted / len(finished)}
-        if whole or all(_first(r) == _best(r) for r in finished):  # the same plans: the same evaluation
+        accepted = tally.any_accepted if whole else tally.first_accepted
+        row = {"certified": accepted / tally.scored}
+        if whole or tally.first_is_best:  # the same plans: the same evaluation
             row.update(final_metrics)
         else:
-            ev = _evaluate(session, finished, _first)
+            ev = _evaluate(session, digests, _first)
             row.update(ev.metrics if ev is not None else {})
+            _close(ev)  # only its metrics are kept
         rows.append((k, row))
     return rows
+
+
+def _close(ev: Any) -> None:
+    """Delete the temporary file of an evaluation whose rows were handed back on disk."""
+    rows = getattr(ev, "per_problem", None)
+    if isinstance(rows, Spool):
+        rows.close()

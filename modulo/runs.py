@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol, TypeVar
 
 from .errors import RunError
+from .problems import Spool
 from .redact import redact
 from .runinfo import RUN_INFO_FILE, RunInfo, read_run_info
 from .types import Outcome, ProblemResult
@@ -415,13 +416,34 @@ def _atomic_write(path: Path, text: str | Iterable[str]) -> None:
     os.replace(tmp, path)
 
 
+class _StreamedList(list[Any]):
+    """A :class:`~modulo.problems.Spool` as the JSON encoder's (pure Python, indenting) list path reads
+    it: emptiness and items from the spool, one at a time. Made only inside :func:`_json_pieces`."""
+
+    def __init__(self, items: Spool[Any]) -> None:
+        super().__init__()
+        self.items = items
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.items)
+
+
+def _streamed(value: Any) -> Any:
+    """The encoder's fallback: a spool of rows is written as a list, read as it is written; anything
+    else as its ``str``."""
+    return _StreamedList(value) if isinstance(value, Spool) else str(value)
+
+
 def _json_pieces(data: Any, size: int = 1 << 20) -> Iterator[str]:
     """``json.dumps(data, indent=1, default=str)`` in pieces of about ``size`` characters, each cut between
     two JSON tokens (a string is never split, so redaction sees every value whole): a large evaluation
     is written without its whole text and the encoder's list of fragments in memory at once."""
     buffer: list[str] = []
     held = 0
-    for fragment in json.JSONEncoder(indent=1, default=str).iterencode(data):
+    for fragment in json.JSONEncoder(indent=1, default=_streamed).iterencode(data):
         buffer.append(fragment)
         held += len(fragment)
         if held >= size:

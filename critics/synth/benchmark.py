@@ -18,13 +18,14 @@ from __future__ import annotations
 import inspect
 import json
 import random
-from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from modulo.benchmark import Benchmark, ConstraintInfo, DataReport, EvalResult, GateCase, MetricSpec
 from modulo.errors import ConfigError, DataError, PlanFormatError
+from modulo.problems import Spool
 from modulo.prompts import role_templates
 from modulo.types import AbstentionCheck, PlanJSON, Problem, ProblemUpdate
 
@@ -404,17 +405,22 @@ class SynthBenchmark(Benchmark):
         return self.evaluate_stream(zip(problems, plans, strict=True))
 
     def evaluate_stream(self, pairs: Iterable[tuple[Problem, PlanJSON | None]]) -> EvalResult:
-        """Each problem scored on its own as it comes (no problem is kept), then the rows aggregated."""
+        """Each problem scored on its own as it comes (no problem is kept), its row put on disk (a
+        :class:`~modulo.problems.Spool`) and counted into the metrics and tables as it goes: memory
+        holds one problem and a few counters whatever the number of problems."""
         last: list[tuple[dict[str, Any], bool]] = []  # the last problem's intent and whether it has a plan
-        rows = [self._score(p, plan, last) for p, plan in pairs]
-        for row in rows:  # each rate's own part per problem (None: not counted), so reports show k/n and a CI
+        rows: Spool[dict[str, Any]] = Spool(prefix="modulo-synth-rows-")
+        tally = _Tally.new(list(self.family.critic_kinds))
+        for p, plan in pairs:
+            row = self._score(p, plan, last)
+            # each rate's own part per problem (None: not counted), so reports show k/n and a CI
             solvable = row["solvable"]
             row["solved"] = bool(row["passed"]) if solvable else None
             row["wrongful_abstention"] = bool(row["abstained"]) if solvable else None
             row["abstention_recall"] = None if solvable else bool(row["abstained"])
-        return EvalResult(
-            metrics=_aggregate(rows), per_problem=rows, tables=_tables(rows, list(self.family.critic_kinds))
-        )
+            tally.add(row)
+            rows.append(row)
+        return EvalResult(metrics=tally.rates.metrics(), per_problem=rows, tables=tally.tables())
 
     def _score(
         self, problem: Problem, plan: PlanJSON | None, last: list[tuple[dict[str, Any], bool]]
@@ -529,38 +535,83 @@ def _size(problem: Problem) -> int:
     return 0
 
 
-def _aggregate(rows: list[dict[str, Any]]) -> dict[str, float]:
-    n = len(rows)
-    solv = [r for r in rows if r["solvable"]]
-    unsolv = [r for r in rows if not r["solvable"]]
-    metrics: dict[str, float] = {}
-    if n:
-        metrics["success"] = sum(r["passed"] for r in rows) / n
-        metrics["delivery"] = sum(not r["abstained"] for r in rows) / n
-    if solv:
-        metrics["solved"] = sum(r["passed"] for r in solv) / len(solv)
-        metrics["wrongful_abstention"] = sum(r["abstained"] for r in solv) / len(solv)
-    if unsolv:
-        metrics["abstention_recall"] = sum(r["abstained"] for r in unsolv) / len(unsolv)
-    metrics["critic_z3_disagreements"] = float(sum(bool(r.get("disagreement")) for r in rows))
-    return metrics
+@dataclass
+class _Rates:
+    """The evaluation's rates, counted one row at a time (each a ratio of integer counts)."""
+
+    n: int = 0
+    passed: int = 0
+    delivered: int = 0
+    solvable: int = 0
+    solvable_passed: int = 0
+    solvable_abstained: int = 0
+    unsolvable_abstained: int = 0
+    disagreements: int = 0
+
+    def add(self, row: dict[str, Any]) -> None:
+        self.n += 1
+        self.passed += bool(row["passed"])
+        self.delivered += not row["abstained"]
+        if row["solvable"]:
+            self.solvable += 1
+            self.solvable_passed += bool(row["passed"])
+            self.solvable_abstained += bool(row["abstained"])
+        else:
+            self.unsolvable_abstained += bool(row["abstained"])
+        self.disagreements += bool(row.get("disagreement"))
+
+    def metrics(self) -> dict[str, float]:
+        metrics: dict[str, float] = {}
+        if self.n:
+            metrics["success"] = self.passed / self.n
+            metrics["delivery"] = self.delivered / self.n
+        if self.solvable:
+            metrics["solved"] = self.solvable_passed / self.solvable
+            metrics["wrongful_abstention"] = self.solvable_abstained / self.solvable
+        if self.n - self.solvable:
+            metrics["abstention_recall"] = self.unsolvable_abstained / (self.n - self.solvable)
+        metrics["critic_z3_disagreements"] = float(self.disagreements)
+        return metrics
 
 
-def _tables(rows: list[dict[str, Any]], critics: list[str]) -> dict[str, list[dict[str, Any]]]:
-    per_critic = []
-    for name in critics:
-        vals = [r[name] for r in rows if r.get(name) is not None]
-        if vals:
-            per_critic.append({"critic": name, "checked": len(vals), "pass_rate": sum(vals) / len(vals)})
-    groups: dict[tuple[Any, Any], list[dict[str, Any]]] = defaultdict(list)
-    for r in rows:
-        groups[(r["difficulty"], r["size"])].append(r)
-    per_size = [
-        {"difficulty": d, "size": s, "n": len(g), **_aggregate(g)} for (d, s), g in sorted(groups.items(), key=str)
-    ]
-    # the constraint columns of the per-problem rows (reports read exactly these as constraints)
-    per_constraint = [{"constraint": name, "name": name} for name in ["format", *critics]]
-    return {"per_critic": per_critic, "per_size": per_size, "per_constraint": per_constraint}
+@dataclass
+class _Tally:
+    """The metrics and tables of an evaluation, counted as its rows come: overall, per critic (checked,
+    passed) and per (difficulty, size)."""
+
+    critics: list[str]
+    rates: _Rates
+    per_critic: dict[str, list[int]]
+    per_size: dict[tuple[Any, Any], _Rates]
+
+    @classmethod
+    def new(cls, critics: list[str]) -> _Tally:
+        return cls(critics, _Rates(), {name: [0, 0] for name in critics}, {})
+
+    def add(self, row: dict[str, Any]) -> None:
+        self.rates.add(row)
+        for name in self.critics:
+            value = row.get(name)
+            if value is not None:
+                self.per_critic[name][0] += 1
+                self.per_critic[name][1] += value
+        self.per_size.setdefault((row["difficulty"], row["size"]), _Rates()).add(row)
+
+    def tables(self) -> dict[str, list[dict[str, Any]]]:
+        per_critic = [
+            {"critic": name, "checked": checked, "pass_rate": passed / checked}
+            for name, (checked, passed) in self.per_critic.items()
+            if checked
+        ]
+        # in the order of each group's text (key, rows) as it was sorted when rows were kept per group:
+        # that order is decided by the key's text alone
+        per_size = [
+            {"difficulty": d, "size": s, "n": g.n, **g.metrics()}
+            for (d, s), g in sorted(self.per_size.items(), key=lambda kv: str((kv[0], [])))
+        ]
+        # the constraint columns of the per-problem rows (reports read exactly these as constraints)
+        per_constraint = [{"constraint": name, "name": name} for name in ["format", *self.critics]]
+        return {"per_critic": per_critic, "per_size": per_size, "per_constraint": per_constraint}
 
 
 def _rename(value: Any, mapping: dict[str, str]) -> Any:
