@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,7 +41,7 @@ def plan_at_budget(record: ProblemResult, k: int) -> PlanJSON:
 
 def max_budget(run: RunData) -> int:
     """The largest budget to plot: the run's max_iterations, else the longest trace."""
-    longest = max((len(r.iterations) for r in run.records.values()), default=0)
+    longest = run.longest_trace()
     configured = run.max_iterations
     return max(configured or 0, longest)
 
@@ -67,17 +67,20 @@ class BudgetCurve:
         return list(range(1, len(self.values) + 1))
 
 
-def calls_by_budget(records: Sequence[ProblemResult], top: int) -> tuple[list[float], list[float], int, int]:
-    """Mean fresh and cached model calls per problem within budget k = 1..top, and the two totals.
+def calls_by_budget(records: Iterable[ProblemResult], top: int) -> tuple[list[float], list[float], int, int]:
+    """Mean fresh and cached model calls per problem within budget k = 1..top, and the two totals, the
+    records read once, one at a time.
 
     A fresh call is one the backend answered (``usage.calls - usage.cached_calls`` of an iteration); a
     cache hit replays an earlier answer and is no new draw. A problem that stopped before k iterations
     counts what it spent.
     """
-    n = max(1, len(records))
+    n = 0
     fresh = [0.0] * top
     cached = [0.0] * top
+    fresh_total = cached_total = 0
     for rec in records:
+        n += 1
         f = c = 0
         its = rec.iterations
         for k in range(top):
@@ -86,8 +89,9 @@ def calls_by_budget(records: Sequence[ProblemResult], top: int) -> tuple[list[fl
                 f += its[k].usage.calls - its[k].usage.cached_calls
             fresh[k] += f
             cached[k] += c
-    fresh_total = sum(it.usage.calls - it.usage.cached_calls for r in records for it in r.iterations)
-    cached_total = sum(it.usage.cached_calls for r in records for it in r.iterations)
+        fresh_total += sum(it.usage.calls - it.usage.cached_calls for it in its)
+        cached_total += sum(it.usage.cached_calls for it in its)
+    n = max(1, n)
     return [v / n for v in fresh], [v / n for v in cached], fresh_total, cached_total
 
 
@@ -139,9 +143,16 @@ def budget_curve(run: RunData, *, max_k: int | None = None, use_cache: bool = Tr
     if not ids:
         raise RunError(f"{run.name}: no finished problem that did not end in error")
     top = max(1, max_budget(run) if max_k is None else max_k)
-    records = [run.records[i] for i in ids]
-    calls = calls_by_budget(records, top)
-    plans_by_k = [[plan_at_budget(r, k) for r in records] for k in range(1, top + 1)]
+    plans_by_k: list[list[PlanJSON]] = [[] for _ in range(top)]
+
+    def read() -> Iterator[ProblemResult]:  # one record at a time: its calls counted, its plans kept
+        for i in ids:
+            rec = run.records[i]
+            for k, plans in enumerate(plans_by_k, start=1):
+                plans.append(plan_at_budget(rec, k))
+            yield rec
+
+    calls = calls_by_budget(read(), top)
     key = _cache_key(run, metric, plans_by_k, ids)
     if use_cache:
         hit = _read_cache(run).get(key)

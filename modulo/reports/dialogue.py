@@ -15,6 +15,8 @@ benchmark's proof (outcome ``unsolvable``: the loop declined before asking the m
 
 from __future__ import annotations
 
+from array import array
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,19 +65,25 @@ class AbstentionRow:
     source: str
 
 
-def _scored(run: RunData) -> list[ProblemResult]:
-    return [run.records[i] for i in run.scored_ids]
+def _scored(run: RunData) -> Iterator[ProblemResult]:
+    """The scored problems' records, read one at a time."""
+    return (run.records[i] for i in run.scored_ids)
 
 
 def is_dialogue_run(run: RunData) -> bool:
-    """Whether the run had a user in the loop, or a problem with a question or an update."""
+    """Whether the run had a user in the loop, or a problem with a question or an update (decided once
+    per run: it reads the records)."""
     if run.info.user.name or run.info.user.updates:
         return True
-    return any(r.user is not None or r.questions or r.updates or r.pending_updates for r in _scored(run))
+    if "dialogue" not in run.derived:
+        run.derived["dialogue"] = any(
+            r.user is not None or r.questions or r.updates or r.pending_updates for r in _scored(run)
+        )
+    return bool(run.derived["dialogue"])
 
 
 def dialogue_row(run: RunData, *, n_resamples: int, seed: int) -> DialogueRow:
-    records = _scored(run)
+    records = list(_scored(run))  # a dialogue run's (read for its own table only)
     updated = [r for r in records if r.updates]
     questions = sum(r.questions for r in records)
     n = len(records)
@@ -113,24 +121,31 @@ def abstention_row(run: RunData, *, n_resamples: int, seed: int) -> AbstentionRo
     truth, source = ground_truth(run)
     if not truth:
         return None
-    records = [r for r in _scored(run) if r.problem_id in truth]
-    unsolv = [r for r in records if not truth[r.problem_id]]
-    solv = [r for r in records if truth[r.problem_id]]
-    planner = [r for r in records if r.outcome is Outcome.ABSTAINED]
-    checks = [r.abstention.verified if r.abstention is not None else None for r in planner]
+    # one pass over the records (read one at a time): whether each declined, by ground truth
+    declined: dict[bool, array[float]] = {True: array("d"), False: array("d")}
+    checks: list[bool | None] = []  # the planner's own abstentions: was its reason verified?
+    proofs = 0
+    for r in _scored(run):
+        if r.problem_id not in truth:
+            continue
+        declined[truth[r.problem_id]].append(float(r.outcome in DECLINED))
+        if r.outcome is Outcome.ABSTAINED:
+            checks.append(r.abstention.verified if r.abstention is not None else None)
+        proofs += r.outcome is Outcome.UNSOLVABLE
+    unsolv, solv = declined[False], declined[True]
     opts: dict[str, Any] = {"n_resamples": n_resamples, "seed": seed}
     return AbstentionRow(
         run=run.name,
         unsolvable=len(unsolv),
-        declined_unsolvable=sum(1 for r in unsolv if r.outcome in DECLINED),
-        recall=bootstrap_ratio([float(r.outcome in DECLINED) for r in unsolv], **opts),
+        declined_unsolvable=int(sum(unsolv)),
+        recall=bootstrap_ratio(unsolv, **opts),
         solvable=len(solv),
-        declined_solvable=sum(1 for r in solv if r.outcome in DECLINED),
-        false_abstention=bootstrap_ratio([float(r.outcome in DECLINED) for r in solv], **opts),
-        planner=len(planner),
+        declined_solvable=int(sum(solv)),
+        false_abstention=bootstrap_ratio(solv, **opts),
+        planner=len(checks),
         verified=sum(1 for c in checks if c is True),
         refuted=sum(1 for c in checks if c is False),
         unchecked=sum(1 for c in checks if c is None),
-        proofs=sum(1 for r in records if r.outcome is Outcome.UNSOLVABLE),
+        proofs=proofs,
         source=source,
     )

@@ -12,7 +12,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from ..benchmark import Benchmark, EvalResult, MetricSpec
 from ..errors import ModuloError, RunError
-from ..problems import ProblemSet, ProblemView
+from ..problems import ProblemSet, ProblemView, Spool
 from ..runinfo import RunInfo, read_run_info
 from ..runs import error_digest
 from ..types import Outcome, PlanJSON, Problem, ProblemResult, Usage, Verdict
@@ -60,8 +60,9 @@ class RunData(RunInfoView):
 
     path: Path
     info: RunInfo
-    #: finished problems by id, in first-finish order (a problem recorded twice keeps its last record)
-    records: dict[str, ProblemResult]
+    #: finished problems by id, in first-finish order (a problem recorded twice keeps its last record);
+    #: a :class:`RecordStore` (on disk) for a report
+    records: Mapping[str, ProblemResult]
     summary: dict[str, Any] | None = None
     evaluation: dict[str, Any] | None = None
     evaluation_status: str = EVAL_MISSING
@@ -72,6 +73,9 @@ class RunData(RunInfoView):
     _benchmark: Benchmark | None = field(default=None, repr=False)
     _benchmark_error: str | None = field(default=None, repr=False)
     _problems: ProblemSet | None = field(default=None, repr=False)
+    #: what reports derive from the records once per run and reuse (a pass over a large run's records
+    #: reads them all from disk), by name
+    derived: dict[str, Any] = field(default_factory=dict, repr=False)
 
     # -- run.json accessors -----------------------------------------------------------------------
     @property
@@ -92,7 +96,7 @@ class RunData(RunInfoView):
     @property
     def errored_ids(self) -> list[str]:
         """Finished problems whose outcome is ``error`` (left out of every metric and figure count)."""
-        return [i for i in self.finished_ids if self.records[i].outcome == Outcome.ERROR]
+        return [i for i in self.finished_ids if outcome_of(self.records, i) == Outcome.ERROR]
 
     @property
     def scored_ids(self) -> list[str]:
@@ -180,6 +184,13 @@ class RunData(RunInfoView):
         if missing:
             raise RunError(f"{self.path}: problems {missing[:5]} are not in {self.benchmark_name}/{self.split}")
         return _RunProblems(self, self.benchmark(), self._problems, ids)
+
+    def longest_trace(self) -> int:
+        """The most iterations any finished problem recorded (0 when none), found once per run."""
+        if "longest_trace" not in self.derived:
+            self.derived["longest_trace"] = max((len(r.iterations) for r in self.records.values()), default=0)
+        longest: int = self.derived["longest_trace"]
+        return longest
 
     def _in_force(self, bench: Benchmark, problem: Problem) -> Problem:
         record = self.records.get(problem.id)
@@ -477,6 +488,61 @@ def _read_derived(path: Path, notes: list[str]) -> dict[str, Any] | None:
         return None
 
 
+class RecordStore(Mapping[str, ProblemResult]):
+    """A run's records by problem id, kept on disk (a :class:`~modulo.problems.Spool` of parsed records)
+    and read back one at a time: memory holds, per problem, where its record lies and its outcome, so
+    a report over a large run or a sweep does not grow with the problems. Ordered as
+    :func:`read_records` orders its dict; a problem recorded twice keeps its last record. The record
+    last read is kept, so asking for it again (``in``, then ``[]``) reads nothing."""
+
+    def __init__(self, records: Iterable[ProblemResult] = (), notes: list[str] | None = None) -> None:
+        self._spool: Spool[ProblemResult] = Spool(prefix="modulo-records-")
+        self._at: dict[str, int] = {}
+        self._outcomes = bytearray()  # by spool position: the outcome's index in _OUTCOMES
+        self._last: tuple[int, ProblemResult] | None = None
+        for rec in records:
+            if rec.problem_id in self._at:
+                if notes is not None:
+                    notes.append(
+                        f"records.jsonl: problem {rec.problem_id} recorded more than once; the last record is used"
+                    )
+                del self._at[rec.problem_id]
+            self._at[rec.problem_id] = self._spool.append(rec)
+            self._outcomes.append(_OUTCOMES.index(rec.outcome))
+
+    def __getitem__(self, problem_id: str) -> ProblemResult:
+        k = self._at[problem_id]
+        if self._last is None or self._last[0] != k:
+            self._last = (k, self._spool[k])
+        return self._last[1]
+
+    def __contains__(self, problem_id: object) -> bool:
+        return problem_id in self._at
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._at)
+
+    def __len__(self) -> int:
+        return len(self._at)
+
+    def outcome(self, problem_id: str) -> Outcome:
+        """The problem's outcome, without reading its record."""
+        return _OUTCOMES[self._outcomes[self._at[problem_id]]]
+
+    def close(self) -> None:
+        self._spool.close()
+
+
+_OUTCOMES = list(Outcome)
+
+
+def outcome_of(records: Mapping[str, ProblemResult], problem_id: str) -> Outcome:
+    """A recorded problem's outcome (a :class:`RecordStore` answers without reading the record)."""
+    if isinstance(records, RecordStore):
+        return records.outcome(problem_id)
+    return records[problem_id].outcome
+
+
 def read_records(
     path: Path, notes: list[str] | None = None, *, light: bool = False, only: Collection[str] | None = None
 ) -> dict[str, ProblemResult]:
@@ -493,14 +559,20 @@ def read_records(
 
 
 def load_run(
-    path: str | Path, *, with_records: bool = True, light: bool = False, only: Collection[str] | None = None
+    path: str | Path,
+    *,
+    with_records: bool = True,
+    light: bool = False,
+    only: Collection[str] | None = None,
+    on_disk: bool = False,
 ) -> RunData:
     """Read one run directory. Raises RunError when ``run.json`` is missing or unreadable.
 
     ``with_records=False`` leaves ``records`` empty, for a caller that streams them with
     :func:`iter_records` (and then calls :func:`note_unfinished`). ``light`` reads the records without
     what reports never read (:class:`LightReader`: bounded memory over large sweeps); ``only`` reads
-    the records of those problem ids alone (``modulo show``).
+    the records of those problem ids alone (``modulo show``); ``on_disk`` keeps them in a
+    :class:`RecordStore` (memory that does not grow with the problems; each record read when used).
     """
     path = Path(path)
     info = read_run_info(path)
@@ -512,7 +584,11 @@ def load_run(
     if derived:
         shown = ", ".join(str(d) for d in derived[:8]) + (f" and {len(derived) - 8} more" if len(derived) > 8 else "")
         notes.append(f"{len(derived)} problem(s) carry data the benchmark derived, not official data: {shown}")
-    records = read_records(path / RECORDS_FILE, notes, light=light, only=only) if with_records else {}
+    records: Mapping[str, ProblemResult] = {}
+    if with_records and on_disk:
+        records = RecordStore(iter_records(path / RECORDS_FILE, notes, light=light, only=only), notes)
+    elif with_records:
+        records = read_records(path / RECORDS_FILE, notes, light=light, only=only)
     run = RunData(path=path, info=info, records=records, notes=notes)
     # a damaged summary or evaluation never hides intact records: they are rebuilt from records.jsonl
     run.summary = _read_derived(path / SUMMARY_FILE, notes)
@@ -530,10 +606,12 @@ def note_unfinished(run: RunData) -> None:
         run.notes.append(f"{done} of {len(run.problem_ids)} problems finished")
 
 
-def load_runs(paths: Iterable[str | Path], *, with_records: bool = True, light: bool = False) -> list[RunData]:
-    """Find and read every run under ``paths``; give each a short unique display name (``light``: see
-    :func:`load_run`)."""
-    runs = [load_run(p, with_records=with_records, light=light) for p in find_runs(paths)]
+def load_runs(
+    paths: Iterable[str | Path], *, with_records: bool = True, light: bool = False, on_disk: bool = False
+) -> list[RunData]:
+    """Find and read every run under ``paths``; give each a short unique display name (``light``,
+    ``on_disk``: see :func:`load_run`)."""
+    runs = [load_run(p, with_records=with_records, light=light, on_disk=on_disk) for p in find_runs(paths)]
     _assign_names(runs)
     return runs
 

@@ -122,12 +122,7 @@ def constraint_info(run: RunData, metric_keys: Sequence[str] = ()) -> Constraint
 
 def critic_groups(run: RunData, names: Sequence[str] = ()) -> dict[str, str]:
     """Critic name -> group, from the verdicts in the run's records, then from the critic registry."""
-    groups: dict[str, str] = {}
-    for rec in run.records.values():
-        for it in rec.iterations:
-            for v in it.verdicts:
-                if v.critic and v.group and v.critic not in groups:
-                    groups[v.critic] = v.group
+    groups = dict(_verdict_groups(run))
     wanted = list(dict.fromkeys([*run.critics, *names]))
     bench = run.benchmark_or_none()
     if bench is not None:
@@ -142,6 +137,20 @@ def critic_groups(run: RunData, names: Sequence[str] = ()) -> dict[str, str]:
         if group:
             groups[name] = group
     return groups
+
+
+def _verdict_groups(run: RunData) -> dict[str, str]:
+    """Critic name -> group as the run's verdicts give it (the first verdict naming one), read once per run."""
+    if "verdict_groups" not in run.derived:
+        groups: dict[str, str] = {}
+        for rec in run.records.values():
+            for it in rec.iterations:
+                for v in it.verdicts:
+                    if v.critic and v.group and v.critic not in groups:
+                        groups[v.critic] = v.group
+        run.derived["verdict_groups"] = groups
+    found: dict[str, str] = run.derived["verdict_groups"]
+    return found
 
 
 def _registry_group(name: str) -> str:

@@ -120,7 +120,8 @@ def _common_parts(parts: list[tuple[str, ...]]) -> tuple[str, ...]:
 def build_report(paths: Sequence[str | Path], options: ReportOptions | None = None) -> ReportResult:
     """Load the runs under ``paths`` and write the report files (see the module notes)."""
     options = options or ReportOptions()
-    runs = load_runs(paths, light=True)  # records without their texts: bounded memory over a sweep
+    # records without their texts, on disk, each read when used: memory that does not grow with problems
+    runs = load_runs(paths, light=True, on_disk=True)
     out_dir = options.out if options.out is not None else default_out_dir(paths)
     out_dir.mkdir(parents=True, exist_ok=True)
     for run in runs:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from ..errors import ModuloError
 from ..types import IterationRecord, Outcome, Usage
 from .budget import plan_at_budget
-from .load import RunData, evaluate_plans
+from .load import RunData, evaluate_plans, outcome_of
 from .metrics import (
     Parts,
     constraint_info,
@@ -182,9 +182,10 @@ class UsageRow:
 def usage_row(run: RunData) -> UsageRow:
     """Total usage of the run's finished problems (from the records, so a killed run counts too)."""
     total = Usage()
-    for rec in run.records.values():
+    certified = 0
+    for rec in run.records.values():  # one pass: each record read once
         total = total + rec.usage
-    certified = sum(1 for r in run.records.values() if r.certified)
+        certified += rec.certified
     return UsageRow(run, len(run.records), certified, total)
 
 
@@ -222,7 +223,7 @@ def firing_counts(run: RunData) -> Firing:
     and verdicts of critics that crashed, are counted apart (``errored``, ``crashed``), never as
     rejections.
     """
-    length = max((len(r.iterations) for r in run.records.values()), default=0)
+    length = run.longest_trace()
     active = [0] * length
     errored = [0] * length
     crashed: dict[str, int] = {}
@@ -339,6 +340,7 @@ def same_problems(a: RunData, b: RunData) -> bool:
 
 def outcome_counts(run: RunData) -> dict[str, int]:
     counts: dict[str, int] = {}
-    for rec in run.records.values():
-        counts[rec.outcome.value] = counts.get(rec.outcome.value, 0) + 1
+    for pid in run.records:  # the outcomes, without reading the records
+        value = outcome_of(run.records, pid).value
+        counts[value] = counts.get(value, 0) + 1
     return counts
