@@ -30,31 +30,40 @@ from typing import IO, Any, Generic, TypeVar, overload
 from .errors import ConfigError, DataError
 from .types import Problem
 
+T = TypeVar("T")
 
-class ProblemView(Sequence[Problem]):
+
+class OnDemand(Sequence[T], Generic[T]):
+    """A sequence whose items are made by ``_load(position)`` when used (nothing kept)."""
+
+    @abstractmethod
+    def __len__(self) -> int: ...
+
+    @abstractmethod
+    def _load(self, n: int) -> T:
+        """The item at position ``n`` (0 <= n < len)."""
+
+    @overload
+    def __getitem__(self, i: int) -> T: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[T]: ...
+    def __getitem__(self, i: int | slice) -> T | list[T]:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        return self._load(range(len(self))[i])  # IndexError, negative indices
+
+    def __iter__(self) -> Iterator[T]:
+        for n in range(len(self)):
+            yield self._load(n)
+
+
+class ProblemView(OnDemand[Problem]):
     """A sequence of problems known by their ids (``_ids``), each made by ``_load(position)`` when used."""
 
     _ids: list[str]
 
-    @abstractmethod
-    def _load(self, n: int) -> Problem:
-        """The problem at position ``n`` (0 <= n < len)."""
-
     def __len__(self) -> int:
         return len(self._ids)
-
-    @overload
-    def __getitem__(self, i: int) -> Problem: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[Problem]: ...
-    def __getitem__(self, i: int | slice) -> Problem | list[Problem]:
-        if isinstance(i, slice):
-            return [self[k] for k in range(*i.indices(len(self)))]
-        return self._load(range(len(self._ids))[i])  # IndexError, negative indices
-
-    def __iter__(self) -> Iterator[Problem]:
-        for n in range(len(self._ids)):
-            yield self._load(n)
 
 
 class ProblemSet(ProblemView):
@@ -210,10 +219,7 @@ def select_problems(
     return out
 
 
-T = TypeVar("T")
-
-
-class Spool(Sequence[T], Generic[T]):
+class Spool(OnDemand[T]):
     """Values appended to an anonymous temporary file (pickled) and read back one at a time: a list
     whose items live on disk, 8 bytes of memory each (their offsets). ``append`` returns the value's
     position; indexing reads one value, iteration reads them in order. A value read back is a copy:
@@ -245,23 +251,11 @@ class Spool(Sequence[T], Generic[T]):
     def __len__(self) -> int:
         return len(self._starts)
 
-    @overload
-    def __getitem__(self, i: int) -> T: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[T]: ...
-    def __getitem__(self, i: int | slice) -> T | list[T]:
-        if isinstance(i, slice):
-            return [self[k] for k in range(*i.indices(len(self)))]
-        n = range(len(self._starts))[i]  # IndexError, negative indices
+    def _load(self, n: int) -> T:
+        # a positioned read (the file's own position is the writer's): passes may overlap appends
         end = self._starts[n + 1] if n + 1 < len(self._starts) else self._end
         value: T = pickle.loads(os.pread(self._flushed(), end - self._starts[n], self._starts[n]))
         return value
-
-    def __iter__(self) -> Iterator[T]:
-        # positioned reads (the file's own position is the writer's): passes may overlap appends; a
-        # pass reads what was appended before it began
-        for n in range(len(self._starts)):
-            yield self[n]
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Sequence) and not isinstance(other, str):

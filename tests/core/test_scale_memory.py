@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -19,9 +20,9 @@ from modulo import components
 from modulo.benchmark import EvalResult
 from modulo.build import build_session
 from modulo.errors import ConfigError, DataError
-from modulo.problems import ProblemSet, select_problems
-from modulo.runner import run_session
-from modulo.runs import RunDir, read_records
+from modulo.problems import ProblemSet, Spool, select_problems
+from modulo.runner import Finished, run_session
+from modulo.runs import RunDir, _json_pieces, read_records
 from modulo.types import IterationRecord, PlanJSON, Problem, ProblemResult
 
 from . import toy
@@ -67,13 +68,13 @@ _before: set[int] = set()
 
 def _counted() -> Iterator[Any]:
     for obj in gc.get_objects():
-        if isinstance(obj, (Problem, ProblemResult, IterationRecord)):
+        if isinstance(obj, (Problem, ProblemResult, IterationRecord, Finished)):
             yield obj
 
 
 def watch(*_: Any) -> None:
     gc.collect()
-    live = {"Problem": 0, "ProblemResult": 0, "IterationRecord": 0}
+    live = {"Problem": 0, "ProblemResult": 0, "IterationRecord": 0, "Finished": 0}
     for obj in _counted():
         if id(obj) in _before:
             continue
@@ -83,6 +84,8 @@ def watch(*_: Any) -> None:
             live["ProblemResult"] += 1
         elif isinstance(obj, IterationRecord):
             live["IterationRecord"] += 1
+        elif isinstance(obj, Finished):
+            live["Finished"] += 1
     for k, v in live.items():
         StreamingToy.peak[k] = max(StreamingToy.peak.get(k, 0), v)
 
@@ -193,3 +196,38 @@ def test_a_benchmark_without_a_stream_keeps_its_list() -> None:
     chosen = bench.problem_set("dev", limit=2)
     assert isinstance(chosen, ProblemSet) and not chosen.spooled_to_disk and chosen.ids == ["toy-0", "toy-1"]
     assert StreamingToy(n=4).problem_set("dev", ids=["toy-3"]).spooled_to_disk
+
+
+# -- values spooled to disk -----------------------------------------------------------------------
+
+
+def test_spool_is_a_list_on_disk() -> None:
+    rows = [{"problem_id": f"p{i}", "passed": i % 2 == 0, "plan": [i, None, "x" * i]} for i in range(50)]
+    spool: Spool[dict[str, Any]] = Spool()
+    assert [spool.append(r) for r in rows] == list(range(50))
+    assert len(spool) == 50 and list(spool) == rows and spool == rows
+    assert spool[0] == rows[0] and spool[-1] == rows[-1] and spool[3:6] == rows[3:6]
+    with pytest.raises(IndexError):
+        spool[50]
+    spool[1]["passed"] = "changed"  # a value read back is a copy
+    assert spool[1] == rows[1]
+    passing = iter(spool)  # a pass reads what was there when it began, appends meanwhile included later
+    assert next(passing) == rows[0]
+    spool.append({"late": True})
+    assert len(list(passing)) == 49 and spool[-1] == {"late": True}
+    spool.close()
+
+
+def test_a_spool_is_written_to_json_as_the_list_it_holds() -> None:
+    rows = [{"problem_id": f"p{i}", "passed": bool(i % 3)} for i in range(7)]
+    data = {"metrics": {"x": 0.5}, "per_problem": Spool(rows), "empty": Spool(), "tables": {}}
+    text = "".join(_json_pieces(data, size=16))
+    assert text == json.dumps({**data, "per_problem": rows, "empty": []}, indent=1)
+
+
+@pytest.mark.slow  # counts every live object at each step
+def test_the_runner_keeps_no_digest_in_memory(tmp_path: Path) -> None:
+    """Finished problems' digests go to disk as they are made: only those of the problems in hand are alive
+    (just finished, or being read back for the evaluation), never one per finished problem."""
+    peak = _run(tmp_path, 8)["Finished"]
+    assert peak <= CONCURRENCY + 1, peak

@@ -10,7 +10,14 @@ import pytest
 
 from modulo.reports import ReportOptions, build_report, load_run
 from modulo.reports import report as report_module
-from modulo.reports.load import LIGHT_DROPPED_ITERATION_KEYS, LIGHT_DROPPED_VERDICT_KEYS, load_runs
+from modulo.reports.load import (
+    LIGHT_DROPPED_ITERATION_KEYS,
+    LIGHT_DROPPED_VERDICT_KEYS,
+    RecordStore,
+    iter_records,
+    load_runs,
+    read_records,
+)
 from modulo.reports.show import build_story, render_plain
 from modulo.types import ProblemResult
 
@@ -41,12 +48,14 @@ def test_report_from_light_records_equals_the_full_load(
 
     full_loader = load_runs
 
-    def load_full(paths: Any, **kwargs: Any) -> Any:
-        return full_loader(paths, **{**kwargs, "light": False})
+    def load_full(paths: Any, **kwargs: Any) -> Any:  # full records, in memory
+        return full_loader(paths, **{**kwargs, "light": False, "on_disk": False})
 
     monkeypatch.setattr(report_module, "load_runs", load_full)
     full = build_report([tmp_path / "runs"], ReportOptions(**{**OPTIONS.__dict__, "out": tmp_path / "full"}))
     assert any(it.prompt for run in full.runs for rec in run.records.values() for it in rec.iterations)
+    assert all(isinstance(run.records, RecordStore) for run in light.runs)
+    assert not any(isinstance(run.records, RecordStore) for run in full.runs)
     assert _same_out(light.text, tmp_path / "light") == _same_out(full.text, tmp_path / "full")
     assert _same_out(light.markdown, tmp_path / "light") == _same_out(full.markdown, tmp_path / "full")
     light_files, full_files = _texts(tmp_path / "light"), _texts(tmp_path / "full")
@@ -133,3 +142,19 @@ def test_light_iterations_share_field_sets_empty_lists_and_short_strings(
     full_its = [it for rec in full.values() for it in rec.iterations]
     assert len({id(it.__pydantic_fields_set__) for it in full_its}) == len(full_its)
     assert light_bytes < 0.5 * full_bytes, (light_bytes, full_bytes)
+
+
+def test_records_on_disk_read_as_the_records_in_memory(tmp_path: Path, make_run: Any, run_a_plans: Any) -> None:
+    path = make_run(tmp_path / "a", run_a_plans) / "records.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join([*lines, lines[0]]))  # the first problem recorded again: its last record counts
+    notes_mem: list[str] = []
+    notes_disk: list[str] = []
+    in_memory = read_records(path, notes_mem, light=True)
+    on_disk = RecordStore(iter_records(path, notes_disk, light=True), notes_disk)
+    assert list(on_disk) == list(in_memory) and len(on_disk) == len(in_memory) and notes_disk == notes_mem
+    assert notes_disk and "recorded more than once" in notes_disk[0]
+    for pid, rec in in_memory.items():
+        assert pid in on_disk and on_disk[pid] == rec and on_disk.outcome(pid) == rec.outcome
+    assert "nope" not in on_disk and on_disk.get("nope") is None
+    on_disk.close()
