@@ -62,7 +62,7 @@ class Overhead(Benchmark):
         return EvalResult(metrics={"solved": 0.0})
 
 
-@critic("bench/never", group="hard", description="rejects every plan, so the loop runs to its budget")
+@critic("bench/never", group="hard", description="rejects every plan, so the loop runs to its budget", inline=True)
 def never(problem: Problem, plan: Any) -> Verdict:
     return Verdict.fail("Not yet: try again.")
 

@@ -340,6 +340,7 @@ def build_sandbox(
     """The critics ``metacontroller.sandbox`` names, the CPU-heavy critics ``metacontroller.heavy``
     selects (a sandboxed critic stays sandboxed), and the executor that runs them in worker processes
     (None when there are neither: every critic then runs in-process)."""
+    from .executor import ThreadExecutor
     from .sandbox import (
         HeavyExecutor,
         SandboxExecutor,
@@ -367,7 +368,9 @@ def build_sandbox(
         critic_args={k: dict(v) for k, v in cfg.critic_args.items()},
         imports=in_process_modules([*names, *heavy]),
     )
-    executor: Any = SandboxExecutor(names, spec, limits) if names else None
+    executor: Any = ThreadExecutor(inline=mc.inline_critics)  # the in-process critics
+    if names:
+        executor = SandboxExecutor(names, spec, limits, inner=executor)
     if heavy:
         executor = HeavyExecutor(heavy, spec, workers=mc.heavy_workers, inner=executor)
     return names, heavy, executor

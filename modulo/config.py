@@ -212,6 +212,9 @@ class MetacontrollerConf(Section):
     heavy: Any = "declared"
     #: worker processes for the CPU-heavy critics
     heavy_workers: int = 2
+    #: run the critics that declare themselves quick (``inline``) on the event loop's thread, with no hand-off
+    #: to a worker; false: every in-process critic in the worker thread, where a hung one can be abandoned
+    inline_critics: bool = True
 
     @field_validator("fixed_point_temperatures")
     @classmethod

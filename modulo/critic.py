@@ -24,7 +24,7 @@ the one place critics are bound (the loop, the audit, the fuzzers and the benchm
 A critic that rejects a plan returns a failing Verdict; a critic that raises is an error
 (:class:`~modulo.errors.CriticError`), handled per run settings. Every call goes through
 :mod:`modulo.executor`: the critic gets its own copy of the plan (changing it is an error), runs off
-the event loop, and has a deadline.
+the event loop (unless it declares itself quick: ``inline``), and has a deadline.
 
 Groups: ``format`` critics gate the others (when one fails, the rest are not run); ``commonsense``
 and ``hard`` follow the LLM-Modulo paper; any other group name is allowed.
@@ -125,6 +125,10 @@ class Critic(ABC):
     #: CPU-heavy: True (or "process") runs it in a worker process, "thread" (its work releases the GIL)
     #: in a thread of its own beside the other critics (see :mod:`modulo.executor`)
     heavy: ClassVar[HeavyKind] = False
+    #: quick (well under a millisecond a plan) and never blocking: runs on the event loop's thread, with no
+    #: hand-off to a worker (see :mod:`modulo.executor`); a call past its deadline is then a recorded
+    #: timeout, and the critic runs in the worker thread from then on
+    inline: ClassVar[bool] = False
     #: the run-wide critic options (``critic_options.*``) this critic takes, each a keyword parameter
     options: ClassVar[tuple[str, ...]] = ()
     #: untrusted code (an LLM-extracted critic, or a plugin that says so): it always runs in the sandbox
@@ -208,6 +212,7 @@ class CriticFactory:
         options: tuple[str, ...] = (),
         untrusted: bool = False,
         provenance: Mapping[str, Any] | None = None,
+        inline: bool = False,
     ) -> None:
         self.fn = fn
         self.name = name
@@ -218,6 +223,7 @@ class CriticFactory:
         self.source = source
         self.timeout_s = timeout_s
         self.heavy = heavy
+        self.inline = bool(inline)
         self.options = tuple(options)
         self.untrusted = bool(untrusted)
         self.provenance = dict(provenance or {})
@@ -235,6 +241,7 @@ class CriticFactory:
             "source": source,
             "timeout_s": timeout_s,
             "heavy": heavy,
+            "inline": self.inline,
             "options": self.options,
             "untrusted": self.untrusted,
             "provenance": self.provenance,
@@ -278,12 +285,14 @@ def critic(
     options: tuple[str, ...] = (),
     untrusted: bool = False,
     provenance: Mapping[str, Any] | None = None,
+    inline: bool = False,
 ) -> Callable[[CheckFn], CriticFactory]:
     """Turn ``fn(problem, plan, **options) -> Verdict`` into a registrable critic factory.
 
     ``timeout_s``: this critic's deadline (default: the run's); ``heavy``: CPU-bound, so the run sends
     it to a worker process (``True`` or ``"process"``) or, when its work releases the GIL (``"thread"``),
-    to a thread of its own (see :mod:`modulo.executor`, ``metacontroller.heavy``); ``options`` names
+    to a thread of its own (see :mod:`modulo.executor`, ``metacontroller.heavy``); ``inline``: quick and
+    never blocking, so it runs on the event loop's thread (``metacontroller.inline_critics``); ``options`` names
     the run-wide critic options (``critic_options.*``) the critic takes; ``untrusted``: always run it
     in the sandbox (LLM-extracted critics are); ``provenance``: where it came from (recorded in run.json).
     """
@@ -303,6 +312,7 @@ def critic(
             options=options,
             untrusted=untrusted,
             provenance=provenance,
+            inline=inline,
         )
 
     return wrap

@@ -10,12 +10,18 @@ What it guarantees, for every critic call:
 - **A deadline.** Each call has a timeout (``metacontroller.critic_timeout_s``, generous by default;
   per critic ``metacontroller.critic_timeouts.NAME``; a critic class may declare its own
   ``timeout_s``). A critic past it is a recorded critic error and the problem goes on.
-- **Off the event loop.** Critics run in worker threads, so a slow critic never stalls other
-  problems' HTTP requests (no spurious client timeouts) and a hanging one never freezes the run.
-  The workers are daemon threads: a critic that never returns cannot keep the process alive at exit.
+- **Off the event loop where it could stall it.** Critics run in worker threads, so a slow critic never
+  stalls other problems' HTTP requests (no spurious client timeouts) and a hanging one never freezes the
+  run. The workers are daemon threads: a critic that never returns cannot keep the process alive at exit.
+  A critic that *declares* itself quick and never blocking (``inline``, see :class:`~modulo.critic.Critic`)
+  runs on the event loop's thread instead, with no hand-off (``metacontroller.inline_critics=false`` turns
+  that off): its deadline is checked when it returns (a late verdict is a recorded timeout and the critic
+  goes to the worker thread for the rest of the run), so its declaration, not a watchdog, is what keeps
+  the loop turning. Untrusted, sandboxed and CPU-heavy critics never run inline.
 - **Nothing escapes.** ``SystemExit``, ``KeyboardInterrupt`` and any other ``BaseException`` raised
   inside a critic become :class:`~modulo.errors.CriticError`; ``on_critic_error`` (record | stop)
-  then decides, in the loop, what an error does.
+  then decides, in the loop, what an error does. (One exception: a ``KeyboardInterrupt`` inside an
+  inline critic, which runs on the thread that receives Ctrl-C, is the user's interrupt and goes on up.)
 
 Executor kinds. :class:`CriticExecutor` is the interface: ``await executor.run(critic, problem, frozen,
 timeout_s)`` returns a labelled :class:`~modulo.types.Verdict` or raises CriticError, and ``await
@@ -23,7 +29,8 @@ executor.run_all(critics, problem, frozen, timeouts, stop)`` runs a plan's criti
 their outcomes (a Verdict or a CriticError each), ending early where ``stop`` says (the loop stops at
 the first crash under ``on_critic_error=stop``). ``run_all`` is written once: a kind says which critics
 it takes aside (``aside``), how it runs them (``run_aside``) and how it runs the others meanwhile
-(``run_rest``). The built-in kind is :class:`ThreadExecutor`: a plan's critics run as one batch in one
+(``run_rest``). The built-in kind is :class:`ThreadExecutor`: the critics declared ``inline`` run on the
+event loop's thread, one after another on one copy of the plan; the others run as one batch in one
 worker thread (one hand-off to the event loop per plan, not one per critic), one copy of the plan
 serving every critic that leaves it unchanged, each critic under its own deadline counted from its
 start. The batches of all problems share one worker (``batch_workers``: their work holds the GIL, and
@@ -315,11 +322,52 @@ class ThreadExecutor(CriticExecutor):
     #: another one takes over
     batch_workers = 1
 
-    def __init__(self) -> None:
+    def __init__(self, *, inline: bool = True) -> None:
         self._pool = _DaemonPool("modulo-critic")  # single calls: heavy="thread" critics, each on its own
         self._batches = _DaemonPool("modulo-critics", max_workers=self.batch_workers)
+        #: run the critics declared ``inline`` on the event loop's thread (False: every one in a worker)
+        self.inline = inline
+        #: critics declared inline that overran a deadline there: they run in the worker thread from then on
+        self.demoted: set[str] = set()
+
+    def runs_inline(self, critic: Critic) -> bool:
+        """Whether this executor runs ``critic`` on the event loop's thread."""
+        return self.inline and critic.name not in self.demoted and runs_inline(critic)
+
+    def run_inline(
+        self, critics: list[Critic], problem: Problem, frozen: FrozenPlan, timeouts: list[float], stop: StopRule
+    ) -> list[Outcome]:
+        """``critics`` in order on this thread, on one copy of the plan while none changes it, until ``stop``;
+        each deadline checked when the critic returns (past it: a timeout error, and the critic demoted)."""
+        out: list[Outcome] = []
+        plan = frozen.copy()
+        clock = time.perf_counter
+        for critic, timeout_s in zip(critics, timeouts, strict=True):
+            t0 = clock()
+            outcome, plan = call_on_copy(critic, problem, frozen, plan)
+            took = clock() - t0
+            if isinstance(outcome, CriticError) and isinstance(outcome.cause, KeyboardInterrupt):
+                raise outcome.cause  # Ctrl-C while the critic ran on the loop's thread: the user's interrupt
+            if took > timeout_s:
+                self.demoted.add(critic.name)
+                outcome = CriticError(
+                    critic.name,
+                    CriticTimeoutError(
+                        f"took {took:.3g} s, over its deadline of {timeout_s:g} s (it runs inline, on the event "
+                        "loop's thread: its verdict is ignored, and it runs in a worker thread from now on)"
+                    ),
+                )
+            out.append(outcome)
+            if stop(critic, outcome):
+                break
+        return out
 
     async def run(self, critic: Critic, problem: Problem, frozen: FrozenPlan, timeout_s: float) -> Verdict:
+        if self.runs_inline(critic):
+            [outcome] = self.run_inline([critic], problem, frozen, [timeout_s], _never)
+            if isinstance(outcome, CriticError):
+                raise outcome
+            return outcome
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Verdict] = loop.create_future()
 
@@ -354,8 +402,9 @@ class ThreadExecutor(CriticExecutor):
                 CriticTimeoutError(f"did not finish within {timeout_s:g} s (abandoned; its verdict is ignored)"),
             ) from None
 
-    # run_all: the light critics run one after another in *one* worker thread, on one copy of the plan
-    # while none changes it, and report back once: one hand-off per batch instead of one per critic.
+    # run_all: the critics declared inline run on the event loop's thread (no hand-off at all); the other
+    # light critics run one after another in *one* worker thread, on one copy of the plan while none
+    # changes it, and report back once: one hand-off per batch instead of one per critic.
     # Critics declared ``heavy = "thread"`` (their work releases the GIL) run each in its own thread
     # meanwhile. Each critic keeps its own deadline, counted from its start: past it, the critic is a
     # recorded timeout, its worker is abandoned and the rest of the batch goes on in another worker.
@@ -368,6 +417,27 @@ class ThreadExecutor(CriticExecutor):
         return await self.each(critics, problem, frozen, timeouts)
 
     async def run_rest(
+        self, critics: list[Critic], problem: Problem, frozen: FrozenPlan, timeouts: list[float], stop: StopRule
+    ) -> list[Outcome]:
+        """Runs of consecutive inline critics on this thread, the runs between them as worker batches."""
+        out: list[Outcome] = []
+        start = 0
+        while start < len(critics):
+            inline = self.runs_inline(critics[start])
+            end = start + 1
+            while end < len(critics) and self.runs_inline(critics[end]) == inline:
+                end += 1
+            if inline:
+                ran = self.run_inline(critics[start:end], problem, frozen, timeouts[start:end], stop)
+            else:
+                ran = await self._run_batches(critics[start:end], problem, frozen, timeouts[start:end], stop)
+            out.extend(ran)
+            if len(ran) < end - start or (ran and stop(critics[end - 1], ran[-1])):
+                break  # stopped inside this run
+            start = end
+        return out
+
+    async def _run_batches(
         self, critics: list[Critic], problem: Problem, frozen: FrozenPlan, timeouts: list[float], stop: StopRule
     ) -> list[Outcome]:
         out: list[Outcome] = []
@@ -442,6 +512,12 @@ async def run_beside(
         if stop(critic, done[i]):
             break
     return out
+
+
+def runs_inline(critic: Critic) -> bool:
+    """Whether a critic declared itself quick enough to run on the event loop's thread (``inline``); an
+    untrusted or CPU-heavy one never is, whatever it declares."""
+    return getattr(critic, "inline", False) is True and heavy_kind(critic) is None and not critic.untrusted
 
 
 def heavy_kind(critic: Critic) -> str | None:

@@ -142,7 +142,7 @@ class Metacontroller:
         self._split: tuple[list[Critic], tuple[list[Critic], list[Critic]]] | None = None
         #: id of a list of critics -> (the list, the deadlines object, their timeouts)
         self._timeout_lists: dict[int, tuple[list[Critic], CriticDeadlines, list[float]]] = {}
-        self.executor = executor or ThreadExecutor()
+        self.executor = executor or ThreadExecutor(inline=self.settings.inline_critics)
         self.priorities = {c.name: c.priority for c in self.critics}
         self._schema = benchmark.plan_json_schema()
         #: the user who answers questions (None: questions get :data:`NO_USER_REPLY`)

@@ -263,3 +263,95 @@ def test_a_modulo_run_with_a_hanging_and_a_mutating_critic_completes(tmp_path: A
         assert "did not finish within 0.5 s" in (by["toy_hang"].error or "")
         assert "mutated the plan" in (by["toy_mutate"].error or "")
         assert it.plan == [2, 3] and rec.best_plan == [2, 3]
+
+
+class Where(Critic):
+    """Declared inline: notes the thread it runs on (and sleeps ``sleep_s`` first)."""
+
+    name = "where"
+    group = "hard"
+    inline = True
+
+    def __init__(self, sleep_s: float = 0.0, mutate: bool = False) -> None:
+        self.threads: list[int] = []
+        self.sleep_s = sleep_s
+        self.mutate = mutate
+
+    def check(self, problem: Problem, plan: PlanJSON) -> Verdict:
+        self.threads.append(threading.get_ident())
+        time.sleep(self.sleep_s)
+        if self.mutate:
+            plan.append(7)  # type: ignore[union-attr]
+        return Verdict.ok()
+
+
+def _solve_on_this_thread(loop: Any) -> Any:
+    here: list[int] = []
+
+    async def main() -> Any:
+        here.append(threading.get_ident())
+        return await loop.solve(loop.benchmark.load("dev")[0])
+
+    return asyncio.run(main()), here[0]
+
+
+def test_a_critic_declared_inline_runs_on_the_event_loops_thread_and_the_others_do_not() -> None:
+    loop, _ = make_loop({"toy-0": ["[2, 2]", "[3, 3]"]}, max_iterations=2)  # repeats: never certified
+    where, seer = Where(), Seer()
+    _with(loop, where, seer)
+    result, loop_thread = _solve_on_this_thread(loop)
+    assert len(result.iterations) == 2 and where.threads == [loop_thread, loop_thread]
+    assert seer.seen == [[2, 2], [3, 3]]  # an undeclared critic after it: in the worker, the same plan
+    assert all(v.error is None for it in result.iterations for v in it.verdicts)
+
+
+def test_an_inline_critic_past_its_deadline_is_a_timeout_and_then_runs_in_the_worker() -> None:
+    loop, _ = make_loop({"toy-0": ["[2, 3]", "[2, 4]"]}, max_iterations=2, critic_timeouts={"where": 0.05})
+    where = Where(sleep_s=0.1)
+    _with(loop, where)
+    result, loop_thread = _solve_on_this_thread(loop)
+    first, second = ([v for v in it.verdicts if v.critic == "where"][0] for it in result.iterations)
+    assert first.error and "over its deadline of 0.05 s" in first.error and "inline" in first.error
+    assert second.error and "did not finish within 0.05 s" in second.error  # in the worker: abandoned
+    assert where.threads[0] == loop_thread and where.threads[1] != loop_thread
+    assert result.outcome is Outcome.EXHAUSTED
+
+
+def test_an_inline_critic_that_mutates_the_plan_is_an_error_and_the_next_sees_the_plan() -> None:
+    loop, _ = make_loop({"toy-0": ["[2, 3]"]}, max_iterations=1)
+
+    class LaterInline(Seer):
+        name = "later"
+        inline = True
+        priority = 300
+
+    later = LaterInline()
+    _with(loop, Where(mutate=True), later)
+    result = solve(loop)
+    bad = next(v for v in result.iterations[0].verdicts if v.critic == "where")
+    assert bad.error and "mutated the plan" in bad.error
+    assert later.seen == [[2, 3]] and result.iterations[0].plan == [2, 3]
+
+
+def test_inline_critics_off_runs_every_critic_in_the_worker() -> None:
+    loop, _ = make_loop({"toy-0": ["[2, 3]"]}, max_iterations=1, inline_critics=False)
+    where = Where()
+    _with(loop, where)
+    _, loop_thread = _solve_on_this_thread(loop)
+    assert where.threads and where.threads[0] != loop_thread
+
+
+def test_ctrl_c_inside_an_inline_critic_is_the_users_interrupt() -> None:
+    """Other exceptions become critic errors; a KeyboardInterrupt on the loop's thread goes on up."""
+    loop, _ = make_loop({"toy-0": ["[2, 3]"]}, max_iterations=1)
+
+    class InlineExit(Exit):
+        inline = True
+
+    _with(loop, InlineExit(SystemExit(0)))
+    bad = next(v for v in solve(loop).iterations[0].verdicts if v.critic == "exit")
+    assert bad.error and "SystemExit" in bad.error
+    loop, _ = make_loop({"toy-0": ["[2, 3]"]}, max_iterations=1)
+    _with(loop, InlineExit(KeyboardInterrupt()))
+    with pytest.raises(KeyboardInterrupt):
+        solve(loop)
