@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import operator
 import os
 import time
 from dataclasses import dataclass
@@ -773,42 +774,86 @@ QUOTED_CHARS = 2048
 
 
 class PromptHasher:
-    """:func:`_sha` of one problem's prompts, iteration after iteration, encoding each message once:
-    the prompt of iteration k repeats messages of iteration k-1 (the system message, the original
-    request, a kept history), and only the messages that are new are encoded. A new message that
-    quotes a long text seen before (a backprompt quotes the original request) reuses that text's
-    escaped form (JSON escapes character by character, so the escaped parts join into the whole's).
-    The value is exactly :func:`_sha`'s. It remembers the previous prompt's messages and two long texts
-    (the first, usually the request, and the latest): bounded memory."""
+    """:func:`_sha` of one problem's prompts, iteration after iteration, hashing as little as it can:
+
+    * the prompt of iteration k often starts with the very messages of iteration k-1 (the system
+      message, the first prompt a conversation keeps): the hash state after each message of the last
+      prompt is kept, and a prompt that starts with the same message objects resumes from it;
+    * a new message that *starts with* a long text seen before (the ``all`` backprompt puts the original
+      request first) resumes from the hash state kept after that text, so the request is neither
+      escaped nor hashed again: only the feedback after it is;
+    * a message seen before (the same object, in another place) reuses its encoding, and a new message
+      that quotes a long text seen before elsewhere reuses that text's escaped form (JSON escapes
+      character by character, so the escaped parts join into the whole's).
+
+    The value is exactly :func:`_sha`'s. It keeps the last prompt's messages with their hash states and
+    two long texts (the first, usually the request, and the latest) with theirs: bounded memory."""
 
     def __init__(self) -> None:
-        self._pieces: dict[int, tuple[Message, bytes]] = {}
-        self._quoted: list[tuple[str, str]] = []  # (text, its JSON string body without the quotes)
+        #: message id -> (the message, its encoding; None when it was hashed by resuming: encode again)
+        self._pieces: dict[int, tuple[Message, bytes | None]] = {}
+        #: the last prompt's messages, each with the hash state after it
+        self._states: list[tuple[Message, Any]] = []
+        #: long texts seen: (the messages before, the text, its JSON string body, the hash state after
+        #: ``[<messages before>,{"content":"<body>``)
+        self._long: list[tuple[tuple[Message, ...], str, str, Any]] = []
 
     def sha(self, messages: list[Message]) -> str:
-        h = hashlib.sha256(b"[")
-        pieces: dict[int, tuple[Message, bytes]] = {}
-        for i, m in enumerate(messages):
-            known = self._pieces.get(id(m))
-            piece = known[1] if known is not None and known[0] is m else self._encode(m)
-            pieces[id(m)] = (m, piece)
+        states = self._states
+        k = 0
+        while k < len(messages) and k < len(states) and messages[k] is states[k][0]:
+            k += 1
+        h = states[k - 1][1].copy() if k else hashlib.sha256(b"[")
+        kept = states[:k]
+        pieces = {id(m): self._pieces[id(m)] for m, _ in kept if id(m) in self._pieces}
+        for i in range(k, len(messages)):
+            m = messages[i]
             if i:
                 h.update(b",")
-            h.update(piece)
+            known = self._pieces.get(id(m))
+            piece: bytes | None
+            if known is not None and known[0] is m and known[1] is not None:
+                piece = known[1]
+                h.update(piece)
+            else:
+                resumed = self._resume(messages, i, m)
+                if resumed is not None:
+                    h, piece = resumed
+                else:
+                    piece = self._encode(messages, i, m, h)
+            pieces[id(m)] = (m, piece)
+            kept.append((m, h.copy()))
         h.update(b"]")
         self._pieces = pieces
+        self._states = kept
         return h.hexdigest()
 
-    def _encode(self, m: Message) -> bytes:
-        """``canonical_json(m.model_dump())``, encoded."""
+    def _resume(self, messages: list[Message], i: int, m: Message) -> tuple[Any, None] | None:
+        """The hash state after message ``i``, resumed from the state after a long text it starts with
+        (None when it starts with none); its encoding is not made (None: made if it is ever needed)."""
+        if not _TWO_FIELDS or type(m) is not Message or len(m.content) < QUOTED_CHARS:
+            return None
+        text = m.content
+        for before, quoted, _body, state in self._long:
+            if len(before) == i and text.startswith(quoted) and all(map(operator.is_, before, messages)):
+                h = state.copy()
+                rest = encode_basestring(text[len(quoted) :])[1:-1]
+                h.update((rest + '","role":' + encode_basestring(m.role) + "}").encode())
+                return h, None
+        return None
+
+    def _encode(self, messages: list[Message], i: int, m: Message, h: Any) -> bytes:
+        """``canonical_json(m.model_dump())``, encoded, fed to ``h`` (and a long text remembered)."""
         if not _TWO_FIELDS or type(m) is not Message:
-            return canonical_json(m.model_dump()).encode()
+            piece = canonical_json(m.model_dump()).encode()
+            h.update(piece)
+            return piece
         text = m.content
         if len(text) < QUOTED_CHARS:
             body = encode_basestring(text)[1:-1]
         else:
             body = ""
-            for quoted, quoted_body in self._quoted:
+            for _before, quoted, quoted_body, _state in self._long:
                 at = text.find(quoted)
                 if at >= 0:
                     head, tail = text[:at], text[at + len(quoted) :]
@@ -816,8 +861,13 @@ class PromptHasher:
                     break
             else:
                 body = encode_basestring(text)[1:-1]
-            self._quoted = [*self._quoted[:1], (text, body)]  # the first long text stays, the latest joins
-        return ('{"content":"' + body + '","role":' + encode_basestring(m.role) + "}").encode()
+        head_bytes = ('{"content":"' + body).encode()
+        h.update(head_bytes)
+        if len(text) >= QUOTED_CHARS:  # the first long text stays, the latest joins
+            self._long = [*self._long[:1], (tuple(messages[:i]), text, body, h.copy())]
+        end = ('","role":' + encode_basestring(m.role) + "}").encode()
+        h.update(end)
+        return head_bytes + end
 
 
 def _is_small(value: Any) -> bool:

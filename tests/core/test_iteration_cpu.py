@@ -35,6 +35,23 @@ def test_the_prompt_hash_by_parts_is_the_whole_prompts_hash() -> None:
         assert hasher.sha([system, quoting]) == _sha([system, quoting])
     edge = Message(role="user", content=request + request[:10])  # quoted at the very start
     assert hasher.sha([edge]) == _sha([edge])
+    # a backprompt that starts with the request resumes from the hash state after it (with and without
+    # the system message before it); a message hashed that way and seen again is encoded then
+    for before in ([system], []):
+        hasher = PromptHasher()
+        assert hasher.sha([*before, first]) == _sha([*before, first])
+        for k in range(3):
+            bp = Message(role="user", content=request + f'\n\nFeedback {k}: "no" é\n' + "y" * 50 * k)
+            assert hasher.sha([*before, bp]) == _sha([*before, bp])
+            assert hasher.sha([bp, *before, bp]) == _sha([bp, *before, bp])
+        other = Message(role="user", content="Other " + request)  # not at the start: the quoted form
+        assert hasher.sha([*before, other]) == _sha([*before, other])
+    # a conversation growing by messages: each prompt resumes after the ones it shares with the last
+    talk = [system, first]
+    for k in range(4):
+        talk = [*talk, Message(role="assistant", content=f"plan {k}"), Message(role="user", content=f"fix {k}")]
+        assert hasher.sha(talk) == _sha(talk)
+    assert hasher.sha(talk[:3]) == _sha(talk[:3]) and hasher.sha(talk) == _sha(talk)
 
 
 def test_a_frozen_plan_is_encoded_once_and_a_nan_is_no_change() -> None:
