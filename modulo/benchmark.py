@@ -40,12 +40,12 @@ import json
 import threading
 import weakref
 from abc import ABC, abstractmethod
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, NamedTuple, TypeVar
 
 import jsonschema
 from pydantic import BaseModel, TypeAdapter, ValidationError
@@ -254,15 +254,43 @@ class Benchmark(ABC):
         """Validate a plan that came from outside; return its normalised JSON or raise PlanFormatError."""
         if self.plan_model is None:
             return value
-        ok, result = self._validated(value)
-        if not ok:
-            raise PlanFormatError(result)
-        return json.loads(result)  # a fresh copy, so the caller may change it (faster than a deep copy)
+        return self._schema_checked(value, None)[0]
+
+    def checked_plan(self, value: Any, key: str | None = None) -> tuple[PlanJSON, str]:
+        """:meth:`validate_plan`'s plan and its :func:`~modulo.types.canonical_json` text (what the loop
+        fingerprints and hands its critics), in one pass: the text is remembered with the validation, so
+        the plan is not encoded again. ``key``: ``canonical_json(value)``, when the caller has it."""
+        if self._own_validation():
+            plan = self.validate_plan(value)
+            return plan, canonical_json(plan)
+        if self.plan_model is None:
+            return value, key if key is not None else canonical_json(value)
+        return self._schema_checked(value, key)
+
+    def _schema_checked(self, value: Any, key: str | None) -> tuple[PlanJSON, str]:
+        """The plan model's validation (see :meth:`checked_plan`)."""
+        assert self.plan_model is not None
+        if key is None:
+            try:
+                key = canonical_json(value)
+            except (TypeError, ValueError) as exc:
+                raise PlanFormatError(f"the plan is not JSON data: {exc}") from None
+        result, plan = _validation(self.plan_model, key)
+        if not result.ok:
+            raise PlanFormatError(result.text)
+        # a fresh copy, so the caller may change it (the one validation made, or one decoded from the memo)
+        return (plan if plan is not None else json.loads(result.text)), result.canonical
+
+    def _own_validation(self) -> bool:
+        """Whether this benchmark validates plans its own way (it overrides :meth:`validate_plan`)."""
+        return type(self).validate_plan is not Benchmark.validate_plan or "validate_plan" in getattr(
+            self, "__dict__", {}
+        )
 
     def plan_error(self, value: Any) -> str | None:
         """Why :meth:`validate_plan` rejects ``value`` (its PlanFormatError's message), None when it accepts
         it; no normalised copy is made (what the format critic asks, on every iteration)."""
-        if type(self).validate_plan is not Benchmark.validate_plan or "validate_plan" in getattr(self, "__dict__", {}):
+        if self._own_validation():
             try:  # a benchmark's own validation
                 self.validate_plan(value)
             except PlanFormatError as exc:
@@ -547,22 +575,57 @@ def _plan_tools(model: type[BaseModel]) -> tuple[TypeAdapter[Any], dict[str, Any
     return adapter, schema, cls(schema), compile_check(schema)
 
 
-@functools.lru_cache(maxsize=4096)
-def _validate_cached(model: type[BaseModel], key: str) -> tuple[bool, str]:
-    """(True, the normalised plan as JSON text, key order kept) or (False, reason), memoised on the plan's
-    canonical JSON text."""
+class _Validation(NamedTuple):
+    """A plan's validation: valid or not; the normalised plan as JSON text (key order kept), or why not;
+    and the normalised plan's canonical JSON text ("" when not valid)."""
+
+    ok: bool
+    text: str
+    canonical: str
+
+
+#: (plan model, canonical text of a plan) -> its validation, the most recently used last
+_VALIDATIONS: OrderedDict[tuple[type[BaseModel], str], _Validation] = OrderedDict()
+_VALIDATIONS_SIZE = 4096
+_VALIDATIONS_LOCK = threading.Lock()  # the format critic may ask from a worker thread
+
+
+def _validation(model: type[BaseModel], key: str) -> tuple[_Validation, PlanJSON]:
+    """The validation of the plan whose canonical JSON text is ``key``, memoised on it, and, when it was
+    made just now and the plan is valid, the normalised plan itself (a fresh object; None otherwise)."""
+    memo_key = (model, key)
+    with _VALIDATIONS_LOCK:
+        known = _VALIDATIONS.get(memo_key)
+        if known is not None:
+            _VALIDATIONS.move_to_end(memo_key)
+            return known, None
     adapter, _, validator, valid = _plan_tools(model)
     value = json.loads(key)
+    plan: PlanJSON = None
+    result: _Validation | None = None
     if valid is None or not valid(value):  # jsonschema itself only for a schema beyond the fast check, or to explain
         error = jsonschema.exceptions.best_match(validator.iter_errors(value))
         if error is not None:
             where = "/".join(str(p) for p in error.absolute_path) or "the top level"
-            return False, f"at {where}: {error.message}"
-    try:
-        model_obj = adapter.validate_python(value)
-    except ValidationError as exc:
-        return False, _short_validation_error(exc)
-    return True, json.dumps(adapter.dump_python(model_obj, mode="json"), ensure_ascii=False)
+            result = _Validation(False, f"at {where}: {error.message}", "")
+    if result is None:
+        try:
+            plan = adapter.dump_python(adapter.validate_python(value), mode="json")
+            result = _Validation(True, json.dumps(plan, ensure_ascii=False), canonical_json(plan))
+        except ValidationError as exc:
+            result = _Validation(False, _short_validation_error(exc), "")
+    with _VALIDATIONS_LOCK:
+        _VALIDATIONS[memo_key] = result
+        if len(_VALIDATIONS) > _VALIDATIONS_SIZE:
+            _VALIDATIONS.popitem(last=False)
+    return result, plan
+
+
+def _validate_cached(model: type[BaseModel], key: str) -> tuple[bool, str]:
+    """(True, the normalised plan as JSON text, key order kept) or (False, reason), memoised on the plan's
+    canonical JSON text."""
+    result, _ = _validation(model, key)
+    return result.ok, result.text
 
 
 def _short_validation_error(exc: ValidationError) -> str:

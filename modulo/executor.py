@@ -90,6 +90,16 @@ class FrozenPlan:
         plan: PlanJSON = json.loads(self.text)
         return plan
 
+    def lend(self) -> PlanJSON:
+        """A copy for a batch of critics on the event loop's thread: the one the batch before handed back
+        (checked unchanged after each of its critics), else a fresh one. Only that thread lends."""
+        spare = self.__dict__.pop("_spare", None)
+        return spare if spare is not None else self.copy()
+
+    def hand_back(self, plan: PlanJSON) -> None:
+        """Keep ``plan``, a copy checked unchanged after the last critic that had it, for :meth:`lend`."""
+        self.__dict__["_spare"] = plan
+
     @property
     def fingerprint(self) -> str:
         """The plan's :func:`~modulo.types.plan_fingerprint`, from the text (no second encoding)."""
@@ -340,7 +350,7 @@ class ThreadExecutor(CriticExecutor):
         """``critics`` in order on this thread, on one copy of the plan while none changes it, until ``stop``;
         each deadline checked when the critic returns (past it: a timeout error, and the critic demoted)."""
         out: list[Outcome] = []
-        plan = frozen.copy()
+        plan = frozen.lend()
         clock = time.perf_counter
         for critic, timeout_s in zip(critics, timeouts, strict=True):
             t0 = clock()
@@ -360,6 +370,7 @@ class ThreadExecutor(CriticExecutor):
             out.append(outcome)
             if stop(critic, outcome):
                 break
+        frozen.hand_back(plan)
         return out
 
     async def run(self, critic: Critic, problem: Problem, frozen: FrozenPlan, timeout_s: float) -> Verdict:

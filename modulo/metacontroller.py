@@ -541,6 +541,7 @@ class Metacontroller:
             return
 
         plan: PlanJSON = gen.plan
+        canonical: str | None = None  # the plan's canonical JSON, when validation made it
         max_reply = self.settings.max_reply_chars or self.benchmark.max_reply_chars
         text = gen.text or ""
         if plan is None and len(text) > max_reply:  # a hostile or runaway reply: never parsed
@@ -553,15 +554,17 @@ class Metacontroller:
             ref = await self.reformulator.reformulate(
                 problem, gen.text or "", truncated=gen.finish_reason == "length", tags=tags
             )
-            rec.calls.extend(ref.calls)
-            plan, rec.format_error = ref.plan, ref.error
+            if ref.calls:
+                rec.calls.extend(ref.calls)
+            plan, rec.format_error, canonical = ref.plan, ref.error, ref.canonical
         else:
             try:
-                plan = self.benchmark.validate_plan(plan)
+                plan, canonical = self.benchmark.checked_plan(plan)
             except Exception as exc:  # a search generator produced an invalid plan: a format failure
                 plan, rec.format_error = None, str(exc)
         max_items = self.settings.max_plan_items or self.benchmark.max_plan_items
-        frozen = FrozenPlan.of(plan) if plan is not None else None  # the plan's one encoding, fixed here
+        # the plan's one encoding, fixed here (made by the validation when it could)
+        frozen = None if plan is None else FrozenPlan(canonical) if canonical is not None else FrozenPlan.of(plan)
         # every JSON value takes at least one character of the text: a short text needs no count
         if frozen is not None and len(frozen.text) > max_items and count_values(plan, max_items) > max_items:
             plan, frozen, rec.format_error = (

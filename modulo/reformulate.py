@@ -32,6 +32,9 @@ class Reformulation:
     plan: PlanJSON = None
     error: str | None = None
     calls: list[LLMCall] = field(default_factory=list)
+    #: the plan's :func:`~modulo.types.canonical_json` text, when the reformulator has it (None: the loop
+    #: encodes the plan itself)
+    canonical: str | None = None
 
 
 #: nesting deeper than this is no plan (and would overflow the recursion of the steps after parsing)
@@ -115,16 +118,22 @@ def short_reason(reason: str) -> str:
 
 
 def validated(benchmark: Benchmark, value: Any) -> Reformulation:
+    """``value`` validated by the benchmark, with its canonical JSON text: the value is encoded once, for
+    the Unicode check and as the key of the benchmark's validation memo."""
     try:  # text that cannot be written as UTF-8 (a lone surrogate escape) would break hashing and records
-        canonical_json(value).encode("utf-8")
+        key = canonical_json(value)
+        key.encode("utf-8")
     except UnicodeEncodeError:
         return Reformulation(error="the plan holds text that is not valid Unicode (a lone surrogate escape)")
     except RecursionError:
         return Reformulation(error=f"the plan is nested more than {MAX_JSON_DEPTH} levels deep")
+    except (TypeError, ValueError) as exc:
+        return Reformulation(error=short_reason(f"the plan is not JSON data: {exc}"))
     try:
-        return Reformulation(plan=benchmark.validate_plan(value))
+        plan, canonical = benchmark.checked_plan(value, key)
     except PlanFormatError as exc:
         return Reformulation(error=short_reason(str(exc)))
+    return Reformulation(plan=plan, canonical=canonical)
 
 
 class Reformulator(ABC):
