@@ -339,13 +339,40 @@ class ThreadExecutor(CriticExecutor):
         self.inline = inline
         #: critics declared inline that overran a deadline there: they run in the worker thread from then on
         self.demoted: set[str] = set()
+        #: id of a list of critics -> (the list, its length and the demotions when asked, all of them inline?)
+        self._all_inline: dict[int, tuple[Sequence[Critic], int, int, bool]] = {}
+
+    async def run_all(
+        self,
+        critics: Sequence[Critic],
+        problem: Problem,
+        frozen: FrozenPlan,
+        timeouts: Sequence[float],
+        stop: StopRule = _never,
+    ) -> list[Outcome]:
+        """As the interface's; a batch of inline critics only (the usual one) goes straight to
+        :meth:`run_inline`, its split remembered per list of critics."""
+        known = self._all_inline.get(id(critics))
+        if known is None or known[0] is not critics or known[1] != len(critics) or known[2] != len(self.demoted):
+            if len(self._all_inline) > 64:
+                self._all_inline.clear()
+            known = (critics, len(critics), len(self.demoted), all(map(self.runs_inline, critics)))
+            self._all_inline[id(critics)] = known
+        if known[3] and len(critics) == len(timeouts):
+            return self.run_inline(critics, problem, frozen, timeouts, stop)
+        return await super().run_all(critics, problem, frozen, timeouts, stop)
 
     def runs_inline(self, critic: Critic) -> bool:
         """Whether this executor runs ``critic`` on the event loop's thread."""
         return self.inline and critic.name not in self.demoted and runs_inline(critic)
 
     def run_inline(
-        self, critics: list[Critic], problem: Problem, frozen: FrozenPlan, timeouts: list[float], stop: StopRule
+        self,
+        critics: Sequence[Critic],
+        problem: Problem,
+        frozen: FrozenPlan,
+        timeouts: Sequence[float],
+        stop: StopRule,
     ) -> list[Outcome]:
         """``critics`` in order on this thread, on one copy of the plan while none changes it, until ``stop``;
         each deadline checked when the critic returns (past it: a timeout error, and the critic demoted)."""

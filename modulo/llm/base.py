@@ -105,6 +105,9 @@ class Capabilities:
     #: writes usable plans only under schema-constrained decoding: ``generator.prompt=auto`` picks
     #: the json prompt (and ``reformulator=auto`` then none)
     prefers_json: bool = False
+    #: ``complete`` returns or raises within ``llm.timeout_s`` by construction (a script with no function
+    #: to call and a latency below it): the client sets no outer guard of its own around the call
+    bounded: bool = False
 
 
 #: a backend that declares nothing: a paid, cacheable API with no preference

@@ -137,6 +137,8 @@ class LLMClient:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._semaphore: asyncio.Semaphore | None = None
         self._limiter: RateLimiter | None = None
+        #: calls waiting for a free slot
+        self._queued = 0
 
     def __repr__(self) -> str:
         return (
@@ -362,36 +364,44 @@ class LLMClient:
 
     async def _send(self, request: LLMRequest) -> LLMResponse:
         semaphore, limiter = self._limits()
+        waits = semaphore.locked()  # every slot is taken: this call queues for one
+        if waits:
+            self._queued += 1
         try:
-            return await self._send_in_slot(request, semaphore, limiter)
+            await semaphore.acquire()
         finally:
-            # let a task waiting for the freed slot send its request before this one goes on with its
-            # own work (critique, backprompt): replies that arrive together would otherwise keep the
-            # slots idle while all of them are processed
-            await asyncio.sleep(0)
+            if waits:
+                self._queued -= 1
+        try:
+            return await self._send_in_slot(request, limiter)
+        finally:
+            semaphore.release()
+            if self._queued:
+                # let a task waiting for the freed slot send its request before this one goes on with its
+                # own work (critique, backprompt): replies that arrive together would otherwise keep the
+                # slots idle while all of them are processed
+                await asyncio.sleep(0)
 
-    async def _send_in_slot(
-        self, request: LLMRequest, semaphore: asyncio.Semaphore, limiter: RateLimiter | None
-    ) -> LLMResponse:
-        async with semaphore:
-            if limiter is not None:
-                await limiter.acquire()
-            self.backend_calls += 1
-            # the backend enforces timeout_s itself; this outer guard catches a backend that does not
-            guard = self.settings.timeout_s * 1.5 + 1.0
-            try:
-                async with asyncio.timeout(guard):
-                    return await self.backend.complete(request)
-            except TimeoutError:
-                raise TransientLLMError(
-                    f"no reply from the {self.backend_name} backend within {guard:.1f}s", fault="timeout"
-                ) from None
-            except LLMError:
-                raise
-            except Exception as exc:
-                raise PermanentLLMError(
-                    f"the {self.backend_name} backend crashed: {type(exc).__name__}: {exc}"
-                ) from exc
+    async def _send_in_slot(self, request: LLMRequest, limiter: RateLimiter | None) -> LLMResponse:
+        if limiter is not None:
+            await limiter.acquire()
+        self.backend_calls += 1
+        # the backend enforces timeout_s itself; this outer guard catches a backend that does not (a
+        # backend that cannot wait past it, such as a script, declares itself bounded and needs none)
+        guard = self.settings.timeout_s * 1.5 + 1.0
+        try:
+            if capabilities_of(self.backend).bounded:
+                return await self.backend.complete(request)
+            async with asyncio.timeout(guard):
+                return await self.backend.complete(request)
+        except TimeoutError:
+            raise TransientLLMError(
+                f"no reply from the {self.backend_name} backend within {guard:.1f}s", fault="timeout"
+            ) from None
+        except LLMError:
+            raise
+        except Exception as exc:
+            raise PermanentLLMError(f"the {self.backend_name} backend crashed: {type(exc).__name__}: {exc}") from exc
 
     def _fail(
         self,

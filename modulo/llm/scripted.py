@@ -158,7 +158,11 @@ class ScriptedBackend:
         self._script = script
         #: a list or dict script answers in call order, so a cache would shift its replies; a function's
         #: or the stand-in's reply depends on the request alone and may be cached
-        self.capabilities = Capabilities(free=True, cacheable=script is None)
+        self.capabilities = Capabilities(
+            free=True,
+            cacheable=script is None,
+            bounded=fn is None and latency_s < settings.timeout_s,  # nothing in it can wait longer
+        )
         self._cursor: dict[str, int] = {}
         self._lock = threading.Lock()
         self.calls = 0
