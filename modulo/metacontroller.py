@@ -730,10 +730,11 @@ def _clip_replies(rec: IterationRecord) -> None:
     """Keep records bounded: a reply past :data:`RECORDED_REPLY_CHARS` is stored clipped, and says so."""
     if rec.raw_reply is not None and len(rec.raw_reply) > RECORDED_REPLY_CHARS:
         rec.raw_reply = _clip(rec.raw_reply)
-    rec.calls = [
-        c.model_copy(update={"reply": _clip(c.reply)}) if c.reply and len(c.reply) > RECORDED_REPLY_CHARS else c
-        for c in rec.calls
-    ]
+    if any(c.reply and len(c.reply) > RECORDED_REPLY_CHARS for c in rec.calls):
+        rec.calls = [
+            c.model_copy(update={"reply": _clip(c.reply)}) if c.reply and len(c.reply) > RECORDED_REPLY_CHARS else c
+            for c in rec.calls
+        ]
 
 
 def count_values(data: Any, limit: int) -> int:
