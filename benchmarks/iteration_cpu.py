@@ -246,6 +246,37 @@ def replayed_critics(recorded: Recorded) -> Iterator[list[int]]:
 
 
 @contextmanager
+def timed_parts() -> Iterator[dict[str, float]]:
+    """CPU seconds (thread time, whichever thread) inside the two parts of the loop's bookkeeping that are
+    not per iteration: writing the records (encoding, write, fsync) and the run's end (summary and the
+    benchmark's evaluation of the final plans)."""
+    import modulo.runner as runner_module
+
+    spent = {"records": 0.0, "summary": 0.0}
+    lock = threading.Lock()
+
+    def timed(part: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.thread_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                with lock:
+                    spent[part] += time.thread_time() - t0
+
+        return call
+
+    append, summarise = RunDir.append_many, runner_module.summarise
+    RunDir.append_many = timed("records", append)  # type: ignore[method-assign]
+    runner_module.summarise = timed("summary", summarise)
+    try:
+        yield spent
+    finally:
+        RunDir.append_many = append  # type: ignore[method-assign]
+        runner_module.summarise = summarise
+
+
+@contextmanager
 def profiled_threads() -> Iterator[list[cProfile.Profile]]:
     """cProfile in this thread and in every thread started meanwhile."""
     profiles: list[cProfile.Profile] = []
@@ -317,8 +348,8 @@ def main() -> int:
             plain = one_run(script, n, args.budget, work, "plain")
         iterations = plain["iterations"]
         per_iter = 1000 / iterations if iterations else float("nan")
-        with replayed_critics(recorded) as missed:
-            other, _ = wrong_plans(n, args.budget, offset=args.budget)
+        other, _ = wrong_plans(n, args.budget, offset=args.budget)
+        with replayed_critics(recorded) as missed, timed_parts() as parts:
             replay = one_run(other, n, args.budget, work, "replayed")
         replay_per_iter = 1000 / replay["iterations"] if replay["iterations"] else float("nan")
         out: dict[str, Any] = {
@@ -333,6 +364,8 @@ def main() -> int:
             "critics_ms_per_iteration_thread_time": round(spent[0] * per_iter, 4),
             "replayed_cpu_ms_per_iteration": round(replay["cpu_s"] * replay_per_iter, 4),
             "replayed_system_ms_per_iteration": round(replay["system_s"] * replay_per_iter, 4),
+            "replayed_records_ms_per_iteration": round(parts["records"] * replay_per_iter, 4),
+            "replayed_summary_ms_per_iteration": round(parts["summary"] * replay_per_iter, 4),
             "replayed_critic_calls_run": missed[0],
         }
         if not args.no_profile:
@@ -370,6 +403,12 @@ def main() -> int:
         f"  the loop's own CPU per iteration, measured: {replayed_ms:.3f} ms (whole process, system "
         f"{out['replayed_system_ms_per_iteration']:.3f}, with the critics' outcomes replayed from the run above; "
         f"{missed[0]} critic calls had none and ran)"
+    )
+    records_ms, summary_ms = out["replayed_records_ms_per_iteration"], out["replayed_summary_ms_per_iteration"]
+    rest_ms = replayed_ms - records_ms - summary_ms
+    print(
+        f"    of which writing the records {records_ms:.3f} ms, the run's summary and final evaluation "
+        f"{summary_ms:.3f} ms, the rest (the loop, the client, the runner) {rest_ms:.3f} ms"
     )
     if "shares" in out:
         print(f"  profiled: {out['profiled_cpu_ms_per_iteration']:.3f} ms per iteration under cProfile; shares:")
