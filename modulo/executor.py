@@ -206,6 +206,8 @@ class CriticExecutor(ABC):
         :meth:`run_rest`, at the same time (:func:`run_beside`); a kind overrides those three, not this."""
         if len(critics) != len(timeouts):
             raise ValueError("run_all: one timeout per critic")
+        if self.inline_batch(critics):
+            return self.run_inline(critics, problem, frozen, timeouts, stop)
         aside = [i for i, c in enumerate(critics) if self.aside(c)]
         if not aside:
             return await self.run_rest(list(critics), problem, frozen, list(timeouts), stop)
@@ -217,6 +219,47 @@ class CriticExecutor(ABC):
             return await self.run_rest(others, problem, frozen, other_timeouts, stop)
 
         return await run_beside(critics, timeouts, stop, aside, side, rest)
+
+    def inline_batch(self, critics: Sequence[Critic]) -> bool:
+        """Whether :meth:`run_all` runs the whole batch with :meth:`run_inline` (default: never)."""
+        return False
+
+    def demote(self, critic: Critic) -> None:  # noqa: B027 - optional hook
+        """``critic`` overran its deadline inline: a kind that runs inline critics stops doing so for it."""
+
+    def run_inline(
+        self,
+        critics: Sequence[Critic],
+        problem: Problem,
+        frozen: FrozenPlan,
+        timeouts: Sequence[float],
+        stop: StopRule,
+    ) -> list[Outcome]:
+        """``critics`` in order on this thread, on one copy of the plan while none changes it, until ``stop``;
+        each deadline checked when the critic returns (past it: a timeout error, and the critic demoted)."""
+        out: list[Outcome] = []
+        plan = frozen.lend()
+        clock = time.perf_counter
+        for critic, timeout_s in zip(critics, timeouts, strict=True):
+            t0 = clock()
+            outcome, plan = call_on_copy(critic, problem, frozen, plan)
+            took = clock() - t0
+            if isinstance(outcome, CriticError) and isinstance(outcome.cause, KeyboardInterrupt):
+                raise outcome.cause  # Ctrl-C while the critic ran on the loop's thread: the user's interrupt
+            if took > timeout_s:
+                self.demote(critic)
+                outcome = CriticError(
+                    critic.name,
+                    CriticTimeoutError(
+                        f"took {took:.3g} s, over its deadline of {timeout_s:g} s (it runs inline, on the event "
+                        "loop's thread: its verdict is ignored, and it runs in a worker thread from now on)"
+                    ),
+                )
+            out.append(outcome)
+            if stop(critic, outcome):
+                break
+        frozen.hand_back(plan)
+        return out
 
     def aside(self, critic: Critic) -> bool:
         """Whether :meth:`run_all` runs ``critic`` with :meth:`run_aside` (default: none)."""
@@ -342,63 +385,22 @@ class ThreadExecutor(CriticExecutor):
         #: id of a list of critics -> (the list, its length and the demotions when asked, all of them inline?)
         self._all_inline: dict[int, tuple[Sequence[Critic], int, int, bool]] = {}
 
-    async def run_all(
-        self,
-        critics: Sequence[Critic],
-        problem: Problem,
-        frozen: FrozenPlan,
-        timeouts: Sequence[float],
-        stop: StopRule = _never,
-    ) -> list[Outcome]:
-        """As the interface's; a batch of inline critics only (the usual one) goes straight to
-        :meth:`run_inline`, its split remembered per list of critics."""
+    def inline_batch(self, critics: Sequence[Critic]) -> bool:
+        """A batch of inline critics only (the usual one) runs straight away (remembered per list)."""
         known = self._all_inline.get(id(critics))
         if known is None or known[0] is not critics or known[1] != len(critics) or known[2] != len(self.demoted):
             if len(self._all_inline) > 64:
                 self._all_inline.clear()
             known = (critics, len(critics), len(self.demoted), all(map(self.runs_inline, critics)))
             self._all_inline[id(critics)] = known
-        if known[3] and len(critics) == len(timeouts):
-            return self.run_inline(critics, problem, frozen, timeouts, stop)
-        return await super().run_all(critics, problem, frozen, timeouts, stop)
+        return known[3]
+
+    def demote(self, critic: Critic) -> None:
+        self.demoted.add(critic.name)
 
     def runs_inline(self, critic: Critic) -> bool:
         """Whether this executor runs ``critic`` on the event loop's thread."""
         return self.inline and critic.name not in self.demoted and runs_inline(critic)
-
-    def run_inline(
-        self,
-        critics: Sequence[Critic],
-        problem: Problem,
-        frozen: FrozenPlan,
-        timeouts: Sequence[float],
-        stop: StopRule,
-    ) -> list[Outcome]:
-        """``critics`` in order on this thread, on one copy of the plan while none changes it, until ``stop``;
-        each deadline checked when the critic returns (past it: a timeout error, and the critic demoted)."""
-        out: list[Outcome] = []
-        plan = frozen.lend()
-        clock = time.perf_counter
-        for critic, timeout_s in zip(critics, timeouts, strict=True):
-            t0 = clock()
-            outcome, plan = call_on_copy(critic, problem, frozen, plan)
-            took = clock() - t0
-            if isinstance(outcome, CriticError) and isinstance(outcome.cause, KeyboardInterrupt):
-                raise outcome.cause  # Ctrl-C while the critic ran on the loop's thread: the user's interrupt
-            if took > timeout_s:
-                self.demoted.add(critic.name)
-                outcome = CriticError(
-                    critic.name,
-                    CriticTimeoutError(
-                        f"took {took:.3g} s, over its deadline of {timeout_s:g} s (it runs inline, on the event "
-                        "loop's thread: its verdict is ignored, and it runs in a worker thread from now on)"
-                    ),
-                )
-            out.append(outcome)
-            if stop(critic, outcome):
-                break
-        frozen.hand_back(plan)
-        return out
 
     async def run(self, critic: Critic, problem: Problem, frozen: FrozenPlan, timeout_s: float) -> Verdict:
         if self.runs_inline(critic):
