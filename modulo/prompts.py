@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+from jinja2.runtime import new_context
 
 from .errors import PromptError
 from .resources import resource_dir
@@ -44,15 +45,27 @@ class Template:
         return cls(id=template_id, version=version, sha=_sha(text), source=text)
 
     def render(self, **variables: Any) -> str:
+        template, template_globals = _compiled(self.source)
         try:
-            return _compiled(self.source).render(**variables).strip() + "\n"
+            # what jinja2.Template.render does, with the template's globals read into a dict once: jinja
+            # would read them from their chain of mappings twice for every render
+            context = new_context(
+                template.environment, template.name, template.blocks, variables, False, template_globals, None
+            )
+            try:
+                text: str = template.environment.concat(template.root_render_func(context))
+            except Exception:
+                template.environment.handle_exception()  # raises it again, with the template's lines in the traceback
         except jinja2.TemplateError as exc:
             raise PromptError(f"template {self.id} failed to render: {exc}") from exc
+        return text.strip() + "\n"
 
 
 @lru_cache(maxsize=512)
-def _compiled(source: str) -> jinja2.Template:
-    return _env().from_string(source)
+def _compiled(source: str) -> tuple[jinja2.Template, dict[str, Any]]:
+    """The compiled template and its globals (the environment's: fixed once the environment is made)."""
+    template = _env().from_string(source)
+    return template, dict(template.globals)
 
 
 @lru_cache(maxsize=1)
