@@ -82,6 +82,19 @@ DIFFICULTIES = ("easy", "medium", "hard")
 CORE_CACHE_SIZE = 20_000
 _CORE_LOCK = threading.Lock()
 
+#: syntheses kept per process (the spec and witness of one problem each: a few KB): a benchmark built
+#: again with the same arguments (the jobs of a sweep in one process, ``modulo check`` then ``run``, a
+#: variant of a problem) reuses the Z3 search; the oldest entries are dropped past this size
+SYNTHESIS_CACHE_SIZE = 512
+_SYNTHESES: dict[tuple[Any, ...], Synthesis] = {}
+_SYNTHESIS_LOCK = threading.Lock()
+
+
+def clear_synthesis_cache() -> None:
+    """Forget every kept synthesis (the next :meth:`Family.synthesize` runs Z3 again)."""
+    with _SYNTHESIS_LOCK:
+        _SYNTHESES.clear()
+
 
 @dataclass
 class Mutant:
@@ -293,7 +306,30 @@ class Family(ABC):
         unique: bool = False,
         unsolvable: bool = False,
     ) -> Synthesis:
-        """Alg. 1: grow a satisfiable constraint set for ``seed``; optionally make it unique or unsolvable."""
+        """Alg. 1: grow a satisfiable constraint set for ``seed``; optionally make it unique or unsolvable.
+
+        The result depends on the arguments only (its own random generator and Z3 context), so it is
+        kept (see ``SYNTHESIS_CACHE_SIZE``): the same arguments again get a copy of it, not a new search."""
+        key = (type(self), self.name, seed, repr(sorted(knobs.items())), topic, unique, unsolvable)
+        with _SYNTHESIS_LOCK:
+            kept = _SYNTHESES.get(key)
+        if kept is None:
+            kept = self._synthesize(seed, knobs, topic=topic, unique=unique, unsolvable=unsolvable)
+            with _SYNTHESIS_LOCK:
+                while len(_SYNTHESES) >= SYNTHESIS_CACHE_SIZE:
+                    del _SYNTHESES[next(iter(_SYNTHESES))]  # the oldest entry (dicts keep insertion order)
+                _SYNTHESES[key] = kept
+        return copy.deepcopy(kept)
+
+    def _synthesize(
+        self,
+        seed: int,
+        knobs: dict[str, Any],
+        *,
+        topic: str | None,
+        unique: bool,
+        unsolvable: bool,
+    ) -> Synthesis:
         rng = rng_for(self.name, "synth", seed)
         chosen_topic = topic or self.topics[rng.randrange(len(self.topics))]
         check_choice("topic", chosen_topic, self.topics)

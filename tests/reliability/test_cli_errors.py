@@ -1,8 +1,10 @@
 """Broken data and configuration typos, through the real command line: a clear error, no traceback.
 
-Each case runs ``modulo check`` or ``modulo run`` as its own process (a child of a fork server, so
-that it starts in milliseconds): a missing data directory, malformed rows of TravelPlanner, NATURAL
-PLAN and synthesized-problem files, and typos in keys, values, types, group options and names.
+The broken-data cases run ``modulo check`` as its own process (a child of a fork server, so that it
+starts in milliseconds): a missing data directory, malformed rows of TravelPlanner, NATURAL PLAN and
+synthesized-problem files. The typos in keys, values, types, group options and names run the same
+``modulo check``/``modulo run`` command line in process (its exit code and everything it prints), as
+the fast lane's other CLI tests do: starting the fork server costs more than all of them together.
 No LLM is called (the LLM points at a closed port on 127.0.0.1).
 """
 
@@ -15,6 +17,8 @@ from pathlib import Path
 import pytest
 
 from modulo.testing.drills import Launcher, benchmark_override
+
+from ..cli_support import invoke
 
 NO_LLM = ["llm=openai", "llm.base_url=http://127.0.0.1:9/v1", "reformulator=none", "generator.prompt=json"]
 
@@ -29,7 +33,10 @@ def launcher() -> Iterator[Launcher]:
     launch.close()
 
 
-def modulo(launcher: Launcher, tmp: Path, *args: str) -> tuple[int, str]:
+def modulo(launcher: Launcher | None, tmp: Path, *args: str) -> tuple[int, str]:
+    """``modulo ARGS``: (exit code, output), as a child of the fork server, or in process without one."""
+    if launcher is None:
+        return invoke(*args, f"hydra.run.dir={tmp / 'hydra'}")
     log = tmp / f"out-{len(list(tmp.glob('out-*')))}.log"
     if launcher.fork is None:  # pragma: no cover - the fixture always forks
         raise AssertionError
@@ -121,14 +128,14 @@ def test_malformed_synthesized_problem_file(launcher: Launcher, tmp_path: Path) 
         ("cache.mode=sometimes", ["cache.mode", "sometimes"]),
     ],
 )
-def test_configuration_typos(launcher: Launcher, tmp_path: Path, override: str, fragments: list[str]) -> None:
-    code, out = modulo(launcher, tmp_path, "check", *benchmark_override("synth/tasks"), "benchmark.split=generated",
+def test_configuration_typos(tmp_path: Path, override: str, fragments: list[str]) -> None:
+    code, out = modulo(None, tmp_path, "check", *benchmark_override("synth/tasks"), "benchmark.split=generated",
                        "++benchmark.n=2", *NO_LLM, override)  # fmt: skip
     clean_error(code, out, *fragments)
 
 
-def test_a_run_with_typos_makes_no_call_and_writes_no_records(launcher: Launcher, tmp_path: Path) -> None:
-    code, out = modulo(launcher, tmp_path, "run", *benchmark_override("synth/tasks"), "benchmark.split=generated",
+def test_a_run_with_typos_makes_no_call_and_writes_no_records(tmp_path: Path) -> None:
+    code, out = modulo(None, tmp_path, "run", *benchmark_override("synth/tasks"), "benchmark.split=generated",
                        "++benchmark.n=2", *NO_LLM, f"run.dir={tmp_path / 'run'}", "critics=[formt]")  # fmt: skip
     clean_error(code, out, "formt", "Did you mean 'format'")
     assert not (tmp_path / "run" / "records.jsonl").exists()

@@ -9,6 +9,7 @@ import pytest
 
 from critics.synth.common import canonical_set
 from critics.synth.families import get_family
+from critics.synth.family import clear_synthesis_cache
 from modulo.critic import Critic
 
 from .conftest import BULK_SEEDS, FAMILIES, bench
@@ -59,6 +60,7 @@ def test_harder_levels_are_sound_too(
 @pytest.mark.parametrize("family", FAMILIES)
 def test_same_seed_same_problems_and_stable_prefix(family: str) -> None:
     a = bench(family, n=6, seed=5).load("generated")
+    clear_synthesis_cache()  # b searches again with Z3: the same problems, not a kept copy of a's
     b = bench(family, n=6, seed=5).load("generated")
     c = bench(family, n=3, seed=5).load("generated")
     d = bench(family, n=6, seed=6).load("generated")
@@ -67,6 +69,21 @@ def test_same_seed_same_problems_and_stable_prefix(family: str) -> None:
     assert dump[:3] == [json.dumps(p.model_dump(), sort_keys=True) for p in c]
     assert [p.query for p in a] != [p.query for p in d]
     assert len({p.id for p in a}) == 6
+
+
+def test_a_kept_synthesis_is_what_a_new_search_finds_and_each_caller_gets_its_own_copy() -> None:
+    fam = get_family("trip")
+    knobs = fam.knobs("easy", {})
+    clear_synthesis_cache()
+    first = fam.synthesize(7, knobs, unique=True)
+    kept = fam.synthesize(7, knobs, unique=True)
+    assert kept == first and kept is not first and kept.spec is not first.spec
+    first.spec["constraints"].clear()  # a caller changing its copy changes nobody else's
+    assert fam.synthesize(7, knobs, unique=True) == kept
+    clear_synthesis_cache()
+    assert fam.synthesize(7, knobs, unique=True) == kept
+    assert fam.synthesize(7, knobs, unique=True, unsolvable=True) != kept  # every argument is in the key
+    assert fam.synthesize(8, knobs, unique=True) != kept
 
 
 def test_unique_families_have_a_single_solution() -> None:
