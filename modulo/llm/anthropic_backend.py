@@ -46,6 +46,7 @@ class AnthropicBackend(SDKBackend):
     name = "anthropic"
     provider = "Anthropic"
     official_hosts = _OFFICIAL_HOSTS
+    http_client_type = anthropic.DefaultAsyncHttpxClient
 
     def __init__(
         self,

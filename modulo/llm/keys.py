@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+import ssl
+import threading
+from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 from urllib.parse import urlparse
 
@@ -109,14 +111,35 @@ def resolve_api_key(
     return Secret(DUMMY_KEY)
 
 
+_TLS_CONTEXTS: dict[tuple[str | None, str | None], ssl.SSLContext] = {}
+_TLS_LOCK = threading.Lock()
+
+
+def sdk_tls_context() -> ssl.SSLContext:
+    """The TLS context of the SDK clients' HTTP transport: the one httpx builds for each client by default
+    (``httpcore2.default_ssl_context``: ``$SSL_CERT_FILE``/``$SSL_CERT_DIR``, else the system's CA
+    files), built once per process and per value of those variables. Loading the CA certificates takes
+    about 25 ms, which every SDK client paid again (a sweep's jobs, TravelBench's roles, the tests)."""
+    import httpcore2
+
+    key = (os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+    with _TLS_LOCK:
+        ctx = _TLS_CONTEXTS.get(key)
+        if ctx is None:
+            ctx = _TLS_CONTEXTS[key] = httpcore2.default_ssl_context()
+        return ctx
+
+
 class SDKBackend:
     """What the backends over an official SDK share: their settings and key (``<PROVIDER>_API_KEY`` by
-    default), the request tags sent as headers (``tag_headers``), extra body fields and headers, and a
-    repr without credentials."""
+    default), the request tags sent as headers (``tag_headers``), extra body fields and headers, the
+    HTTP client (the SDK's defaults, with the process's TLS context), and a repr without credentials."""
 
     #: the provider's name ("OpenAI") and the hosts of its own API (where a key is required)
     provider: ClassVar[str]
     official_hosts: ClassVar[tuple[str, ...]]
+    #: the SDK's HTTP client class with its own defaults (``openai.DefaultAsyncHttpxClient``)
+    http_client_type: ClassVar[Callable[..., Any]]
     settings: LLMSettings
 
     def _sdk_options(
@@ -138,6 +161,7 @@ class SDKBackend:
             "base_url": settings.base_url,
             "timeout": settings.timeout_s,
             "max_retries": 0,
+            "http_client": self.http_client_type(timeout=settings.timeout_s, verify=sdk_tls_context()),
         }
 
     def extra_body_for(self, request: LLMRequest) -> dict[str, Any]:

@@ -61,6 +61,7 @@ class OpenAIBackend(SDKBackend):
     name = "openai"
     provider = "OpenAI"
     official_hosts = _OFFICIAL_HOSTS
+    http_client_type = openai.DefaultAsyncHttpxClient
 
     def __init__(
         self,
