@@ -543,11 +543,16 @@ class HeavyExecutor(CriticExecutor):
     def _outcome(critic: Critic, reply: dict[str, Any]) -> Outcome:
         if "error" in reply:
             return CriticError(critic.name, WorkerError(str(reply["error"])))
+        data = reply.get("verdict")
+        if isinstance(data, dict):  # labelled as it is read: one validation, no copy
+            data = {**data, "critic": critic.name, "group": critic.group}
         try:
-            verdict = Verdict.model_validate(reply.get("verdict"))
+            verdict = Verdict.model_validate(data)
         except ValueError as exc:
             return CriticError(critic.name, WorkerError(f"returned something that is not a Verdict: {exc}"))
-        return verdict.model_copy(update={"critic": critic.name, "group": critic.group})
+        if verdict.critic != critic.name or verdict.group != critic.group:
+            verdict = verdict.model_copy(update={"critic": critic.name, "group": critic.group})
+        return verdict
 
     def close(self) -> None:
         self._pool.close()
