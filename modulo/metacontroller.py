@@ -109,6 +109,8 @@ def order_critics(critics: list[Critic]) -> list[Critic]:
 
 
 def _sum_usage(calls: list[LLMCall]) -> Usage:
+    if len(calls) == 1:
+        return calls[0].usage  # the one call's (usages are frozen: shared, never changed)
     total = Usage()
     for c in calls:
         total = total + c.usage
