@@ -224,10 +224,16 @@ class Spool(OnDemand[T]):
     whose items live on disk, 8 bytes of memory each (their offsets). ``append`` returns the value's
     position; indexing reads one value, iteration reads them in order. A value read back is a copy:
     changing it changes nothing in the spool. The file is deleted when the spool is closed or dropped.
+
+    The first ``in_memory`` bytes stay in memory and the file is made only when they are exceeded: a
+    small spool (a report over a sweep of many small runs holds two per run) opens no file.
     """
 
-    def __init__(self, values: Iterable[T] = (), *, prefix: str = "modulo-spool-") -> None:
-        self._file: IO[bytes] = tempfile.TemporaryFile(prefix=prefix)
+    def __init__(self, values: Iterable[T] = (), *, prefix: str = "modulo-spool-", in_memory: int = 1 << 18) -> None:
+        self._prefix = prefix
+        self._limit = in_memory
+        self._head: bytearray | None = bytearray()  # the pickled values while they fit in memory
+        self._file: IO[bytes] | None = None
         self._starts = array("q")
         self._end = 0
         self._dirty = False
@@ -236,17 +242,28 @@ class Spool(OnDemand[T]):
 
     def append(self, value: T) -> int:
         data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-        self._file.write(data)
-        self._dirty = True
+        if self._head is not None and self._end + len(data) > self._limit:
+            self._file = tempfile.TemporaryFile(prefix=self._prefix)  # closed by close(), or with the spool
+            self._file.write(self._head)
+            self._head = None
+        if self._head is not None:
+            self._head += data
+        else:
+            assert self._file is not None
+            self._file.write(data)
+            self._dirty = True
         self._starts.append(self._end)
         self._end += len(data)
         return len(self._starts) - 1
 
-    def _flushed(self) -> int:
+    def _read(self, start: int, end: int) -> bytes:
+        if self._head is not None:
+            return bytes(self._head[start:end])
+        assert self._file is not None
         if self._dirty:
             self._file.flush()
             self._dirty = False
-        return self._file.fileno()
+        return os.pread(self._file.fileno(), end - start, start)
 
     def __len__(self) -> int:
         return len(self._starts)
@@ -254,7 +271,7 @@ class Spool(OnDemand[T]):
     def _load(self, n: int) -> T:
         # a positioned read (the file's own position is the writer's): passes may overlap appends
         end = self._starts[n + 1] if n + 1 < len(self._starts) else self._end
-        value: T = pickle.loads(os.pread(self._flushed(), end - self._starts[n], self._starts[n]))
+        value: T = pickle.loads(self._read(self._starts[n], end))
         return value
 
     def __eq__(self, other: object) -> bool:
@@ -271,7 +288,8 @@ class Spool(OnDemand[T]):
         return (list, (list(self),))
 
     def close(self) -> None:
-        self._file.close()
+        if self._file is not None:
+            self._file.close()
 
     def __del__(self) -> None:
         self.close()

@@ -14,19 +14,22 @@ from __future__ import annotations
 
 import hashlib
 import json
+from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from ..errors import ModuloError, RunError
 from ..metacontroller import best_position
 from ..types import PlanJSON, ProblemResult, canonical_json, plan_fingerprint
-from .load import RunData, evaluate_plans
+from .load import RunData, evaluate_pairs, evaluate_plans
 from .metrics import metric_parts
 
 CACHE_DIR = "report_cache"
 CACHE_FILE = "budget_curve.json"
-CACHE_VERSION = 2  # 2: ties go to the earliest plan
+CACHE_VERSION = 3  # 2: ties go to the earliest plan; 3: the key hashes each problem's plans in turn
 
 
 def best_iteration_at(record: ProblemResult, k: int) -> int | None:
@@ -95,16 +98,6 @@ def calls_by_budget(records: Iterable[ProblemResult], top: int) -> tuple[list[fl
     return [v / n for v in fresh], [v / n for v in cached], fresh_total, cached_total
 
 
-def _cache_key(run: RunData, metric: str, plans_by_k: list[list[PlanJSON]], ids: Sequence[str]) -> str:
-    h = hashlib.sha256()
-    h.update(canonical_json(run.info.benchmark.model_dump(mode="json")).encode())
-    h.update(metric.encode())
-    h.update(canonical_json(list(ids)).encode())
-    for plans in plans_by_k:
-        h.update(canonical_json([None if p is None else plan_fingerprint(p) for p in plans]).encode())
-    return h.hexdigest()
-
-
 def _read_cache(run: RunData) -> dict[str, Any]:
     path = run.path / CACHE_DIR / CACHE_FILE
     try:
@@ -134,6 +127,8 @@ def budget_curve(run: RunData, *, max_k: int | None = None, use_cache: bool = Tr
     """Primary metric of the plans at budget 1..N for the run's scored problems (RunError if it cannot).
 
     Problems that ended in error are left out (they are not plan failures), as in the run's evaluation.
+    The records are read one at a time (once for the plans' fingerprints and the calls, once more for
+    the plans to score); what is kept is a few bytes per distinct (problem, plan) pair.
     """
     bench = run.benchmark()
     metric = run.primary_metric()
@@ -143,57 +138,98 @@ def budget_curve(run: RunData, *, max_k: int | None = None, use_cache: bool = Tr
     if not ids:
         raise RunError(f"{run.name}: no finished problem that did not end in error")
     top = max(1, max_budget(run) if max_k is None else max_k)
-    plans_by_k: list[list[PlanJSON]] = [[] for _ in range(top)]
+    pairs = _Pairs(top)
+    key = hashlib.sha256()
+    key.update(canonical_json(run.info.benchmark.model_dump(mode="json")).encode())
+    key.update(metric.encode())
+    key.update(canonical_json(list(ids)).encode())
 
-    def read() -> Iterator[ProblemResult]:  # one record at a time: its calls counted, its plans kept
-        for i in ids:
-            rec = run.records[i]
-            for k, plans in enumerate(plans_by_k, start=1):
-                plans.append(plan_at_budget(rec, k))
+    def read() -> Iterator[ProblemResult]:  # one record at a time: its calls counted, its plans noted
+        for pos, pid in enumerate(ids):
+            rec = run.records[pid]
+            fingerprints = pairs.add(pos, _plans_by_budget(rec, top))
+            key.update(canonical_json(fingerprints).encode())
             yield rec
 
     calls = calls_by_budget(read(), top)
-    key = _cache_key(run, metric, plans_by_k, ids)
     if use_cache:
-        hit = _read_cache(run).get(key)
+        hit = _read_cache(run).get(key.hexdigest())
         if isinstance(hit, dict) and isinstance(hit.get("values"), list):
             return BudgetCurve(run.name, metric, [float(v) for v in hit["values"]], len(ids), "cached", *calls)
     try:
         problems = run.problems(ids)
-        values, method = _by_pairs(bench, problems, ids, plans_by_k, metric)
+        values, method = _by_pairs(bench, run, problems, ids, pairs, metric)
         if values is None:
             values = []
-            for plans in plans_by_k:
+            for k in range(1, top + 1):
+                plans = (plan_at_budget(run.records[pid], k) for pid in ids)
                 result = evaluate_plans(bench, problems, plans)
                 values.append(float(result.metrics[metric]))
             method = "per-budget"
     except (ModuloError, NotImplementedError, KeyError) as exc:
         raise RunError(f"{run.name}: could not evaluate plans by budget: {exc}") from exc
     if use_cache:
-        _write_cache(run, key, {"metric": metric, "values": values, "n_problems": len(ids), "method": method})
+        entry = {"metric": metric, "values": values, "n_problems": len(ids), "method": method}
+        _write_cache(run, key.hexdigest(), entry)
     return BudgetCurve(run.name, metric, values, len(ids), method, *calls)
 
 
+def _plans_by_budget(record: ProblemResult, top: int) -> list[PlanJSON]:
+    """The plan at budget k = 1..top of one problem."""
+    return [plan_at_budget(record, k) for k in range(1, top + 1)]
+
+
+class _Pairs:
+    """The distinct (problem, plan) pairs over all budgets, as numbers: for each budget, the pair of each
+    problem (its position among the pairs), and the problem of each pair and whether it has a plan."""
+
+    def __init__(self, top: int) -> None:
+        self.at_budget = [array("i") for _ in range(top)]
+        self.problem = array("i")
+        self.delivered = bytearray()
+
+    def add(self, pos: int, plans: list[PlanJSON]) -> list[str | None]:
+        """Note problem ``pos``'s plans by budget; their fingerprints (None: no plan)."""
+        fingerprints = [None if p is None else plan_fingerprint(p) for p in plans]
+        own: dict[str | None, int] = {}
+        for k, fp in enumerate(fingerprints):
+            if fp not in own:
+                own[fp] = len(self.problem)
+                self.problem.append(pos)
+                self.delivered.append(fp is not None)
+            self.at_budget[k].append(own[fp])
+        return fingerprints
+
+
+def _distinct(plans: list[PlanJSON]) -> Iterator[PlanJSON]:
+    """Each distinct plan of one problem's budgets, in the order :meth:`_Pairs.add` numbered them."""
+    seen: set[str | None] = set()
+    for plan in plans:
+        fp = None if plan is None else plan_fingerprint(plan)
+        if fp not in seen:
+            seen.add(fp)
+            yield plan
+
+
 def _by_pairs(
-    bench: Any, problems: Sequence[Any], ids: Sequence[str], plans_by_k: list[list[PlanJSON]], metric: str
+    bench: Any, run: RunData, problems: Sequence[Any], ids: Sequence[str], pairs: _Pairs, metric: str
 ) -> tuple[list[float] | None, str]:
     """Evaluate each distinct (problem, plan) once; None when the metric is not a per-problem ratio.
-    ``ids[i]`` is the id of ``problems[i]`` (the problems are read only when scored)."""
-    slot: dict[tuple[int, str | None], int] = {}
-    batch_index: list[int] = []  # the problem of each distinct pair (read from ``problems`` when scored)
-    batch_plans: list[PlanJSON] = []
-    for plans in plans_by_k:
-        for i, plan in enumerate(plans):
-            fp = None if plan is None else plan_fingerprint(plan)
-            if (i, fp) not in slot:
-                slot[(i, fp)] = len(batch_plans)
-                batch_index.append(i)
-                batch_plans.append(plan)
-    result = evaluate_plans(bench, (problems[i] for i in batch_index), batch_plans)
-    if len(result.per_problem) != len(batch_plans) or metric not in result.metrics:
+    ``ids[i]`` is the id of ``problems[i]``; each problem and its record are read once, when scored."""
+    top = len(pairs.at_budget)
+
+    def stream() -> Iterator[tuple[Any, PlanJSON]]:
+        for pos, pid in enumerate(ids):
+            problem = problems[pos]
+            for plan in _distinct(_plans_by_budget(run.records[pid], top)):
+                yield problem, plan
+
+    result = evaluate_pairs(bench, stream())
+    if len(result.per_problem) != len(pairs.problem) or metric not in result.metrics:
         return None, ""
-    expected = [ids[i] for i in batch_index]
-    if any(str(row.get("problem_id", pid)) != pid for row, pid in zip(result.per_problem, expected, strict=True)):
+    if any(
+        str(row.get("problem_id", ids[p])) != ids[p] for row, p in zip(result.per_problem, pairs.problem, strict=True)
+    ):
         return None, ""  # the evaluator does not keep one row per input in order: score budget by budget
     parts = metric_parts(
         metric,
@@ -201,14 +237,14 @@ def _by_pairs(
         float(result.metrics[metric]),
         result.per_problem,
         groups={},
-        plans=batch_plans,
         primary=metric,
+        delivered_flags=pairs.delivered,
     )
     if parts is None:
         return None, ""
     values: list[float] = []
-    for plans in plans_by_k:
-        rows = [slot[(i, None if p is None else plan_fingerprint(p))] for i, p in enumerate(plans)]
+    for at in pairs.at_budget:
+        rows = np.frombuffer(at, dtype=np.int32) if at.itemsize == 4 else np.asarray(at)
         num = float(parts.num[rows].sum())
         den = float(parts.den[rows].sum())
         values.append(num / den if den else float("nan"))

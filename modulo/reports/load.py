@@ -315,6 +315,106 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     return value
 
 
+class _JSONStream:
+    """JSON values read one after another from a text file through a window of it (``raw_decode``)."""
+
+    def __init__(self, fh: Any, chunk: int = 1 << 20) -> None:
+        self.fh, self.chunk = fh, chunk
+        self.buf, self.pos, self.eof = "", 0, False
+        self.decoder = json.JSONDecoder()
+
+    def _more(self) -> bool:
+        if self.eof:
+            return False
+        data = self.fh.read(self.chunk)
+        self.eof = not data
+        self.buf, self.pos = self.buf[self.pos :] + data, 0
+        return bool(data)
+
+    def peek(self) -> str:
+        """The next character that is not white space (not consumed); "" at the end of the file."""
+        while True:
+            while self.pos < len(self.buf) and self.buf[self.pos] in " \t\r\n":
+                self.pos += 1
+            if self.pos < len(self.buf):
+                return self.buf[self.pos]
+            if not self._more():
+                return ""
+
+    def char(self) -> str:
+        """The next character that is not white space (consumed); "" at the end of the file."""
+        c = self.peek()
+        self.pos += len(c)
+        return c
+
+    def value(self) -> Any:
+        """The next whole value (one that ends at the window's edge may go on: read more first)."""
+        if not self.peek():
+            raise ValueError("the file ends where a value was expected")
+        while True:
+            try:
+                value, end = self.decoder.raw_decode(self.buf, self.pos)
+            except json.JSONDecodeError:
+                if self._more():
+                    continue
+                raise
+            if end == len(self.buf) and self._more():
+                continue  # a number cut at the window's edge: read on
+            self.pos = end
+            return value
+
+
+def _read_json_rows(path: Path, key: str = "per_problem") -> dict[str, Any] | None:
+    """:func:`_read_json` of a JSON object whose ``key`` (a list) is read into a Spool one item at a
+    time: memory holds the file's other values and one row, never the list or the file's text. Any
+    other shape, or damage, is read (or refused) by :func:`_read_json` as a whole."""
+    if not path.is_file():
+        return None
+    out: dict[str, Any] = {}
+    try:
+        with path.open(encoding="utf-8") as fh:
+            stream = _JSONStream(fh)
+            if stream.char() != "{":
+                raise ValueError("not an object")
+            sep = stream.peek()
+            if sep == "}":
+                stream.char()
+            while sep != "}":
+                if sep != '"':
+                    raise ValueError("expected a key")
+                name = stream.value()
+                if stream.char() != ":":
+                    raise ValueError("expected ':'")
+                if name == key and stream.peek() == "[":
+                    stream.char()
+                    rows: Spool[Any] = Spool(prefix="modulo-rows-")
+                    out[name] = rows
+                    while stream.peek() != "]":
+                        rows.append(stream.value())
+                        item = stream.peek()
+                        if item == ",":
+                            stream.char()
+                            if stream.peek() == "]":
+                                raise ValueError("a comma before ']'")
+                        elif item != "]":
+                            raise ValueError("expected ',' or ']'")
+                    stream.char()
+                else:
+                    out[name] = stream.value()
+                sep = stream.char()
+                if sep == ",":
+                    sep = stream.peek()
+                    if sep != '"':
+                        raise ValueError("expected a key")
+                elif sep != "}":
+                    raise ValueError("expected ',' or '}'")
+            if stream.char() != "":
+                raise ValueError("extra data")
+    except (ValueError, UnicodeDecodeError):
+        return _read_json(path)  # the whole file, for the reason it cannot be read (or a value after all)
+    return out
+
+
 def iter_records(
     path: Path, notes: list[str] | None = None, *, light: bool = False, only: Collection[str] | None = None
 ) -> Iterator[ProblemResult]:
@@ -479,10 +579,12 @@ def _parse_record(
         return None
 
 
-def _read_derived(path: Path, notes: list[str]) -> dict[str, Any] | None:
-    """A file derived from the records (summary, evaluation); damaged, it is noted and treated as absent."""
+def _read_derived(path: Path, notes: list[str], rows_on_disk: bool = False) -> dict[str, Any] | None:
+    """A file derived from the records (summary, evaluation); damaged, it is noted and treated as absent.
+    ``rows_on_disk``: its ``per_problem`` list is read into a :class:`~modulo.problems.Spool` one row at
+    a time (:func:`_read_json_rows`)."""
     try:
-        return _read_json(path)
+        return _read_json_rows(path) if rows_on_disk else _read_json(path)
     except (RunError, UnicodeDecodeError) as exc:
         notes.append(f"{path.name} is damaged ({exc}); ignored, everything is rebuilt from records.jsonl")
         return None
@@ -592,7 +694,7 @@ def load_run(
     run = RunData(path=path, info=info, records=records, notes=notes)
     # a damaged summary or evaluation never hides intact records: they are rebuilt from records.jsonl
     run.summary = _read_derived(path / SUMMARY_FILE, notes)
-    run.evaluation = _read_derived(path / EVALUATION_FILE, notes)
+    run.evaluation = _read_derived(path / EVALUATION_FILE, notes, rows_on_disk=on_disk)
     if run.evaluation is not None:
         run.evaluation_status = EVAL_RECORDED
     if with_records and only is None:
@@ -705,9 +807,15 @@ def evaluate_plans(bench: Benchmark, problems: Iterable[Problem], plans: Iterabl
     a cost that grows with the process's heap (about 10 ms at 200 MB, against 0.5 ms in a thread);
     a report holding a sweep's records would pay it for every problem scored.
     """
+    return evaluate_pairs(bench, zip(problems, plans, strict=True))
+
+
+def evaluate_pairs(bench: Benchmark, pairs: Iterable[tuple[Problem, PlanJSON | None]]) -> EvalResult:
+    """:func:`evaluate_plans` of (problem, plan) pairs, made one at a time in the worker thread."""
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="modulo-evaluate") as pool:
-        return pool.submit(bench.evaluate_stream, zip(problems, plans, strict=True)).result()
+        return pool.submit(bench.evaluate_stream, pairs).result()
 
 
 def eval_result_to_dict(result: EvalResult) -> dict[str, Any]:
-    return {"metrics": dict(result.metrics), "per_problem": list(result.per_problem), "tables": dict(result.tables)}
+    rows = result.per_problem if isinstance(result.per_problem, Spool) else list(result.per_problem)  # on disk: stays
+    return {"metrics": dict(result.metrics), "per_problem": rows, "tables": dict(result.tables)}

@@ -285,8 +285,11 @@ def metric_parts(
     primary: str = "",
     metric_keys: Sequence[str] = (),
     columns: Sequence[str] | None = None,
+    delivered_flags: Sequence[int] | None = None,
 ) -> Parts | None:
-    """The per-problem parts of metric ``key`` that reproduce ``value``, or None (see the module notes)."""
+    """The per-problem parts of metric ``key`` that reproduce ``value``, or None (see the module notes).
+    ``delivered_flags`` (one per row: whether a plan was delivered) stand for ``plans`` when the plans
+    themselves are not at hand."""
     if value is None or not rows:
         return None
     text = f"{key} {label}".lower()
@@ -295,6 +298,8 @@ def metric_parts(
         delivered = [bool(r["delivered"]) for r in rows]
     elif plans is not None and len(plans) == len(rows):
         delivered = [p is not None for p in plans]
+    elif delivered_flags is not None and len(delivered_flags) == len(rows):
+        delivered = [bool(d) for d in delivered_flags]
     else:
         delivered = [True] * len(rows)
 

@@ -201,9 +201,10 @@ def test_a_benchmark_without_a_stream_keeps_its_list() -> None:
 # -- values spooled to disk -----------------------------------------------------------------------
 
 
-def test_spool_is_a_list_on_disk() -> None:
+@pytest.mark.parametrize("in_memory", [0, 500, 1 << 18])  # on disk at once, from the middle on, never
+def test_spool_is_a_list_on_disk(in_memory: int) -> None:
     rows = [{"problem_id": f"p{i}", "passed": i % 2 == 0, "plan": [i, None, "x" * i]} for i in range(50)]
-    spool: Spool[dict[str, Any]] = Spool()
+    spool: Spool[dict[str, Any]] = Spool(in_memory=in_memory)
     assert [spool.append(r) for r in rows] == list(range(50))
     assert len(spool) == 50 and list(spool) == rows and spool == rows
     assert spool[0] == rows[0] and spool[-1] == rows[-1] and spool[3:6] == rows[3:6]
@@ -215,6 +216,7 @@ def test_spool_is_a_list_on_disk() -> None:
     assert next(passing) == rows[0]
     spool.append({"late": True})
     assert len(list(passing)) == 49 and spool[-1] == {"late": True}
+    assert (spool._file is None) is (in_memory > 2000)  # 50 rows: about 2 KB pickled
     spool.close()
 
 

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from modulo.errors import RunError
+from modulo.problems import Spool
 from modulo.reports import ReportOptions, build_report, load_run
+from modulo.reports import load as load_module
 from modulo.reports import report as report_module
 from modulo.reports.load import (
     LIGHT_DROPPED_ITERATION_KEYS,
@@ -158,3 +162,24 @@ def test_records_on_disk_read_as_the_records_in_memory(tmp_path: Path, make_run:
         assert pid in on_disk and on_disk[pid] == rec and on_disk.outcome(pid) == rec.outcome
     assert "nope" not in on_disk and on_disk.get("nope") is None
     on_disk.close()
+
+
+@pytest.mark.parametrize("chunk", [3, 64, 1 << 20])
+def test_evaluation_rows_read_one_at_a_time_equal_the_whole_file(tmp_path: Path, chunk: int, monkeypatch: Any) -> None:
+    evaluation = {
+        "metrics": {"success": 0.25, "big": 12345678901234},
+        "per_problem": [{"problem_id": f"p{i}", "passed": i % 4 == 0, "note": 'a "quoted" é' * i} for i in range(40)],
+        "tables": {"per_level": [{"level": "easy", "n": 40}]},
+        "excluded": {"problem_ids": ["x"], "reason": "r"},
+    }
+    init = load_module._JSONStream.__init__
+    monkeypatch.setattr(load_module._JSONStream, "__init__", lambda self, fh: init(self, fh, chunk))
+    for indent in (None, 1):
+        path = tmp_path / "evaluation.json"
+        path.write_text(json.dumps(evaluation, indent=indent), encoding="utf-8")
+        read = load_module._read_json_rows(path)
+        assert read is not None and isinstance(read["per_problem"], Spool)
+        assert {**read, "per_problem": list(read["per_problem"])} == evaluation
+    path.write_text('{"metrics": {}, "per_problem": [{"problem_id": "p0"},', encoding="utf-8")  # cut short
+    with pytest.raises(RunError, match="not readable JSON"):
+        load_module._read_json_rows(path)
