@@ -8,10 +8,14 @@ answering a well-formed, always-wrong slot (so every problem uses its whole budg
 * wall time of the run, and CPU (user + system, of the run process and its children) per iteration;
 * peak RSS of the run process (``ru_maxrss`` of the waited-for child, via ``os.wait4``);
 * the size of ``records.jsonl``, the iterations recorded and the outcome counts (from ``summary.json``);
-* wall time and peak RSS of ``modulo report`` over the run directory.
+* wall time and peak RSS of ``modulo report`` over the run directory;
+* with two sizes or more, the slope of peak RSS against the number of problems (a least-squares line
+  through the sizes measured), in KB per problem, for the run and for the report: what memory grows by
+  with each problem (flat memory: near zero).
 
     python benchmarks/scale.py                          # N = 1,000 and 10,000, budget 10
     python benchmarks/scale.py --n 1000 10000 100000 --budget 10 --keep /tmp/scale-work
+    python benchmarks/scale.py --n 1000 10000 --keep /tmp/scale-work --report-only  # the kept runs' reports
 
 Numbers depend on the machine and its load; the script checks nothing, it measures.
 """
@@ -66,7 +70,18 @@ def measured(argv: list[str], env: dict[str, str]) -> dict[str, Any]:
     return out
 
 
-def one(n: int, budget: int, work: Path, env: dict[str, str], report: bool = True) -> dict[str, Any]:
+def slope_kb(points: dict[int, float]) -> float:
+    """Least-squares slope of peak RSS (MB) against problems, in KB per problem (NaN with one size)."""
+    if len(points) < 2:
+        return float("nan")
+    xs, ys = list(points), list(points.values())
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    return 1000 * sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
+
+
+def one(
+    n: int, budget: int, work: Path, env: dict[str, str], report: bool = True, run_again: bool = True
+) -> dict[str, Any]:
     problems = work / f"calendar-{n}.jsonl"
     if not problems.exists():
         t0 = time.perf_counter()
@@ -80,26 +95,34 @@ def one(n: int, budget: int, work: Path, env: dict[str, str], report: bool = Tru
     script = work / f"script-{budget}.json"
     script.write_text(json.dumps({"*": wrong_slots(budget)}))
     run_dir = work / f"run-{n}-{budget}"
-    shutil.rmtree(run_dir, ignore_errors=True)
-    run = measured(
-        [
-            *MODULO,
-            "run",
-            "benchmark=synth/calendar",
-            f"benchmark.path={problems}",
-            "llm=scripted",
-            f"llm.script={script}",
-            "cache.mode=off",
-            "reformulator.mode=none",
-            f"metacontroller.max_iterations={budget}",
-            f"run.dir={run_dir}",
-            "run.progress=false",
-            "run.report=false",
-        ],
-        env,
+    if not run_again and not (run_dir / "summary.json").is_file():
+        raise SystemExit(f"--report-only: no finished run in {run_dir}")
+    if run_again:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    run = (
+        measured(
+            [
+                *MODULO,
+                "run",
+                "benchmark=synth/calendar",
+                f"benchmark.path={problems}",
+                "llm=scripted",
+                f"llm.script={script}",
+                "cache.mode=off",
+                "reformulator.mode=none",
+                f"metacontroller.max_iterations={budget}",
+                f"run.dir={run_dir}",
+                "run.progress=false",
+                "run.report=false",
+            ],
+            env,
+        )
+        if run_again
+        else {"wall_s": float("nan"), "cpu_s": float("nan"), "peak_rss_mb": float("nan"), "rc": 0}
     )
     summary = json.loads((run_dir / "summary.json").read_text()) if (run_dir / "summary.json").exists() else {}
     out = work / f"report-{n}-{budget}"
+    shutil.rmtree(run_dir / "report_cache", ignore_errors=True)  # the report scores the budget curve afresh
     report = measured([*MODULO, "report", str(run_dir), "--out", str(out)], env) if report else None
     iterations = int(summary.get("iterations") or 0)
     records = run_dir / "records.jsonl"
@@ -122,17 +145,26 @@ def main() -> None:
     ap.add_argument("--keep", type=Path, help="work directory to keep (problem sets are reused from it)")
     ap.add_argument("--no-report", action="store_true", help="measure the run only, not `modulo report` over it")
     ap.add_argument("--json", action="store_true", help="print the raw figures as JSON lines too")
+    ap.add_argument(
+        "--report-only", action="store_true", help="measure `modulo report` over the runs kept in --keep, not the runs"
+    )
     args = ap.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="modulo-scale-"))
     work.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "MODULO_CACHE_DIR": str(work / "cache")}
     print("| problems | budget | wall | CPU/iter | peak RSS | records | iterations | outcomes | report | report RSS |")
     print("|---|---|---|---|---|---|---|---|---|---|")
+    if args.report_only and (args.keep is None or args.no_report):
+        raise SystemExit("--report-only needs --keep DIR (the runs to report on) and no --no-report")
     peaks: dict[int, float] = {}
+    report_peaks: dict[int, float] = {}
     try:
         for n in args.n:
-            r = one(n, args.budget, work, env, report=not args.no_report)
-            peaks[n] = r["run"]["peak_rss_mb"]
+            r = one(n, args.budget, work, env, report=not args.no_report, run_again=not args.report_only)
+            if not args.report_only:
+                peaks[n] = r["run"]["peak_rss_mb"]
+            if r["report"] is not None and r["report"]["rc"] == 0:
+                report_peaks[n] = r["report"]["peak_rss_mb"]
             run, rep = r["run"], r["report"]
             failed = "" if run["rc"] == 0 else f" (exit {run['rc']})"
             if rep is None:
@@ -140,10 +172,14 @@ def main() -> None:
             else:
                 rep_wall = f"{rep['wall_s']:.1f} s" + ("" if rep["rc"] == 0 else f" (exit {rep['rc']})")
                 rep_rss = f"{rep['peak_rss_mb']:.0f} MB"
+            if args.report_only:  # the run was kept from before: its figures were printed then
+                wall = cpu = rss = "kept"
+            else:
+                wall = f"{run['wall_s']:.1f} s{failed}"
+                cpu, rss = f"{r['cpu_ms_per_iteration']:.2f} ms", f"{run['peak_rss_mb']:.0f} MB"
             print(
-                f"| {n:,} | {r['budget']} | {run['wall_s']:.1f} s{failed} | {r['cpu_ms_per_iteration']:.2f} ms "
-                f"| {run['peak_rss_mb']:.0f} MB | {r['records_mb']:.1f} MB | {r['iterations']:,} | {r['counts']} "
-                f"| {rep_wall} | {rep_rss} |",
+                f"| {n:,} | {r['budget']} | {wall} | {cpu} | {rss} | {r['records_mb']:.1f} MB | {r['iterations']:,} "
+                f"| {r['counts']} | {rep_wall} | {rep_rss} |",
                 flush=True,
             )
             if args.json:
@@ -152,6 +188,10 @@ def main() -> None:
         for n, peak in peaks.items():
             if n != smallest and peaks[smallest]:
                 print(f"peak RSS at {n:,} problems: {peak / peaks[smallest]:.2f}x that of {smallest:,}")
+        for what, points in (("run", peaks), ("report", report_peaks)):
+            if len(points) >= 2:
+                fit = f"least squares over {list(points)}"
+                print(f"{what}: peak RSS grows by {slope_kb(points):.2f} KB per problem ({fit})")
     finally:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)

@@ -18,7 +18,7 @@ When nothing reproduces the metric, the report prints it without an interval and
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -228,7 +228,12 @@ def _explicit(key: str, rows: Sequence[Mapping[str, Any]]) -> Parts | None:
 def _flag(rows: Sequence[Mapping[str, Any]], key: str) -> Parts | None:
     if not rows or any(not isinstance(r.get(key), bool) for r in rows):
         return None
-    return _arrays([(float(bool(r[key])), 1.0) for r in rows], f"per-problem {key!r}")
+    return _ones((float(bool(r[key])) for r in rows), len(rows), f"per-problem {key!r}")
+
+
+def _ones(nums: Iterable[float], n: int, rule: str) -> Parts:
+    """Parts of a plain mean: ``nums`` over a denominator of 1 each (filled without a list of pairs)."""
+    return Parts(np.fromiter(nums, dtype=np.float64, count=n), np.ones(n, dtype=np.float64), rule)
 
 
 def _group_candidates(
@@ -309,7 +314,7 @@ def metric_parts(
             yield _flag(rows, "passed")
         if "deliver" in text:
             yield _flag(rows, "delivered")
-            yield _arrays([(float(d), 1.0) for d in delivered], "plan delivered")
+            yield _ones((float(d) for d in delivered), len(delivered), "plan delivered")
         cols = list(columns) if columns is not None else constraint_columns(rows, exclude=metric_keys)
         yield from _group_candidates(text, rows, cols, groups, delivered)
 
@@ -320,12 +325,14 @@ def metric_parts(
 
 
 def passed_vector(rows: Sequence[Mapping[str, Any]], ids: Sequence[str]) -> FloatArray | None:
-    """0/1 ``passed`` for ``ids`` (None when a row is missing or has no bool ``passed``)."""
-    by_id = {str(r.get("problem_id")): r for r in rows}
+    """0/1 ``passed`` for ``ids`` (None when a row is missing or has no bool ``passed``; a problem with
+    several rows: its last). Only each row's ``passed`` is kept, not the row (rows may be read one at a
+    time from disk)."""
+    by_id = {str(r.get("problem_id")): r.get("passed") for r in rows}
     out = np.empty(len(ids), dtype=np.float64)
     for i, pid in enumerate(ids):
-        row = by_id.get(pid)
-        if row is None or not isinstance(row.get("passed"), bool):
+        passed = by_id.get(pid)
+        if not isinstance(passed, bool):
             return None
-        out[i] = 1.0 if row["passed"] else 0.0
+        out[i] = 1.0 if passed else 0.0
     return out
