@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import math
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,14 @@ def text_overlaps(fig: Any) -> list[tuple[str, str]]:
     labels and empty strings are not); texts inside one legend and tick labels of one axis are compared
     too. A box is shrunk by a hair so that texts that merely touch do not count.
     """
+    with _texts_drawn() as drawn:
+        fig.canvas.draw()
+    return _overlapping(fig, drawn)
+
+
+@contextmanager
+def _texts_drawn() -> Iterator[list[Any]]:
+    """The non-empty visible texts drawn while inside (in drawing order, repeats included)."""
     from matplotlib.text import Text
 
     drawn: list[Any] = []
@@ -83,9 +92,13 @@ def text_overlaps(fig: Any) -> list[tuple[str, str]]:
 
     Text.draw = spy  # type: ignore[method-assign]
     try:
-        fig.canvas.draw()
+        yield drawn
     finally:
         Text.draw = original  # type: ignore[method-assign]
+
+
+def _overlapping(fig: Any, drawn: list[Any]) -> list[tuple[str, str]]:
+    """Pairs of ``drawn`` texts whose boxes (at the figure's last drawing) intersect."""
     renderer = fig.canvas.get_renderer()
     boxes: list[tuple[str, Any]] = []
     for artist in dict.fromkeys(drawn):
@@ -101,9 +114,15 @@ def text_overlaps(fig: Any) -> list[tuple[str, str]]:
 
 
 def _save(fig: Any, path: Path, dpi: int) -> list[tuple[str, str]]:
-    overlaps = text_overlaps(fig)
-    fig.savefig(path, dpi=dpi)
-    return overlaps
+    """Save ``fig`` and check its texts for overlaps on that one drawing (not a second one first) when
+    it is saved at the figure's own dpi; otherwise drawn once more at the figure's dpi for the check."""
+    if dpi != fig.dpi:
+        overlaps = text_overlaps(fig)
+        fig.savefig(path, dpi=dpi)
+        return overlaps
+    with _texts_drawn() as drawn:
+        fig.savefig(path, dpi=dpi)
+    return _overlapping(fig, drawn)
 
 
 def plot_critic_firing(

@@ -115,6 +115,30 @@ def test_overlap_check_finds_overlapping_text() -> None:
     assert ("one text here", "another text") in hits
 
 
+def test_saving_checks_overlaps_on_the_drawing_it_saves(tmp_path: Path) -> None:
+    """A figure saved at its own dpi is drawn once (the check reads that drawing), and finds what a
+    separate drawing finds; the file is the one a plain save writes."""
+    plt = figs._pyplot()
+    found = []
+    for name in ("checked.png", "plain.png"):
+        fig, ax = plt.subplots(layout="constrained")
+        ax.text(0.5, 0.5, "one text here", transform=ax.transAxes)
+        ax.text(0.52, 0.5, "another text", transform=ax.transAxes)
+        ax.set_title("a title")
+        if name == "checked.png":
+            drawn = []
+            original = fig.canvas.draw
+            fig.canvas.draw = lambda: drawn.append(1) or original()  # type: ignore[method-assign]
+            found = figs._save(fig, tmp_path / name, int(fig.dpi))
+            assert not drawn, "the figure was drawn once more for the check"
+        else:
+            expected = text_overlaps(fig)
+            fig.savefig(tmp_path / name, dpi=int(fig.dpi))
+        plt.close(fig)
+    assert ("one text here", "another text") in found and found == expected
+    assert (tmp_path / "checked.png").read_bytes() == (tmp_path / "plain.png").read_bytes()
+
+
 def test_distinct_colours_never_repeat() -> None:
     for n in (1, 8, 10, 12, 20, 25):
         colours = [tuple(np.round(c, 6)) for c in distinct_colours(n)]
