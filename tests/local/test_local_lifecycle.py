@@ -1,8 +1,10 @@
 """No llama.cpp server outlives the run that started it: normal end, exception, Ctrl-C, SIGKILL, no aclose.
 
 Each test starts its own server (a second or two with SmolLM2) and checks by process id that it is gone.
-The fast lane keeps the normal end; the exception, the restart and the drills that start a second
-Python process (Ctrl-C, SIGKILL, no aclose) are marked slow (2.5-6 s each: every one starts a server).
+All are marked slow (2.5-6 s each: every one starts a server). The fast lane checks the normal end on
+the server test_local_server shares (started the same way, gone after ``async with``); the exception,
+the restart and the drills that start a second Python process (Ctrl-C, SIGKILL, no aclose) run in the
+full suite only.
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ def _script_server(tmp_path: Path, body: str) -> Iterator[tuple[subprocess.Popen
         kill_if_alive(pid)
 
 
+@pytest.mark.slow  # the fast lane checks this normal end on test_local_server's shared server (its fixture)
 async def test_normal_end_stops_the_server() -> None:
     # a server_url where nothing answers: the backend starts its own server instead
     backend = LocalBackend(SETTINGS, n_ctx=512, server_url=f"http://127.0.0.1:{free_port()}")

@@ -1,6 +1,9 @@
 """llm=local with the real SmolLM2 model: requests, structured output, token counts, context limits.
 
-One server is shared by the module (it starts in a second or two); replies are kept short.
+One server is shared by the module (it starts in a second or two); replies are kept short. It is
+started and stopped as a run does it, and its normal end is checked when the module is done: given a
+``server_url`` where nothing answers, the backend starts its own server, and after ``async with`` that
+server's process is gone (test_local_lifecycle's normal end, without a second server in the fast lane).
 """
 
 from __future__ import annotations
@@ -17,10 +20,10 @@ import pytest_asyncio
 from modulo.errors import ContextLengthError
 from modulo.llm.base import LLMRequest, LLMSettings
 from modulo.llm.client import build_client
-from modulo.llm.local import LocalBackend
+from modulo.llm.local import LocalBackend, free_port
 from modulo.types import Message
 
-from .local_support import kill_if_alive, needs_model, process_gone
+from .local_support import kill_if_alive, needs_model, process_gone, wait_gone
 
 pytestmark = [*needs_model, pytest.mark.asyncio(loop_scope="module")]
 
@@ -43,13 +46,18 @@ def _request(text: str, **kwargs: Any) -> LLMRequest:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def backend() -> AsyncIterator[LocalBackend]:
-    b = LocalBackend(LLMSettings(name="local", max_tokens=48), n_ctx=N_CTX)
+    # a server_url where nothing answers: the backend starts its own server instead
+    b = LocalBackend(
+        LLMSettings(name="local", max_tokens=48), n_ctx=N_CTX, server_url=f"http://127.0.0.1:{free_port()}"
+    )
+    pid = None
     try:
-        await b.start()
-        yield b
+        async with b:
+            pid = b.server_pid
+            assert pid is not None and not process_gone(pid)
+            yield b
+        assert wait_gone(pid, 5.0), f"the server (pid {pid}) outlived the backend's normal end"
     finally:
-        pid = b.server_pid
-        await b.aclose()
         kill_if_alive(pid)
 
 
