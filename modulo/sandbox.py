@@ -238,14 +238,44 @@ class _Worker:
             if left <= 0:
                 raise TimeoutError
             ready, _, _ = select.select([fd], [], [], left)
-            if not ready:
-                continue
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                raise _WorkerGone(f"the sandbox worker exited during the call ({self._exit()})")
-            self._buf += chunk
-            if len(self._buf) > MAX_FRAME:
-                raise _WorkerGone(f"the sandbox worker's reply is over {MAX_FRAME} bytes")
+            if ready:
+                self._read(fd)
+        return self._line()
+
+    async def receive_async(self, timeout_s: float) -> dict[str, Any]:
+        """:meth:`receive` on the event loop: it waits for the pipe without a thread (a thread would have
+        to win the GIL back from the busy loop for every reply line)."""
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while b"\n" not in self._buf:
+            left = deadline - loop.time()
+            if left <= 0:
+                raise TimeoutError
+            ready: asyncio.Future[bool] = loop.create_future()
+            loop.add_reader(fd, _settle, ready, True)
+            timer = loop.call_later(left, _settle, ready, False)
+            try:
+                readable = await ready
+            finally:
+                timer.cancel()
+                loop.remove_reader(fd)
+            if readable:
+                self._read(fd)
+        return self._line()
+
+    def _read(self, fd: int) -> None:
+        """What the worker sent (the pipe is readable)."""
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            raise _WorkerGone(f"the sandbox worker exited during the call ({self._exit()})")
+        self._buf += chunk
+        if len(self._buf) > MAX_FRAME:
+            raise _WorkerGone(f"the sandbox worker's reply is over {MAX_FRAME} bytes")
+
+    def _line(self) -> dict[str, Any]:
+        """The first reply line read, parsed."""
         line, self._buf = self._buf.split(b"\n", 1)
         try:
             reply = json.loads(line)
@@ -303,6 +333,11 @@ class _Pool:
         except BaseException:
             self.discard(None)
             raise
+
+    def take_idle(self) -> _Worker | None:
+        """An idle worker, or None (no waiting, no start)."""
+        with self._cond:
+            return self._idle.pop() if self._idle else None
 
     def release(self, worker: _Worker) -> None:
         with self._cond:
@@ -436,7 +471,8 @@ class HeavyExecutor(CriticExecutor):
     worker as one request (the plan as its canonical JSON text, the problem sent once per worker and
     named by a key afterwards), which answers one line per critic as each ends: a critic's deadline
     counts from the end of the one before it, and past it the worker is killed and the remaining
-    critics go to another. A crash (an exception, ``os._exit``, a signal) or a changed plan is a
+    critics go to another. The replies are read on the event loop (no thread has to win the GIL back
+    from a busy loop for each line), at most one batch in flight per worker. A crash (an exception, ``os._exit``, a signal) or a changed plan is a
     :class:`~modulo.errors.CriticError` of that critic, as in-process.
     """
 
@@ -453,6 +489,8 @@ class HeavyExecutor(CriticExecutor):
         self.inner = inner or ThreadExecutor()
         self._pool = _Pool(self.names, spec, self.limits)
         self._problems = PerProblem(_problem_message)
+        #: batches in flight, at most one per worker (so a batch never waits for a worker in a thread)
+        self._slots: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
 
     # one critic, or a batch (run_all): the heavy critics in a worker process, the others in ``inner``
     # (one batch), at the same time
@@ -462,7 +500,7 @@ class HeavyExecutor(CriticExecutor):
     async def run(self, critic: Critic, problem: Problem, frozen: FrozenPlan, timeout_s: float) -> Verdict:
         if critic.name not in self.names:
             return await self.inner.run(critic, problem, frozen, timeout_s)
-        [outcome] = await asyncio.to_thread(self._batch, [critic], problem, frozen, [timeout_s], _never)
+        [outcome] = await self.run_aside([critic], problem, frozen, [timeout_s], _never)
         if isinstance(outcome, CriticError):
             raise outcome
         return outcome
@@ -470,7 +508,11 @@ class HeavyExecutor(CriticExecutor):
     async def run_aside(
         self, critics: list[Critic], problem: Problem, frozen: FrozenPlan, timeouts: list[float], stop: StopRule
     ) -> list[Outcome]:
-        return await asyncio.to_thread(self._batch, critics, problem, frozen, timeouts, stop)
+        loop = asyncio.get_running_loop()
+        if self._slots is None or self._slots[0] is not loop:  # asyncio primitives belong to one loop
+            self._slots = (loop, asyncio.Semaphore(self.limits.workers))
+        async with self._slots[1]:
+            return await self._batch(critics, problem, frozen, timeouts, stop)
 
     async def run_rest(
         self, critics: list[Critic], problem: Problem, frozen: FrozenPlan, timeouts: list[float], stop: StopRule
@@ -488,15 +530,17 @@ class HeavyExecutor(CriticExecutor):
         except (_WorkerGone, TimeoutError, OSError) as exc:
             raise WorkerError(str(exc) or "the critic worker did not start in time") from exc
 
-    def _batch(
+    async def _batch(
         self, critics: list[Critic], problem: Problem, frozen: FrozenPlan, timeouts: list[float], stop: StopRule
     ) -> list[Outcome]:
-        """In a thread: ``critics`` in order in one worker (another after a kill), each outcome as it ends."""
+        """On the event loop: ``critics`` in order in one worker (another after a kill), each outcome as it
+        ends; a worker is started (or waited for) in a thread, its replies read on the loop."""
         out: list[Outcome] = []
         key, message = self._problems(problem)
         while critics:
             try:
-                worker = self._acquire()
+                idle = self._pool.take_idle()
+                worker = idle if idle is not None else await asyncio.to_thread(self._acquire)
             except WorkerError as exc:  # no worker would start: this critic's error; the next tries again
                 out.append(CriticError(critics[0].name, exc))
                 if stop(critics[0], out[-1]):
@@ -514,7 +558,7 @@ class HeavyExecutor(CriticExecutor):
             try:
                 worker.send(request)
                 for critic, timeout_s in zip(critics, timeouts, strict=True):
-                    outcome = self._outcome(critic, worker.receive(timeout_s))
+                    outcome = self._outcome(critic, await worker.receive_async(timeout_s))
                     out.append(outcome)
                     done += 1
                     if stop(critic, outcome):
@@ -531,6 +575,9 @@ class HeavyExecutor(CriticExecutor):
             except _WorkerGone as exc:
                 self._pool.discard(worker)
                 out.append(CriticError(critics[done].name, WorkerError(str(exc))))
+            except BaseException:  # cancelled (Ctrl-C) mid-batch: the worker is busy with it, so it goes
+                self._pool.discard(worker)
+                raise
             else:
                 self._pool.release(worker)
                 return out
@@ -557,6 +604,11 @@ class HeavyExecutor(CriticExecutor):
     def close(self) -> None:
         self._pool.close()
         self.inner.close()
+
+
+def _settle(future: asyncio.Future[bool], value: bool) -> None:
+    if not future.done():
+        future.set_result(value)
 
 
 class WorkerError(RuntimeError):
