@@ -68,6 +68,30 @@ class Plan(RootModel[list[Day]]):
     """A TravelPlanner plan: one object per day of the trip."""
 
 
+_DAY_KEYS = frozenset(DAY_FIELDS)
+_TEXT_FIELDS = DAY_FIELDS[1:]
+#: a day number this size or smaller is written and read back by every JSON step of the validation
+_SAFE_INT = 10**15
+
+
+def _plain_plan(value: Any) -> bool:
+    """Whether ``value`` is, at first sight, a plan that :class:`Plan` takes as it is: a list of dicts,
+    each with exactly the 8 official keys, an ``int`` day number of ordinary size and 7 ``str`` values.
+    Such a plan passes the schema and the model unchanged; anything else (False) is left to them."""
+    if type(value) is not list:
+        return False
+    for day in value:
+        if type(day) is not dict or day.keys() != _DAY_KEYS:
+            return False
+        number = day["days"]
+        if type(number) is not int or not -_SAFE_INT <= number <= _SAFE_INT:
+            return False
+        for field in _TEXT_FIELDS:
+            if type(day[field]) is not str:
+                return False
+    return True
+
+
 _METRICS = (
     MetricSpec("delivery_rate", "Delivery rate", description="plans delivered (non-empty) over all queries"),
     MetricSpec("commonsense_micro", "Commonsense micro", description="passed commonsense checks / 8N"),
@@ -216,6 +240,17 @@ class TravelPlanner(Benchmark):
         return self._critic_queries(problem)
 
     # -- plans -----------------------------------------------------------------------------------------
+    def plan_error(self, value: Any) -> str | None:
+        """:meth:`Benchmark.plan_error`, answered at once (None) for a plan of plain days that the schema
+        and the model take as they are (the usual case, on every iteration: no JSON encoding of the plan)."""
+        if self.plan_model is Plan and not self._validation_replaced() and _plain_plan(value):
+            return None
+        return super().plan_error(value)
+
+    def _validation_replaced(self) -> bool:
+        """A subclass or an instance changed how plans are validated: the fast answer does not apply."""
+        return type(self).validate_plan is not Benchmark.validate_plan or "validate_plan" in self.__dict__
+
     def check_format(self, problem: Problem, plan: PlanJSON) -> list[str]:
         issues: list[str] = []
         days = problem.constraints.get("days")
@@ -227,10 +262,10 @@ class TravelPlanner(Benchmark):
             if not isinstance(day, dict):
                 issues.append(f"day {i} is not an object")
                 continue
-            missing = [k for k in DAY_FIELDS if k not in day]
-            if missing:
+            if not day.keys() >= _DAY_KEYS:
+                missing = [k for k in DAY_FIELDS if k not in day]
                 issues.append(f"day {i} lacks {', '.join(missing)}")
-            bad = [k for k in DAY_FIELDS[1:] if k in day and not isinstance(day[k], str)]
+            bad = [k for k in _TEXT_FIELDS if k in day and not isinstance(day[k], str)]
             if bad:
                 issues.append(f"day {i}: {', '.join(bad)} must be text")
             if "days" in day and day["days"] != i:

@@ -13,14 +13,14 @@ as data (plus ``key``: the official constraint name, ``mode`` and ``source``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal
 
 from modulo.benchmark import Benchmark
 from modulo.critic import CriticFactory, critic
 from modulo.errors import ConfigError
 from modulo.types import PlanJSON, Problem, Verdict
 
-from .checks import PAPER_NAMES, CheckResult, describe_official
+from .checks import PAPER_NAMES, CheckFn, describe_official, run_check
 from .evaluate import MODES, check_module
 from .hints import hint_for
 
@@ -33,6 +33,9 @@ BENCHMARKS = ("travelplanner",)
 def _make(name: str, key: str, group: str, description: str, priority: int) -> CriticFactory:
     #: what every verdict's details start with, per mode: the official key, the mode and the checks' source
     meta = {m: {"key": key, "mode": m, "source": "oracle" if m == "official" else "reimplemented"} for m in MODES}
+    #: the check function of each mode (run through run_check, as check_module(mode).check does)
+    checks: dict[str, CheckFn] = {m: check_module(m).CHECKS[key] for m in MODES}
+    not_stated = f"the query states no {PAPER_NAMES[key].lower()} constraint"
 
     def check(
         problem: Problem,
@@ -46,17 +49,16 @@ def _make(name: str, key: str, group: str, description: str, priority: int) -> C
             raise ConfigError(f"critic {name!r}: mode must be one of {list(MODES)}, not {mode!r}")
         if not hasattr(benchmark, "store") or not hasattr(benchmark, "critic_query"):
             raise ConfigError(f"critic {name!r} checks TravelPlanner plans, not {benchmark.name!r} ones")
-        tp = cast("TravelPlanner", benchmark)
+        tp: TravelPlanner = benchmark  # type: ignore[assignment]
         # each verdict is labelled here (critic, group), so the core need not copy it to label it
         if plan is None:
             return Verdict(
                 critic=name, group=group, passed=False, feedback="There is no plan to check.", details=dict(meta[mode])
             )
         query = tp.critic_query(problem)  # parsed once per problem, read-only
-        result: CheckResult = check_module(mode).check(key, query, plan, tp.store)
+        result = run_check(checks[mode], query, plan, tp.store)
         if result.error is None and result.value is None:
-            feedback = f"the query states no {PAPER_NAMES[key].lower()} constraint"
-            return Verdict(critic=name, group=group, passed=True, applicable=False, feedback=feedback)
+            return Verdict(critic=name, group=group, passed=True, applicable=False, feedback=not_stated)
         details: dict[str, Any] = {**meta[mode], **result.details}
         if result.passed:
             return Verdict(critic=name, group=group, passed=True, details=details)

@@ -30,6 +30,7 @@ from .checks import (
     ceil_div,
     run_check,
 )
+from .reading import kept_days, results_of, unless_passed
 from .store import Accommodation, Store
 from .text import PLACEHOLDER_DAY, before_parenthesis, flight_number_official, from_to, name_city
 
@@ -233,105 +234,124 @@ def is_valid_transportation(query: Query, plan: Any, store: Store) -> CheckOutco
 
 
 def is_valid_information_in_current_city(query: Query, plan: Any, store: Store) -> CheckOutcome:
+    kept = kept_days(plan, store)
     for day, unit in _days(query, plan):
-        current = unit["current_city"]
-        cities: Any
-        if "from" in current:
-            a, b = from_to(current)
-            cities = [before_parenthesis(a), before_parenthesis(b)]
-        else:
-            cities = before_parenthesis(current)  # a string: the loops below go over its characters
-        day = day
-        if "transportation" in unit and unit["transportation"] and unit["transportation"] != "-":
-            for city in cities:
-                if city not in unit["transportation"]:
-                    return (
-                        False,
-                        f"The transportation in day {day} is invalid city choice.",
-                        _where(day, "transportation", unit["transportation"], city=city, current_city=current),
-                    )
-        for meal in ("breakfast", "lunch", "dinner"):
-            if meal in unit and unit[meal] and unit[meal] != "-":
-                if not any(city in unit[meal] for city in list(cities)):
-                    return (
-                        False,
-                        f"The {meal} in day {day} is invalid city choice.",
-                        _where(day, meal, unit[meal], current_city=current),
-                    )
-        if "attraction" in unit and unit["attraction"] and unit["attraction"] != "-":
-            for attraction in unit["attraction"].split(";")[:-1]:
-                if not any(city in attraction for city in list(cities)):
-                    return (
-                        False,
-                        f"The attraction in day {day} is invalid city choice.",
-                        _where(day, "attraction", attraction, current_city=current),
-                    )
-        if "accommodation" in unit and unit["accommodation"] and unit["accommodation"] != "-":
-            if cities[-1] not in unit["accommodation"]:
+        outcome = unless_passed(results_of(kept, day), "official city", _current_city_day, day, unit)
+        if outcome is not None:
+            return outcome
+    return True, None, {}
+
+
+def _current_city_day(day: int, unit: Any) -> CheckOutcome | None:
+    """Day ``day``'s part of :func:`is_valid_information_in_current_city` (reads only the day's entry; the
+    day's number only names it); None when it passes."""
+    current = unit["current_city"]
+    cities: Any
+    if "from" in current:
+        a, b = from_to(current)
+        cities = [before_parenthesis(a), before_parenthesis(b)]
+    else:
+        cities = before_parenthesis(current)  # a string: the loops below go over its characters
+    if "transportation" in unit and unit["transportation"] and unit["transportation"] != "-":
+        for city in cities:
+            if city not in unit["transportation"]:
                 return (
                     False,
-                    f"The accommodation in day {day} is invalid city choice.",
-                    _where(day, "accommodation", unit["accommodation"], current_city=current),
+                    f"The transportation in day {day} is invalid city choice.",
+                    _where(day, "transportation", unit["transportation"], city=city, current_city=current),
                 )
-    return True, None, {}
+    for meal in ("breakfast", "lunch", "dinner"):
+        if meal in unit and unit[meal] and unit[meal] != "-":
+            if not any(city in unit[meal] for city in list(cities)):
+                return (
+                    False,
+                    f"The {meal} in day {day} is invalid city choice.",
+                    _where(day, meal, unit[meal], current_city=current),
+                )
+    if "attraction" in unit and unit["attraction"] and unit["attraction"] != "-":
+        for attraction in unit["attraction"].split(";")[:-1]:
+            if not any(city in attraction for city in list(cities)):
+                return (
+                    False,
+                    f"The attraction in day {day} is invalid city choice.",
+                    _where(day, "attraction", attraction, current_city=current),
+                )
+    if "accommodation" in unit and unit["accommodation"] and unit["accommodation"] != "-":
+        if cities[-1] not in unit["accommodation"]:
+            return (
+                False,
+                f"The accommodation in day {day} is invalid city choice.",
+                _where(day, "accommodation", unit["accommodation"], current_city=current),
+            )
+    return None
 
 
 def is_valid_information_in_sandbox(query: Query, plan: Any, store: Store) -> CheckOutcome:
+    kept = kept_days(plan, store)
     for day, unit in _days(query, plan):
-        if unit["transportation"] and unit["transportation"] != "-":
-            value = unit["transportation"]
-            org, dest = _route(unit)
-            if "flight number" in value.lower():
-                try:
-                    org, dest = before_parenthesis(org), before_parenthesis(dest)
-                except TypeError:
-                    raise ValueError(f"The transportation {value} in day {day} can not be parsed.") from None
-                number = flight_number_official(value)
-                if not any(f.origin == org and f.dest == dest for f in store.flights_by_number(number)):
-                    return (
-                        False,
-                        f"The flight number in day {day} is invalid in the sandbox.",
-                        _where(day, "transportation", value, kind="flight", number=number, origin=org, dest=dest),
-                    )
-            elif "self-driving" in value.lower() or "taxi" in value.lower():
-                try:
-                    org, dest = before_parenthesis(org), before_parenthesis(dest)
-                except TypeError:
-                    org, dest = "-", "-"
-                mode = "self-driving" if "self-driving" in value.lower() else "taxi"
-                if road_cost(store, org, dest, mode) is None:
-                    return (
-                        False,
-                        f"The {mode} in day {day} is invalid in the sandbox.",
-                        _where(day, "transportation", value, kind=mode, origin=org, dest=dest),
-                    )
-        for meal in ("breakfast", "lunch", "dinner"):
-            if meal in unit and unit[meal] and unit[meal] != "-":
-                name, city = name_city(unit[meal])
-                if not store.match_restaurants(name, city):
-                    return (
-                        False,
-                        f"The {meal} in day {day} is invalid in the sandbox.",
-                        _where(day, meal, unit[meal], kind="restaurant", name=name, city=city),
-                    )
-        if "attraction" in unit and unit["attraction"] and unit["attraction"] != "-":
-            for attraction in unit["attraction"].split(";")[:-1]:
-                name, city = name_city(attraction)
-                if not store.match_attractions(name, city):
-                    return (
-                        False,
-                        f"The attraction {attraction} in day {day} is invalid in the sandbox.",
-                        _where(day, "attraction", attraction, kind="attraction", name=name, city=city),
-                    )
-        if "accommodation" in unit and unit["accommodation"] and unit["accommodation"] != "-":
-            name, city = name_city(unit["accommodation"])
-            if not store.match_accommodations(name, city):
+        outcome = unless_passed(results_of(kept, day), "official sandbox", _sandbox_day, store, day, unit)
+        if outcome is not None:
+            return outcome
+    return True, None, {}
+
+
+def _sandbox_day(store: Store, day: int, unit: Any) -> CheckOutcome | None:
+    """Day ``day``'s part of :func:`is_valid_information_in_sandbox` (reads the day's entry and the store;
+    the day's number only names it); None when it passes."""
+    if unit["transportation"] and unit["transportation"] != "-":
+        value = unit["transportation"]
+        org, dest = _route(unit)
+        if "flight number" in value.lower():
+            try:
+                org, dest = before_parenthesis(org), before_parenthesis(dest)
+            except TypeError:
+                raise ValueError(f"The transportation {value} in day {day} can not be parsed.") from None
+            number = flight_number_official(value)
+            if not any(f.origin == org and f.dest == dest for f in store.flights_by_number(number)):
                 return (
                     False,
-                    f"The accommodation in day {day} is invalid in the sandbox.",
-                    _where(day, "accommodation", unit["accommodation"], kind="accommodation", name=name, city=city),
+                    f"The flight number in day {day} is invalid in the sandbox.",
+                    _where(day, "transportation", value, kind="flight", number=number, origin=org, dest=dest),
                 )
-    return True, None, {}
+        elif "self-driving" in value.lower() or "taxi" in value.lower():
+            try:
+                org, dest = before_parenthesis(org), before_parenthesis(dest)
+            except TypeError:
+                org, dest = "-", "-"
+            mode = "self-driving" if "self-driving" in value.lower() else "taxi"
+            if road_cost(store, org, dest, mode) is None:
+                return (
+                    False,
+                    f"The {mode} in day {day} is invalid in the sandbox.",
+                    _where(day, "transportation", value, kind=mode, origin=org, dest=dest),
+                )
+    for meal in ("breakfast", "lunch", "dinner"):
+        if meal in unit and unit[meal] and unit[meal] != "-":
+            name, city = name_city(unit[meal])
+            if not store.match_restaurants(name, city):
+                return (
+                    False,
+                    f"The {meal} in day {day} is invalid in the sandbox.",
+                    _where(day, meal, unit[meal], kind="restaurant", name=name, city=city),
+                )
+    if "attraction" in unit and unit["attraction"] and unit["attraction"] != "-":
+        for attraction in unit["attraction"].split(";")[:-1]:
+            name, city = name_city(attraction)
+            if not store.match_attractions(name, city):
+                return (
+                    False,
+                    f"The attraction {attraction} in day {day} is invalid in the sandbox.",
+                    _where(day, "attraction", attraction, kind="attraction", name=name, city=city),
+                )
+    if "accommodation" in unit and unit["accommodation"] and unit["accommodation"] != "-":
+        name, city = name_city(unit["accommodation"])
+        if not store.match_accommodations(name, city):
+            return (
+                False,
+                f"The accommodation in day {day} is invalid in the sandbox.",
+                _where(day, "accommodation", unit["accommodation"], kind="accommodation", name=name, city=city),
+            )
+    return None
 
 
 def is_valid_days(query: Query, plan: Any) -> bool:
@@ -365,32 +385,19 @@ def is_not_absent(query: Query, plan: Any, store: Store) -> CheckOutcome:
             {"reason": "city_number", "expected": query["visiting_city_number"], "cities": sorted(map(str, cities))},
         )
     total = 0
+    kept = kept_days(plan, store)
+    last = query["days"]
     for day, unit in _days(query, plan):
-        for key, label in (
-            ("transportation", "Transportation"),
-            ("breakfast", "Breakfast"),
-            ("lunch", "Lunch"),
-            ("dinner", "Dinner"),
-            ("attraction", "Attraction"),
-            ("accommodation", "Accommodation"),
-        ):
-            if key not in unit:
-                return False, f"No {label} Info.", _where(day, key, None, reason="missing_key")
-        current = unit["current_city"]
-        if ("from " in current or "to " in current) and unit["transportation"] in ("", "-"):
-            return False, f"No transportation in day {day} is not allowed.", _where(day, "transportation", "-")
-        if ("from " not in current and " to " not in current) and unit["attraction"] in ("", "-"):
-            return False, f"No attaction in day {day} is not allowed.", _where(day, "attraction", "-")
-        if day != query["days"] and unit["accommodation"] in ("", "-"):
-            return False, f"No accommodation in day {day} is not allowed.", _where(day, "accommodation", "-")
-        if (
-            unit["breakfast"] in ("", "-") or unit["lunch"] in ("", "-") or unit["dinner"] in ("", "-")
-        ) and "from " not in current:
-            missing = [m for m in ("breakfast", "lunch", "dinner") if unit[m] in ("", "-")]
-            return False, f"No meal in day {day} is not allowed.", _where(day, missing[0], "-", missing=missing)
-        for key in unit:
-            if unit[key] and unit[key] != "-":
-                total += 1
+        results = results_of(kept, day)
+        key = ("official absent", day == last)
+        counted = results.get(key) if results is not None else None
+        if counted is None:
+            counted = _absent_day(day, unit, last)
+            if isinstance(counted, tuple):
+                return counted
+            if results is not None:
+                results[key] = counted
+        total += counted
     if total * 1.0 / needed < 0.5:
         return (
             False,
@@ -400,43 +407,94 @@ def is_not_absent(query: Query, plan: Any, store: Store) -> CheckOutcome:
     return True, None, {}
 
 
+def _absent_day(day: int, unit: Any, last: int) -> CheckOutcome | int:
+    """Day ``day``'s part of :func:`is_not_absent` (reads the day's entry and whether it is the ``last``;
+    its number only names it): the failure, else how many of its values are filled in."""
+    for key, label in (
+        ("transportation", "Transportation"),
+        ("breakfast", "Breakfast"),
+        ("lunch", "Lunch"),
+        ("dinner", "Dinner"),
+        ("attraction", "Attraction"),
+        ("accommodation", "Accommodation"),
+    ):
+        if key not in unit:
+            return False, f"No {label} Info.", _where(day, key, None, reason="missing_key")
+    current = unit["current_city"]
+    if ("from " in current or "to " in current) and unit["transportation"] in ("", "-"):
+        return False, f"No transportation in day {day} is not allowed.", _where(day, "transportation", "-")
+    if ("from " not in current and " to " not in current) and unit["attraction"] in ("", "-"):
+        return False, f"No attaction in day {day} is not allowed.", _where(day, "attraction", "-")
+    if day != last and unit["accommodation"] in ("", "-"):
+        return False, f"No accommodation in day {day} is not allowed.", _where(day, "accommodation", "-")
+    if (
+        unit["breakfast"] in ("", "-") or unit["lunch"] in ("", "-") or unit["dinner"] in ("", "-")
+    ) and "from " not in current:
+        missing = [m for m in ("breakfast", "lunch", "dinner") if unit[m] in ("", "-")]
+        return False, f"No meal in day {day} is not allowed.", _where(day, missing[0], "-", missing=missing)
+    filled = 0
+    for key in unit:
+        if unit[key] and unit[key] != "-":
+            filled += 1
+    return filled
+
+
 # -- hard ------------------------------------------------------------------------------------------------
 def _meal_cost_items(query: Query, plan: Any, store: Store) -> list[dict[str, Any]]:
-    """Every priced item the official ``get_total_cost`` adds, in order (raises where it raises)."""
+    """Every priced item the official ``get_total_cost`` adds, in order (raises where it raises; new dicts,
+    the caller's to keep)."""
+    return [dict(item) for items in _kept_cost_items(query, plan, store) for item in items]
+
+
+def _kept_cost_items(query: Query, plan: Any, store: Store) -> list[list[dict[str, Any]]]:
+    """The priced items of each examined day (raises where the official code raises), as kept in the
+    store's day memo: read them, never hand them out."""
     people = query["people_number"]
-    items: list[dict[str, Any]] = []
+    out: list[list[dict[str, Any]]] = []
+    kept = kept_days(plan, store)
     for day, unit in _days(query, plan):
-        if unit["transportation"] and unit["transportation"] != "-":
-            value = unit["transportation"]
-            org, dest = _route(unit)
-            if org is not None and dest is not None:
-                if "flight number" in value.lower():
-                    rows = store.flights_by_number(flight_number_official(value))
-                    if rows:
-                        items.append(_item(day, "transportation", value, rows[0].price * people, unit=rows[0].price))
-                elif "self-driving" in value.lower() or "taxi" in value.lower():
-                    if "self-driving" in value.lower():
-                        cost = road_cost(store, org, dest, "self-driving")
-                        items.append(_item(day, "transportation", value, cost * ceil_div(people, 5), unit=cost))  # type: ignore[operator]
-                    else:
-                        cost = road_cost(store, org, dest, "taxi")
-                        items.append(_item(day, "transportation", value, cost * ceil_div(people, 4), unit=cost))  # type: ignore[operator]
-        for meal in ("breakfast", "lunch", "dinner"):
-            if unit[meal] and unit[meal] != "-":
-                name, city = name_city(unit[meal])
-                found = store.match_restaurants(name, city)
-                if found:
-                    items.append(
-                        _item(day, meal, unit[meal], found[0].average_cost * people, unit=found[0].average_cost)
-                    )
-        if unit["accommodation"] and unit["accommodation"] != "-":
-            name, city = name_city(unit["accommodation"])
-            rooms = store.match_accommodations(name, city)
-            if rooms:
-                n = ceil_div(people, rooms[0].maximum_occupancy)
-                items.append(
-                    _item(day, "accommodation", unit["accommodation"], rooms[0].price * n, unit=rooms[0].price)
-                )
+        results = results_of(kept, day)
+        key = ("official cost", day, people)
+        items: list[dict[str, Any]] | None = results.get(key) if results is not None else None
+        if items is None:
+            items = _day_cost_items(store, people, day, unit)
+            if results is not None:
+                results[key] = items
+        out.append(items)
+    return out
+
+
+def _day_cost_items(store: Store, people: int, day: int, unit: Any) -> list[dict[str, Any]]:
+    """Day ``day``'s part of :func:`_meal_cost_items` (reads the day's entry, the number of people and the
+    store)."""
+    items: list[dict[str, Any]] = []
+    if unit["transportation"] and unit["transportation"] != "-":
+        value = unit["transportation"]
+        org, dest = _route(unit)
+        if org is not None and dest is not None:
+            if "flight number" in value.lower():
+                rows = store.flights_by_number(flight_number_official(value))
+                if rows:
+                    items.append(_item(day, "transportation", value, rows[0].price * people, unit=rows[0].price))
+            elif "self-driving" in value.lower() or "taxi" in value.lower():
+                if "self-driving" in value.lower():
+                    cost = road_cost(store, org, dest, "self-driving")
+                    items.append(_item(day, "transportation", value, cost * ceil_div(people, 5), unit=cost))  # type: ignore[operator]
+                else:
+                    cost = road_cost(store, org, dest, "taxi")
+                    items.append(_item(day, "transportation", value, cost * ceil_div(people, 4), unit=cost))  # type: ignore[operator]
+    for meal in ("breakfast", "lunch", "dinner"):
+        if unit[meal] and unit[meal] != "-":
+            name, city = name_city(unit[meal])
+            found = store.match_restaurants(name, city)
+            if found:
+                items.append(_item(day, meal, unit[meal], found[0].average_cost * people, unit=found[0].average_cost))
+    if unit["accommodation"] and unit["accommodation"] != "-":
+        name, city = name_city(unit["accommodation"])
+        rooms = store.match_accommodations(name, city)
+        if rooms:
+            n = ceil_div(people, rooms[0].maximum_occupancy)
+            items.append(_item(day, "accommodation", unit["accommodation"], rooms[0].price * n, unit=rooms[0].price))
     return items
 
 
@@ -542,6 +600,12 @@ def valid_cost(query: Query, plan: Any, store: Store) -> CheckOutcome:
     return bool(total <= query["budget"]), None, details
 
 
+def _valid_cost_passes(query: Query, plan: Any, store: Store) -> bool:
+    """``valid_cost(...)[0]``: the same sum of the same items, without copying them."""
+    total = float(sum([item["cost"] for items in _kept_cost_items(query, plan, store) for item in items]))
+    return bool(total <= query["budget"])
+
+
 COMMONSENSE_CHECKS: dict[str, CheckFn] = {
     "is_reasonable_visiting_city": is_reasonable_visiting_city,
     "is_valid_restaurants": is_valid_restaurants,
@@ -566,6 +630,16 @@ assert tuple(COMMONSENSE_CHECKS) == COMMONSENSE_KEYS and tuple(HARD_CHECKS) == H
 def check(key: str, query: Query, plan: Any, store: Store) -> CheckResult:
     """One official check, a crash turned into a failed result."""
     return run_check(CHECKS[key], query, plan, store)
+
+
+def passes(key: str, query: Query, plan: Any, store: Store) -> bool:
+    """``check(key, ...).passed``: the check neither fails nor crashes (its result is not built)."""
+    try:
+        if key == "valid_cost":
+            return _valid_cost_passes(query, plan, store)
+        return CHECKS[key](query, plan, store)[0] is not False
+    except Exception:
+        return False
 
 
 def commonsense(query: Query, plan: Any, store: Store) -> dict[str, CheckResult]:

@@ -13,14 +13,27 @@ reading and the other 12 reuse it. The last reading is kept per thread (never sh
 or worker processes) and is reused only for an equal plan of the same query object, so a reused
 reading is exactly the reading a fresh build would give; a plan changed in place between two calls is
 read again. (As for the executor's own check of a critic's copy, "equal" is ``==``: a change that keeps
-every value equal, such as 1 to 1.0, is not seen.) :func:`fresh_readings` turns the reuse off, for
-the test that the shared reading changes nothing.
+every value equal, such as 1 to 1.0, is not seen.)
+
+**Between plans**, per day. A problem's next plan mostly repeats the last one's days, so the work done
+on a day is kept with the day's content: the store's :class:`~critics.travelplanner.store.DayMemo` maps
+each :func:`day_key` (all of the day's fields: names and values, in order) to a :class:`KeptDay`, whose
+``results`` hold, per check, what the check found on that day, under a key naming the check and every
+other input the day's part of the check reads (the day's number, the day's date, the number of people,
+whether it is the trip's last day); the memo belongs to the store the work reads. A day is kept only
+when every value is a plain string, integer or None (so equal keys mean identical values: ``1``,
+``1.0`` and ``True`` are equal in Python and would share a key); any other day is worked out afresh
+every time. What is kept: the day's reading (:class:`DayReading`, with a private copy of the day), and
+per check either that the day passes it (a failing day or a crash is never kept, so its message and
+details are always worked out afresh) or the day's priced items (handed out as copies).
+:func:`fresh_readings` turns both reuses off, for the tests that they change nothing
+(tests/travelplanner/test_reading.py, test_day_memo.py).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -55,11 +68,25 @@ def _raise(problem: Problem) -> Any:
 class DayReading:
     """One examined day: its number, its fields read as text, and its ``current_city`` read strictly."""
 
-    __slots__ = ("_city", "_filled", "_texts", "day", "loose_city", "unit")
+    __slots__ = (
+        "_accommodations",
+        "_attractions",
+        "_city",
+        "_filled",
+        "_restaurants",
+        "_texts",
+        "day",
+        "loose_city",
+        "results",
+        "unit",
+    )
 
-    def __init__(self, day: int, unit: Mapping[str, Any]) -> None:
+    def __init__(self, day: int, unit: Mapping[str, Any], store: Store, kept: bool = False) -> None:
         self.day = day
         self.unit = unit
+        #: the checks' results on this day, kept with the reading (``kept``: the reading is kept between
+        #: plans, see :class:`KeptDay`), else None
+        self.results: dict[Hashable, Any] | None = {} if kept else None
         texts: dict[str, str | Problem | None] = {}
         filled: dict[str, str | Problem | None] = {}
         for field in TEXT_FIELDS:
@@ -93,6 +120,21 @@ class DayReading:
         else:
             city = self.loose_city
         self._city = city
+        # the listings each entry of the day names exactly, looked up once
+        self._restaurants: dict[str, tuple[Restaurant, ...]] = {}
+        self._attractions: dict[str, tuple[Attraction, ...]] = {}
+        self._accommodations: dict[str, tuple[Accommodation, ...]] = {}
+        for field in MEALS:
+            value = filled[field]
+            if type(value) is str:
+                self._restaurants[value] = _exact(store.exact_restaurants, value)
+        value = filled["attraction"]
+        if type(value) is str:
+            for piece in split_attractions(value):
+                self._attractions[piece] = _exact(store.exact_attractions, piece)
+        value = filled["accommodation"]
+        if type(value) is str:
+            self._accommodations[value] = _exact(store.exact_accommodations, value)
 
     def text(self, field: str) -> str | None:
         """The field's text, None when missing; Malformed when it is not text."""
@@ -151,6 +193,8 @@ class PlanReading:
         self._n = query["days"]
         self._error: Problem | None = None
         out: list[DayReading] = []
+        self._snapshot, _ = _read_days(plan)
+        kept = kept_days(plan, store)
         if not isinstance(plan, list):
             self._error = (f"The plan must be a list of day objects, not {type(plan).__name__}.", {"field": "plan"})
         else:
@@ -161,25 +205,16 @@ class PlanReading:
                         {"day": i + 1},
                     )
                     break
-                out.append(DayReading(i + 1, unit))
+                out.append(_day_reading(i + 1, unit, store, kept[i] if kept is not None else None))
         self._days = tuple(out)
-        self._snapshot = _snapshot(plan)
-        # the listings every entry of the examined days names exactly, looked up once
+        # the listings every entry of the examined days names exactly
         self._restaurants: dict[str, tuple[Restaurant, ...]] = {}
         self._attractions: dict[str, tuple[Attraction, ...]] = {}
         self._accommodations: dict[str, tuple[Accommodation, ...]] = {}
         for d in out:
-            for field in MEALS:
-                value = d._filled[field]
-                if type(value) is str:
-                    self._restaurants[value] = _exact(store.exact_restaurants, value)
-            value = d._filled["attraction"]
-            if type(value) is str:
-                for piece in split_attractions(value):
-                    self._attractions[piece] = _exact(store.exact_attractions, piece)
-            value = d._filled["accommodation"]
-            if type(value) is str:
-                self._accommodations[value] = _exact(store.exact_accommodations, value)
+            self._restaurants.update(d._restaurants)
+            self._attractions.update(d._attractions)
+            self._accommodations.update(d._accommodations)
 
     def restaurants(self, value: str) -> tuple[Restaurant, ...]:
         """The restaurants the entry ``value`` names exactly (empty when none or when it is not
@@ -217,6 +252,139 @@ class PlanReading:
         )
 
 
+#: a day's content as a memo key: its (field, value) pairs in order
+DayKey = tuple[tuple[Any, Any], ...]
+
+
+#: the types of the values a kept day may hold (each equal only to itself: 1, 1.0 and True are equal)
+_PLAIN_TYPES = frozenset({str, int, type(None)})
+#: the types of the values a snapshot may hold (immutable)
+_SCALAR_TYPES = frozenset({str, int, float, bool, type(None)})
+
+
+def day_key(unit: Any) -> DayKey | None:
+    """The day's content as a key of :class:`~critics.travelplanner.store.DayMemo`: its (field, value)
+    pairs, when it is a dict whose values are all strings, integers (not booleans) or None, so that
+    equal keys mean identical days; else None (the day is not kept)."""
+    if type(unit) is dict and {*map(type, unit.values())} <= _PLAIN_TYPES:
+        return tuple(unit.items())
+    return None
+
+
+class KeptDay:
+    """A day's content as kept between plans (in the store's memo, under its :func:`day_key`): the checks'
+    results on it, each under a key naming the check and every other input it reads (the day's number,
+    a date, the number of people, ...). Only passes and crash-free results are kept."""
+
+    __slots__ = ("results",)
+
+    def __init__(self) -> None:
+        self.results: dict[Hashable, Any] = {}
+
+
+Kept = tuple[KeptDay | None, ...]
+#: this thread's last plan as read: (plan, snapshot, day keys, store, its kept days)
+_Seen = tuple[Any, list[dict[str, Any]] | None, tuple[DayKey | None, ...], Store | None, Kept | None]
+
+
+def _read_days(plan: Any) -> tuple[list[dict[str, Any]] | None, tuple[DayKey | None, ...] | None]:
+    """(:func:`_snapshot` of ``plan``, :func:`day_key` of each of its days), in one pass; kept for this
+    thread's last plan: reused for the same plan object while its days are equal to the snapshot."""
+    seen = _seen(plan)
+    return (seen[1], seen[2]) if seen is not None else (None, None)
+
+
+def _seen(plan: Any) -> _Seen | None:
+    if type(plan) is not list:
+        return None
+    seen: _Seen | None = getattr(_last, "days", None)
+    if seen is not None and seen[0] is plan and seen[1] is not None and plan == seen[1]:
+        return seen
+    snapshot: list[dict[str, Any]] | None = []
+    keys: list[DayKey | None] = []
+    for unit in plan:
+        if type(unit) is not dict:
+            snapshot = None
+            keys.append(None)
+            continue
+        kinds = {*map(type, unit.values())}
+        keys.append(tuple(unit.items()) if kinds <= _PLAIN_TYPES else None)
+        if snapshot is not None:
+            if kinds <= _SCALAR_TYPES:
+                snapshot.append(dict(unit))
+            else:
+                snapshot = None
+    new: _Seen = (plan, snapshot, tuple(keys), None, None)
+    _last.days = new
+    return new
+
+
+def kept_days(plan: Any, store: Store) -> Kept | None:
+    """The :class:`KeptDay` of each day of ``plan`` in ``store``'s memo (None for a day that is not kept),
+    found or added once per plan in this thread; None when ``plan`` is not a list or where reuse is off
+    (:func:`fresh_readings`)."""
+    if getattr(_last, "fresh", False):
+        return None
+    seen = _seen(plan)
+    if seen is None:
+        return None
+    if seen[3] is store and seen[4] is not None:
+        return seen[4]
+    memo = store.day_memo
+    kept: list[KeptDay | None] = []
+    for key in seen[2]:
+        day: KeptDay | None = None
+        if key is not None:
+            day = memo.get(key)
+            if day is None:
+                day = KeptDay()
+                memo.put(key, day)
+        kept.append(day)
+    out = tuple(kept)
+    _last.days = (seen[0], seen[1], seen[2], store, out)
+    return out
+
+
+def results_of(kept: Kept | None, day: int) -> dict[Hashable, Any] | None:
+    """The kept results of day number ``day`` (from 1), None when the day is not kept."""
+    found = kept[day - 1] if kept is not None else None
+    return found.results if found is not None else None
+
+
+#: what a day's results hold for a check the day passes
+PASSED = "passed"
+R = TypeVar("R")
+
+
+def unless_passed(
+    results: dict[Hashable, Any] | None, key: Hashable, check: Callable[..., R | None], *args: Any
+) -> R | None:
+    """``check(*args)``: a day's part of a check, None when the day passes it. Skipped (None) when the
+    day's kept ``results`` (None: not kept) hold that it passed under ``key``; a pass is kept, a failure
+    or a crash never."""
+    if results is None:
+        return check(*args)
+    if results.get(key) is PASSED:
+        return None
+    out = check(*args)
+    if out is None:
+        results[key] = PASSED
+    return out
+
+
+def _day_reading(day: int, unit: Mapping[str, Any], store: Store, kept: KeptDay | None) -> DayReading:
+    """The reading of one day: kept with the day's content (``kept``; with a copy of the day of its own),
+    else new."""
+    if kept is None:
+        return DayReading(day, unit, store)
+    key = ("reading", day)
+    found: DayReading | None = kept.results.get(key)
+    if found is None:
+        found = DayReading(day, dict(unit), store, kept=True)
+        kept.results[key] = found
+    return found
+
+
 def _exact(lookup: Callable[[str, str], tuple[T, ...]], value: str) -> tuple[T, ...]:
     parsed = strict_name_city(value)
     return lookup(*parsed) if parsed is not None else ()
@@ -225,17 +393,7 @@ def _exact(lookup: Callable[[str, str], tuple[T, ...]], value: str) -> tuple[T, 
 def _snapshot(plan: Any) -> list[dict[str, Any]] | None:
     """What the plan held when it was read (its days copied; their values are immutable), or None when
     a change could not be seen this way (a value that is itself a container): such a plan is never reused."""
-    if not isinstance(plan, list):
-        return None
-    out = []
-    for unit in plan:
-        if type(unit) is not dict:
-            return None
-        for value in unit.values():
-            if value is not None and type(value) not in (str, int, float, bool):
-                return None
-        out.append(dict(unit))
-    return out
+    return _read_days(plan)[0]
 
 
 _last = threading.local()
@@ -254,7 +412,8 @@ def reading(query: Query, plan: Any, store: Store) -> PlanReading:
 
 @contextmanager
 def fresh_readings() -> Iterator[None]:
-    """In this thread, every check reads the plan afresh (no reuse): the per-critic reading of before."""
+    """In this thread, every check reads the plan afresh (no reuse): the per-critic reading of before,
+    and no per-day result kept between plans is read or kept."""
     before = getattr(_last, "fresh", False)
     _last.fresh = True
     try:

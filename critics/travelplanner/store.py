@@ -16,12 +16,13 @@ Row order is the CSV order after ``dropna``, so "the first matching row" means w
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import sqlite3
 import tempfile
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol, TypeVar
@@ -396,6 +397,24 @@ def _stored_fingerprint(path: Path) -> str | None:
 
 
 # -- reading ----------------------------------------------------------------------------------------
+class DayMemo(dict[Hashable, Any]):
+    """The checks' work on days, kept between plans (see :mod:`critics.travelplanner.reading`): a day's
+    content -> its :class:`~critics.travelplanner.reading.KeptDay`; the store it reads is the one that
+    holds this memo. Read it as a dict; add with :meth:`put`, which keeps it bounded (past ``size`` days
+    the older half is dropped; about 6 KB a day, so 12 MB at most). Safe to share between threads (each
+    step is one dict operation)."""
+
+    def __init__(self, size: int = 2048) -> None:
+        super().__init__()
+        self.size = size
+
+    def put(self, key: Hashable, value: Any) -> None:
+        if len(self) >= self.size:
+            for old in list(itertools.islice(self, self.size // 2)):
+                self.pop(old, None)
+        self[key] = value
+
+
 class Store:
     """Read-only keyed access to the database, memoised in process. Safe to share between threads."""
 
@@ -404,6 +423,8 @@ class Store:
         self._db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
         self._lock = threading.Lock()
         self._memo: dict[tuple[Any, ...], Any] = {}
+        #: the checks' per-day results (bounded; never the store's own data)
+        self.day_memo = DayMemo()
         meta = dict(self._query("SELECT key, value FROM meta", ()))
         self.fingerprint = str(meta.get("fingerprint", ""))
         self.counts: dict[str, int] = json.loads(meta.get("counts", "{}"))

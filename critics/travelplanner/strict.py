@@ -49,7 +49,7 @@ from .checks import (
     query_dates,
     run_check,
 )
-from .reading import DayReading, Malformed, PlanReading, reading
+from .reading import DayReading, Malformed, PlanReading, reading, unless_passed
 from .store import Accommodation, Store
 from .text import (
     PLACEHOLDER_DAY,
@@ -300,59 +300,67 @@ def non_conflicting_transportation(query: Query, plan: Any, store: Store) -> Che
 def within_current_city(query: Query, plan: Any, store: Store) -> CheckOutcome:
     r = reading(query, plan, store)
     for d in r.days:
-        day = d.day
-        cd = d.city()
-        allowed = cd.cities
-        where = f"from {cd.origin} to {cd.city}" if cd.travel else cd.city
-        transport = d.filled("transportation")
-        if cd.travel and transport is not None:
-            route = strict_route(transport)
-            if route is not None and route != (cd.origin, cd.city):
+        outcome = unless_passed(d.results, "city", _within_current_city_day, d)
+        if outcome is not None:
+            return outcome
+    return True, None, {}
+
+
+def _within_current_city_day(d: DayReading) -> CheckOutcome | None:
+    """Day ``d``'s part of :func:`within_current_city` (reads only the day); None when it passes."""
+    day = d.day
+    cd = d.city()
+    allowed = cd.cities
+    where = f"from {cd.origin} to {cd.city}" if cd.travel else cd.city
+    transport = d.filled("transportation")
+    if cd.travel and transport is not None:
+        route = strict_route(transport)
+        if route is not None and route != (cd.origin, cd.city):
+            return _fail(
+                f"Day {day} transportation goes from {route[0]} to {route[1]}, but the day travels {where}.",
+                day=day,
+                field="transportation",
+                value=transport,
+                current_city=where,
+            )
+        if route is None and not all(c in transport for c in allowed):
+            return _fail(
+                f"Day {day} transportation {transport!r} does not name the day's route {where}.",
+                day=day,
+                field="transportation",
+                value=transport,
+                current_city=where,
+            )
+    for field in (*MEALS, "attraction"):
+        value = d.filled(field)
+        if value is None:
+            continue
+        pieces = split_attractions(value) if field == "attraction" else (value,)
+        for piece in pieces:
+            _, city = d.entry(piece, field)
+            if city not in allowed:
                 return _fail(
-                    f"Day {day} transportation goes from {route[0]} to {route[1]}, but the day travels {where}.",
+                    f"Day {day} {field} {piece!r} is in {city}, but on day {day} the traveller is "
+                    + (f"travelling {where}." if cd.travel else f"in {where}."),
                     day=day,
-                    field="transportation",
-                    value=transport,
-                    current_city=where,
-                )
-            if route is None and not all(c in transport for c in allowed):
-                return _fail(
-                    f"Day {day} transportation {transport!r} does not name the day's route {where}.",
-                    day=day,
-                    field="transportation",
-                    value=transport,
-                    current_city=where,
-                )
-        for field in (*MEALS, "attraction"):
-            value = d.filled(field)
-            if value is None:
-                continue
-            pieces = split_attractions(value) if field == "attraction" else (value,)
-            for piece in pieces:
-                _, city = d.entry(piece, field)
-                if city not in allowed:
-                    return _fail(
-                        f"Day {day} {field} {piece!r} is in {city}, but on day {day} the traveller is "
-                        + (f"travelling {where}." if cd.travel else f"in {where}."),
-                        day=day,
-                        field=field,
-                        value=piece,
-                        city=city,
-                        current_city=where,
-                    )
-        stay = d.filled("accommodation")
-        if stay is not None:
-            _, city = d.entry(stay, "accommodation")
-            if city != cd.city:
-                return _fail(
-                    f"Day {day} accommodation {stay!r} is in {city}, but the night of day {day} is spent in {cd.city}.",
-                    day=day,
-                    field="accommodation",
-                    value=stay,
+                    field=field,
+                    value=piece,
                     city=city,
                     current_city=where,
                 )
-    return True, None, {}
+    stay = d.filled("accommodation")
+    if stay is not None:
+        _, city = d.entry(stay, "accommodation")
+        if city != cd.city:
+            return _fail(
+                f"Day {day} accommodation {stay!r} is in {city}, but the night of day {day} is spent in {cd.city}.",
+                day=day,
+                field="accommodation",
+                value=stay,
+                city=city,
+                current_city=where,
+            )
+    return None
 
 
 def _leg_route(cd: CityDay | None, text: str) -> tuple[str, str] | None:
@@ -369,35 +377,44 @@ def within_sandbox(query: Query, plan: Any, store: Store) -> CheckOutcome:
     dates = query_dates(query)
     r = reading(query, plan, store)
     for d in r.days:
-        day = d.day
-        transport = d.filled("transportation")
-        if transport is not None:
-            outcome = _transport_in_sandbox(store, d, transport, dates[day - 1] if day <= len(dates) else None)
-            if outcome is not None:
-                return outcome
-        for field in MEALS:
-            value = d.filled(field)
-            if value is None:
-                continue
-            name, city = d.entry(value, field)
-            if not r.restaurants(value):
-                return _not_found("restaurant", store.match_restaurants(name, city), day, field, value, name, city)
-        attractions = d.filled("attraction")
-        if attractions is not None:
-            for piece in split_attractions(attractions):
-                name, city = d.entry(piece, "attraction")
-                if not r.attractions(piece):
-                    return _not_found(
-                        "attraction", store.match_attractions(name, city), day, "attraction", piece, name, city
-                    )
-        stay = d.filled("accommodation")
-        if stay is not None:
-            name, city = d.entry(stay, "accommodation")
-            if not r.accommodations(stay):
-                return _not_found(
-                    "accommodation", store.match_accommodations(name, city), day, "accommodation", stay, name, city
-                )
+        date = dates[d.day - 1] if d.day <= len(dates) else None
+        outcome = unless_passed(d.results, ("sandbox", date), _within_sandbox_day, r, d, date)
+        if outcome is not None:
+            return outcome
     return True, None, {}
+
+
+def _within_sandbox_day(r: PlanReading, d: DayReading, date: str | None) -> CheckOutcome | None:
+    """Day ``d``'s part of :func:`within_sandbox` (reads the day, its date and the store); None when it passes."""
+    day, store = d.day, r.store
+    transport = d.filled("transportation")
+    if transport is not None:
+        outcome = _transport_in_sandbox(store, d, transport, date)
+        if outcome is not None:
+            return outcome
+    for field in MEALS:
+        value = d.filled(field)
+        if value is None:
+            continue
+        name, city = d.entry(value, field)
+        if not r.restaurants(value):
+            return _not_found("restaurant", store.match_restaurants(name, city), day, field, value, name, city)
+    attractions = d.filled("attraction")
+    if attractions is not None:
+        for piece in split_attractions(attractions):
+            name, city = d.entry(piece, "attraction")
+            if not r.attractions(piece):
+                return _not_found(
+                    "attraction", store.match_attractions(name, city), day, "attraction", piece, name, city
+                )
+    stay = d.filled("accommodation")
+    if stay is not None:
+        name, city = d.entry(stay, "accommodation")
+        if not r.accommodations(stay):
+            return _not_found(
+                "accommodation", store.match_accommodations(name, city), day, "accommodation", stay, name, city
+            )
+    return None
 
 
 def _not_found(
@@ -546,38 +563,47 @@ def complete_information(query: Query, plan: Any, store: Store) -> CheckOutcome:
             cities=sorted(cities),
         )
     for d in days:
-        day, unit = d.day, d.unit
-        cd = d.city()
-        if cd.travel and d.filled("transportation") is None:
-            return _fail(
-                f"Day {day} travels from {cd.origin} to {cd.city} but gives no transportation.",
-                day=day,
-                field="transportation",
-                value=unit.get("transportation"),
-            )
-        if not cd.travel:
-            attraction = d.text("attraction")
-            if is_blank(attraction) or not split_attractions(attraction or ""):
-                return _fail(
-                    f"Day {day} is spent in {cd.city} but lists no attraction.",
-                    day=day,
-                    field="attraction",
-                    value=attraction,
-                )
-            for meal in MEALS:
-                if d.filled(meal) is None:
-                    return _fail(
-                        f"Day {day} is spent in {cd.city} but has no {meal}.", day=day, field=meal, value=unit.get(meal)
-                    )
-        if day != n and d.filled("accommodation") is None:
-            return _fail(
-                f"Day {day} has no accommodation for the night (in {cd.city}).",
-                day=day,
-                field="accommodation",
-                value=unit.get("accommodation"),
-                city=cd.city,
-            )
+        outcome = unless_passed(d.results, ("complete", d.day == n), _filled_in_day, d, n)
+        if outcome is not None:
+            return outcome
     return True, None, {}
+
+
+def _filled_in_day(d: DayReading, n: int) -> CheckOutcome | None:
+    """Day ``d``'s part of the last loop of :func:`complete_information` (reads the day and whether it is
+    the last of the ``n``); None when it passes."""
+    day, unit = d.day, d.unit
+    cd = d.city()
+    if cd.travel and d.filled("transportation") is None:
+        return _fail(
+            f"Day {day} travels from {cd.origin} to {cd.city} but gives no transportation.",
+            day=day,
+            field="transportation",
+            value=unit.get("transportation"),
+        )
+    if not cd.travel:
+        attraction = d.text("attraction")
+        if is_blank(attraction) or not split_attractions(attraction or ""):
+            return _fail(
+                f"Day {day} is spent in {cd.city} but lists no attraction.",
+                day=day,
+                field="attraction",
+                value=attraction,
+            )
+        for meal in MEALS:
+            if d.filled(meal) is None:
+                return _fail(
+                    f"Day {day} is spent in {cd.city} but has no {meal}.", day=day, field=meal, value=unit.get(meal)
+                )
+    if day != n and d.filled("accommodation") is None:
+        return _fail(
+            f"Day {day} has no accommodation for the night (in {cd.city}).",
+            day=day,
+            field="accommodation",
+            value=unit.get("accommodation"),
+            city=cd.city,
+        )
+    return None
 
 
 # -- hard ----------------------------------------------------------------------------------------------------
@@ -720,86 +746,103 @@ def transportation(query: Query, plan: Any, store: Store) -> CheckOutcome:
     return True, None, {}
 
 
-def cost_items(query: Query, plan: Any, store: Store) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(priced items, items that cannot be priced) of the trip's days, read strictly."""
+Items = list[dict[str, Any]]
+
+
+def cost_items(query: Query, plan: Any, store: Store) -> tuple[Items, Items]:
+    """(priced items, items that cannot be priced) of the trip's days, read strictly (new lists of new
+    dicts: the caller's to keep)."""
     people = query["people_number"]
     dates = query_dates(query)
-    priced: list[dict[str, Any]] = []
-    unpriced: list[dict[str, Any]] = []
+    priced: Items = []
+    unpriced: Items = []
+    r = reading(query, plan, store)
+    for d in r.days:
+        date = dates[d.day - 1] if d.day <= len(dates) else None
+        key = ("cost", people, date)
+        kept: tuple[Items, Items] | None = d.results.get(key) if d.results is not None else None
+        if kept is None:
+            kept = _day_cost_items(r, d, people, date)
+            if d.results is not None:
+                d.results[key] = kept
+        priced.extend(dict(item) for item in kept[0])  # copies: the kept ones are never handed out
+        unpriced.extend(dict(item) for item in kept[1])
+    return priced, unpriced
 
-    def add(day: int, field: str, value: str, cost: float | None, why: str = "", **extra: Any) -> None:
+
+def _day_cost_items(r: PlanReading, d: DayReading, people: int, date: str | None) -> tuple[Items, Items]:
+    """Day ``d``'s part of :func:`cost_items` (reads the day, the number of people, the day's date and the
+    store)."""
+    store = r.store
+    day = d.day
+    priced: Items = []
+    unpriced: Items = []
+
+    def add(field: str, value: str, cost: float | None, why: str = "", **extra: Any) -> None:
         if cost is None:
             unpriced.append({"day": day, "field": field, "value": value, **extra, "reason": why})
         else:
             priced.append({"day": day, "field": field, "value": value, **extra, "cost": cost})
 
-    r = reading(query, plan, store)
-    for d in r.days:
-        day = d.day
-        text = d.filled("transportation")
-        cd = d.loose_city
-        if text is not None:
-            modes = strict_modes(text)
-            route = _leg_route(cd, text)
-            if "flight" in modes:
-                number = strict_flight_number(text)
-                rows = (
-                    [f for f in store.flights_by_number(number) if route is None or (f.origin, f.dest) == route]
-                    if number
-                    else []
-                )
-                date = dates[day - 1] if day <= len(dates) else None
-                rows.sort(key=lambda f: f.date != date)
-                add(
-                    day,
-                    "transportation",
-                    text,
-                    rows[0].price * people if rows else None,
-                    "flight not found",
-                    unit_cost=rows[0].price if rows else None,
-                )
-            elif "self-driving" in modes or "taxi" in modes:
-                mode = "self-driving" if "self-driving" in modes else "taxi"
-                road = store.road(*route) if route else None
-                unit_cost = road.cost(mode) if road else None
-                per = ceil_div(people, 5 if mode == "self-driving" else 4)
-                add(
-                    day,
-                    "transportation",
-                    text,
-                    unit_cost * per if unit_cost is not None else None,
-                    f"no {mode} route",
-                    unit_cost=unit_cost,
-                    vehicles=per,
-                )
-            elif cd is not None and cd.travel:
-                add(day, "transportation", text, None, "unknown mode of transport")
-        for meal in MEALS:
-            value = d.filled(meal)
-            if value is None:
-                continue
-            rows_r = r.restaurants(value)
-            add(
-                day,
-                meal,
-                value,
-                rows_r[0].average_cost * people if rows_r else None,
-                "restaurant not found",
-                unit_cost=rows_r[0].average_cost if rows_r else None,
+    text = d.filled("transportation")
+    cd = d.loose_city
+    if text is not None:
+        modes = strict_modes(text)
+        route = _leg_route(cd, text)
+        if "flight" in modes:
+            number = strict_flight_number(text)
+            rows = (
+                [f for f in store.flights_by_number(number) if route is None or (f.origin, f.dest) == route]
+                if number
+                else []
             )
-        stay = d.filled("accommodation")
-        if stay is not None:
-            rows_a = r.accommodations(stay)
-            rooms = ceil_div(people, rows_a[0].maximum_occupancy) if rows_a else 0
+            rows.sort(key=lambda f: f.date != date)
             add(
-                day,
-                "accommodation",
-                stay,
-                rows_a[0].price * rooms if rows_a else None,
-                "listing not found",
-                unit_cost=rows_a[0].price if rows_a else None,
-                rooms=rooms,
+                "transportation",
+                text,
+                rows[0].price * people if rows else None,
+                "flight not found",
+                unit_cost=rows[0].price if rows else None,
             )
+        elif "self-driving" in modes or "taxi" in modes:
+            mode = "self-driving" if "self-driving" in modes else "taxi"
+            road = store.road(*route) if route else None
+            unit_cost = road.cost(mode) if road else None
+            per = ceil_div(people, 5 if mode == "self-driving" else 4)
+            add(
+                "transportation",
+                text,
+                unit_cost * per if unit_cost is not None else None,
+                f"no {mode} route",
+                unit_cost=unit_cost,
+                vehicles=per,
+            )
+        elif cd is not None and cd.travel:
+            add("transportation", text, None, "unknown mode of transport")
+    for meal in MEALS:
+        value = d.filled(meal)
+        if value is None:
+            continue
+        rows_r = r.restaurants(value)
+        add(
+            meal,
+            value,
+            rows_r[0].average_cost * people if rows_r else None,
+            "restaurant not found",
+            unit_cost=rows_r[0].average_cost if rows_r else None,
+        )
+    stay = d.filled("accommodation")
+    if stay is not None:
+        rows_a = r.accommodations(stay)
+        rooms = ceil_div(people, rows_a[0].maximum_occupancy) if rows_a else 0
+        add(
+            "accommodation",
+            stay,
+            rows_a[0].price * rooms if rows_a else None,
+            "listing not found",
+            unit_cost=rows_a[0].price if rows_a else None,
+            rooms=rooms,
+        )
     return priced, unpriced
 
 
@@ -840,8 +883,8 @@ def _guarded(key: str, sound: CheckFn) -> CheckFn:
             return False, str(exc), {**exc.details, "reason": "malformed"}
         if value is False:
             return value, message, details
-        ref = official.check(key, query, plan, store)
-        if not ref.passed:
+        if not official.passes(key, query, plan, store):
+            ref = official.check(key, query, plan, store)
             return (
                 False,
                 f"The official evaluator rejects this plan: {describe_official(key, ref)}",
