@@ -17,6 +17,7 @@ Only days ``0 .. min(days, len(plan)) - 1`` are examined, as officially.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -443,7 +444,7 @@ def _absent_day(day: int, unit: Any, last: int) -> CheckOutcome | int:
 def _meal_cost_items(query: Query, plan: Any, store: Store) -> list[dict[str, Any]]:
     """Every priced item the official ``get_total_cost`` adds, in order (raises where it raises; new dicts,
     the caller's to keep)."""
-    return [dict(item) for items in _kept_cost_items(query, plan, store) for item in items]
+    return list(map(dict, itertools.chain.from_iterable(_kept_cost_items(query, plan, store))))
 
 
 def _kept_cost_items(query: Query, plan: Any, store: Store) -> list[list[dict[str, Any]]]:

@@ -31,6 +31,7 @@ written with a space) the sound reading does not make. Failing those is reported
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import lru_cache
 from typing import Any, NamedTuple
 
 from . import official
@@ -625,7 +626,7 @@ def cuisine(query: Query, plan: Any, store: Store) -> CheckOutcome:
             rows = r.restaurants(value)
             if not rows:
                 continue
-            kinds = {c.strip().casefold() for c in rows[0].cuisines.split(",")}
+            kinds = _cuisine_kinds(rows[0].cuisines)
             for c in wanted:
                 if c.strip().casefold() in kinds:
                     served[c].append({"day": day, "field": meal, "value": value})
@@ -639,6 +640,12 @@ def cuisine(query: Query, plan: Any, store: Store) -> CheckOutcome:
             served={c: v for c, v in served.items() if v},
         )
     return True, None, {"served": served}
+
+
+@lru_cache(maxsize=4096)
+def _cuisine_kinds(cuisines: str) -> frozenset[str]:
+    """The cuisines a listing's ``cuisines`` text names, stripped and casefolded."""
+    return frozenset(c.strip().casefold() for c in cuisines.split(","))
 
 
 _ROOM_TYPES: dict[str, Callable[[str], bool]] = {
@@ -765,8 +772,8 @@ def cost_items(query: Query, plan: Any, store: Store) -> tuple[Items, Items]:
             kept = _day_cost_items(r, d, people, date)
             if d.results is not None:
                 d.results[key] = kept
-        priced.extend(dict(item) for item in kept[0])  # copies: the kept ones are never handed out
-        unpriced.extend(dict(item) for item in kept[1])
+        priced.extend(map(dict, kept[0]))  # copies: the kept ones are never handed out
+        unpriced.extend(map(dict, kept[1]))
     return priced, unpriced
 
 
