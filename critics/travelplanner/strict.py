@@ -804,13 +804,8 @@ def _day_cost_items(r: PlanReading, d: DayReading, people: int, date: str | None
                 else []
             )
             rows.sort(key=lambda f: f.date != date)
-            add(
-                "transportation",
-                text,
-                rows[0].price * people if rows else None,
-                "flight not found",
-                unit_cost=rows[0].price if rows else None,
-            )
+            fare, cost = (rows[0].price, rows[0].price * people) if rows else (None, None)
+            add("transportation", text, cost, "flight not found", unit_cost=fare)
         elif "self-driving" in modes or "taxi" in modes:
             mode = "self-driving" if "self-driving" in modes else "taxi"
             road = store.road(*route) if route else None
@@ -831,13 +826,8 @@ def _day_cost_items(r: PlanReading, d: DayReading, people: int, date: str | None
         if value is None:
             continue
         rows_r = r.restaurants(value)
-        add(
-            meal,
-            value,
-            rows_r[0].average_cost * people if rows_r else None,
-            "restaurant not found",
-            unit_cost=rows_r[0].average_cost if rows_r else None,
-        )
+        each, cost = (rows_r[0].average_cost, rows_r[0].average_cost * people) if rows_r else (None, None)
+        add(meal, value, cost, "restaurant not found", unit_cost=each)
     stay = d.filled("accommodation")
     if stay is not None:
         rows_a = r.accommodations(stay)

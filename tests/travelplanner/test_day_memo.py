@@ -17,12 +17,10 @@ from critics.travelplanner import official, strict
 from critics.travelplanner import reading as reading_module
 from critics.travelplanner.benchmark import TravelPlanner
 from critics.travelplanner.checks import DAY_FIELDS
-from critics.travelplanner.critics import ALL_CRITICS
 from modulo.benchmark import Benchmark
-from modulo.binding import bind_critics
-from modulo.executor import FrozenPlan, call_on_copy
 from modulo.types import Problem
 from tests.travelplanner.test_critic_cache import _parses, _problems
+from tests.travelplanner.test_reading import _batch_verdicts
 
 #: values an edit may put in a field: other plans' texts, blanks, and values of other types (1, True and
 #: 1.0 are equal in Python: a memo keyed by equality alone would mix them up)
@@ -84,18 +82,9 @@ def _sequences(golden: list[dict[str, Any]], n: int, length: int, seed: int) -> 
 
 
 def _verdicts(tp: TravelPlanner, cases: list[tuple[Problem, Any]], mode: str) -> list[Any]:
-    """Every critic's verdict (as data) on every plan, the 13 critics on one copy of the plan as the
-    executor runs a batch, and the format critic's answer."""
-    critics = bind_critics(list(ALL_CRITICS), tp, {"mode": mode, "feedback": "hint"})
-    out: list[Any] = []
-    for problem, plan in cases:
-        out.append(tp.plan_error(plan))
-        frozen = FrozenPlan.of(plan)
-        mine = frozen.copy()
-        for critic in critics:
-            outcome, mine = call_on_copy(critic, problem, frozen, mine)
-            out.append(outcome.model_dump(mode="json") if hasattr(outcome, "model_dump") else repr(outcome))
-    return out
+    """The format critic's answer on every plan, then every critic's verdict (as data) on every plan, the
+    13 critics on one copy of the plan as the executor runs a batch."""
+    return [tp.plan_error(plan) for _, plan in cases] + _batch_verdicts(tp, cases, mode)
 
 
 def _counted(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> list[int]:

@@ -28,10 +28,10 @@ class _Counting(reading_module.PlanReading):
         super().__init__(*args)
 
 
-def _batch_verdicts(tp: TravelPlanner, cases: list[tuple[Problem, Any]]) -> list[dict[str, Any]]:
-    """The 13 strict critics (with hints) on each plan as the executor runs a batch: one copy of the plan
-    serving the critics one after another in one thread."""
-    critics = bind_critics(list(ALL_CRITICS), tp, {"mode": "strict", "feedback": "hint"})
+def _batch_verdicts(tp: TravelPlanner, cases: list[tuple[Problem, Any]], mode: str = "strict") -> list[dict[str, Any]]:
+    """The 13 critics (with hints; strict ones by default) on each plan as the executor runs a batch: one
+    copy of the plan serving the critics one after another in one thread."""
+    critics = bind_critics(list(ALL_CRITICS), tp, {"mode": mode, "feedback": "hint"})
     out = []
     for problem, plan in cases:
         frozen = FrozenPlan.of(plan)
