@@ -426,21 +426,11 @@ class SynthBenchmark(Benchmark):
         self, problem: Problem, plan: PlanJSON | None, last: list[tuple[dict[str, Any], bool]]
     ) -> dict[str, Any]:
         spec = self.intent(problem)
-        if last and last[0][0] == spec:  # the same problem again (another plan of it): decided already
-            solvable = last[0][1]
-        else:
-            # a recorded witness that Z3 confirms proves a plan exists; otherwise Z3 searches (an unsat core)
-            witness = problem.metadata.get("witness")
-            solvable = self.family.witnessed(spec, witness, z3_check=True) or self.family.unsat_core_ids(spec) is None
-            last[:] = [(spec, solvable)]
-        row: dict[str, Any] = {
-            "problem_id": problem.id,
-            "solvable": solvable,
-            "abstained": plan is None,
-            "difficulty": problem.metadata.get("difficulty"),
-            "size": _size(problem),
-        }
+        # the same problem again (another plan of it): its solvability is decided already
+        known = last[0][1] if last and last[0][0] == spec else None
         if plan is None:
+            solvable = self._solvable(problem, spec, known, last)
+            row = self._row(problem, solvable, abstained=True)
             row.update(passed=not solvable, z3_valid=None, disagreement=False)
             return row
         if isinstance(plan, str):  # a raw answer: read it with the deterministic parser
@@ -454,17 +444,48 @@ class SynthBenchmark(Benchmark):
         except PlanFormatError as exc:
             problems.append(str(exc))
         critics_pass = not problems
+        checks: dict[str, bool | None] = {}
         for name, kinds in self.family.critic_kinds.items():
             if problems:
-                row[name] = False
+                checks[name] = False
                 continue
             applicable, broken = self.family.violations(spec, plan, kinds)
-            row[name] = None if applicable == 0 else not broken
+            checks[name] = None if applicable == 0 else not broken
             critics_pass = critics_pass and not broken
         z3_ok = self.family.z3_valid(spec, plan)
+        # a plan that reads, that every constraint's check accepts and that Z3 confirms proves a plan
+        # exists, as a confirmed witness does: Z3 is not asked a second time (the witness) for it
+        if known is None and z3_ok and critics_pass and self.family.witnessed(spec, plan):
+            known = True
+            last[:] = [(spec, True)]
+        solvable = self._solvable(problem, spec, known, last)
+        row = self._row(problem, solvable, abstained=False)
+        row.update(checks)
         row.update(format=not problems, z3_valid=z3_ok, disagreement=(critics_pass != z3_ok) and not problems)
         row["passed"] = bool(solvable and critics_pass and z3_ok)
         return row
+
+    @staticmethod
+    def _row(problem: Problem, solvable: bool, *, abstained: bool) -> dict[str, Any]:
+        return {
+            "problem_id": problem.id,
+            "solvable": solvable,
+            "abstained": abstained,
+            "difficulty": problem.metadata.get("difficulty"),
+            "size": _size(problem),
+        }
+
+    def _solvable(
+        self, problem: Problem, spec: dict[str, Any], known: bool | None, last: list[tuple[dict[str, Any], bool]]
+    ) -> bool:
+        """Whether ``spec`` has a plan (``known``: decided already): a recorded witness that Z3 confirms
+        proves one exists; otherwise Z3 searches (an unsat core). Remembered in ``last`` for the next plan."""
+        if known is not None:
+            return known
+        witness = problem.metadata.get("witness")
+        solvable = self.family.witnessed(spec, witness, z3_check=True) or self.family.unsat_core_ids(spec) is None
+        last[:] = [(spec, solvable)]
+        return solvable
 
     # -- hooks: fuzzing seeds and the benchmark's commands ------------------------------------------
     def fuzz_cases(self, n: int) -> list[tuple[Problem, PlanJSON]]:

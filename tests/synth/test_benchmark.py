@@ -308,3 +308,29 @@ def test_format_checks_build_no_z3_values(family: str, monkeypatch: pytest.Monke
         assert b.check_format(p, p.metadata["witness"]) == []
         assert b.check_format(p, {"nothing": []}), "a plan that cannot be read is a format problem"
         assert b.prove_unsolvable(p) is None  # witnessed: no Z3 asked
+
+
+def test_a_plan_z3_confirms_proves_solvability_without_asking_z3_about_the_witness(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    b = bench("calendar", n=6, seed=3, unsolvable_fraction=0.0)
+    problems = b.load("generated")
+    witnesses = [p.metadata["witness"] for p in problems]
+    wrong = [{"day": "Sunday", "start": "3:00", "end": "3:07"}] * len(problems)
+    asked: list[object] = []
+    original = b.family.z3_valid
+
+    def counting(spec: object, plan: object) -> bool:
+        asked.append(plan)
+        return original(spec, plan)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(b.family, "z3_valid", counting)
+    good = b.evaluate(problems, witnesses)
+    assert len(asked) == len(problems)  # one Z3 call per plan: the plan proved the problem solvable
+    assert all(r["solvable"] and r["passed"] and r["z3_valid"] for r in good.per_problem)
+    asked.clear()
+    bad = b.evaluate(problems, wrong)
+    assert len(asked) == 2 * len(problems)  # a rejected plan proves nothing: the witness is confirmed
+    assert all(r["solvable"] and not r["passed"] for r in bad.per_problem)
+    # the rows keep their fields in the same order either way
+    assert [list(r) for r in good.per_problem] == [list(r) for r in bad.per_problem]
