@@ -298,15 +298,15 @@ def metric_parts(
     if value is None or not rows:
         return None
     text = f"{key} {label}".lower()
-    delivered: list[bool]
-    if all(isinstance(r.get("delivered"), bool) for r in rows):
-        delivered = [bool(r["delivered"]) for r in rows]
-    elif plans is not None and len(plans) == len(rows):
-        delivered = [p is not None for p in plans]
-    elif delivered_flags is not None and len(delivered_flags) == len(rows):
-        delivered = [bool(d) for d in delivered_flags]
-    else:
-        delivered = [True] * len(rows)
+
+    def delivered() -> list[bool]:  # made only when a candidate needs it (one bool per row)
+        if all(isinstance(r.get("delivered"), bool) for r in rows):
+            return [bool(r["delivered"]) for r in rows]
+        if plans is not None and len(plans) == len(rows):
+            return [p is not None for p in plans]
+        if delivered_flags is not None and len(delivered_flags) == len(rows):
+            return [bool(d) for d in delivered_flags]
+        return [True] * len(rows)
 
     def candidates() -> Iterator[Parts | None]:
         yield _explicit(key, rows)
@@ -314,9 +314,10 @@ def metric_parts(
             yield _flag(rows, "passed")
         if "deliver" in text:
             yield _flag(rows, "delivered")
-            yield _ones((float(d) for d in delivered), len(delivered), "plan delivered")
+            flags = delivered()
+            yield _ones((float(d) for d in flags), len(flags), "plan delivered")
         cols = list(columns) if columns is not None else constraint_columns(rows, exclude=metric_keys)
-        yield from _group_candidates(text, rows, cols, groups, delivered)
+        yield from _group_candidates(text, rows, cols, groups, delivered())
 
     for cand in candidates():
         if cand is not None and cand.den.sum() > 0 and abs(cand.value - float(value)) <= _TOLERANCE:
