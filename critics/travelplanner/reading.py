@@ -23,9 +23,10 @@ other input the day's part of the check reads (the day's number, the day's date,
 whether it is the trip's last day); the memo belongs to the store the work reads. A day is kept only
 when every value is a plain string, integer or None (so equal keys mean identical values: ``1``,
 ``1.0`` and ``True`` are equal in Python and would share a key); any other day is worked out afresh
-every time. What is kept: the day's reading (:class:`DayReading`, with a private copy of the day), and
-per check either that the day passes it (a failing day or a crash is never kept, so its message and
-details are always worked out afresh) or the day's priced items (handed out as copies).
+every time. What is kept, per check: that the day passes it (a failing day or a crash is never kept, so
+its message and details are always worked out afresh) or the day's priced items (handed out as copies).
+The day's reading itself is made afresh for each plan (cheap, and kept readings would add long-lived
+objects that set off the interpreter's full garbage collections within critic calls).
 :func:`fresh_readings` turns both reuses off, for the tests that they change nothing
 (tests/travelplanner/test_reading.py, test_day_memo.py).
 """
@@ -81,12 +82,12 @@ class DayReading:
         "unit",
     )
 
-    def __init__(self, day: int, unit: Mapping[str, Any], store: Store, kept: bool = False) -> None:
+    def __init__(self, day: int, unit: Mapping[str, Any], store: Store, kept: KeptDay | None = None) -> None:
         self.day = day
         self.unit = unit
-        #: the checks' results on this day, kept with the reading (``kept``: the reading is kept between
-        #: plans, see :class:`KeptDay`), else None
-        self.results: dict[Hashable, Any] | None = {} if kept else None
+        #: the checks' results on this day's content, kept between plans (:class:`KeptDay`; keyed with the
+        #: day's number where a result depends on it), None when the day is not kept
+        self.results: dict[Hashable, Any] | None = kept.results if kept is not None else None
         texts: dict[str, str | Problem | None] = {}
         filled: dict[str, str | Problem | None] = {}
         for field in TEXT_FIELDS:
@@ -205,7 +206,7 @@ class PlanReading:
                         {"day": i + 1},
                     )
                     break
-                out.append(_day_reading(i + 1, unit, store, kept[i] if kept is not None else None))
+                out.append(DayReading(i + 1, unit, store, kept[i] if kept is not None else None))
         self._days = tuple(out)
         # the listings every entry of the examined days names exactly
         self._restaurants: dict[str, tuple[Restaurant, ...]] = {}
@@ -370,19 +371,6 @@ def unless_passed(
     if out is None:
         results[key] = PASSED
     return out
-
-
-def _day_reading(day: int, unit: Mapping[str, Any], store: Store, kept: KeptDay | None) -> DayReading:
-    """The reading of one day: kept with the day's content (``kept``; with a copy of the day of its own),
-    else new."""
-    if kept is None:
-        return DayReading(day, unit, store)
-    key = ("reading", day)
-    found: DayReading | None = kept.results.get(key)
-    if found is None:
-        found = DayReading(day, dict(unit), store, kept=True)
-        kept.results[key] = found
-    return found
 
 
 def _exact(lookup: Callable[[str, str], tuple[T, ...]], value: str) -> tuple[T, ...]:

@@ -401,7 +401,7 @@ class DayMemo(dict[Hashable, Any]):
     """The checks' work on days, kept between plans (see :mod:`critics.travelplanner.reading`): a day's
     content -> its :class:`~critics.travelplanner.reading.KeptDay`; the store it reads is the one that
     holds this memo. Read it as a dict; add with :meth:`put`, which keeps it bounded (past ``size`` days
-    the older half is dropped; about 6 KB a day, so 6 MB at most). Safe to share between threads (each
+    the older half is dropped; about 4 KB a day, so 4 to 5 MB at most). Safe to share between threads (each
     step is one dict operation)."""
 
     def __init__(self, size: int = 1024) -> None:

@@ -301,7 +301,7 @@ def non_conflicting_transportation(query: Query, plan: Any, store: Store) -> Che
 def within_current_city(query: Query, plan: Any, store: Store) -> CheckOutcome:
     r = reading(query, plan, store)
     for d in r.days:
-        outcome = unless_passed(d.results, "city", _within_current_city_day, d)
+        outcome = unless_passed(d.results, ("city", d.day), _within_current_city_day, d)
         if outcome is not None:
             return outcome
     return True, None, {}
@@ -379,7 +379,7 @@ def within_sandbox(query: Query, plan: Any, store: Store) -> CheckOutcome:
     r = reading(query, plan, store)
     for d in r.days:
         date = dates[d.day - 1] if d.day <= len(dates) else None
-        outcome = unless_passed(d.results, ("sandbox", date), _within_sandbox_day, r, d, date)
+        outcome = unless_passed(d.results, ("sandbox", d.day, date), _within_sandbox_day, r, d, date)
         if outcome is not None:
             return outcome
     return True, None, {}
@@ -564,7 +564,7 @@ def complete_information(query: Query, plan: Any, store: Store) -> CheckOutcome:
             cities=sorted(cities),
         )
     for d in days:
-        outcome = unless_passed(d.results, ("complete", d.day == n), _filled_in_day, d, n)
+        outcome = unless_passed(d.results, ("complete", d.day, d.day == n), _filled_in_day, d, n)
         if outcome is not None:
             return outcome
     return True, None, {}
@@ -766,7 +766,7 @@ def cost_items(query: Query, plan: Any, store: Store) -> tuple[Items, Items]:
     r = reading(query, plan, store)
     for d in r.days:
         date = dates[d.day - 1] if d.day <= len(dates) else None
-        key = ("cost", people, date)
+        key = ("cost", d.day, people, date)
         kept: tuple[Items, Items] | None = d.results.get(key) if d.results is not None else None
         if kept is None:
             kept = _day_cost_items(r, d, people, date)
