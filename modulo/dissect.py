@@ -28,7 +28,8 @@ generator had it right and the rewrite lost it), else ``plan``.
 
 Outputs, in the run directory or ``out``: ``dissect.jsonl`` (one :class:`Dissection` per problem,
 appended as each finishes; a second call skips the problems already there), ``dissect-records.jsonl``
-(the full :class:`~modulo.types.ProblemResult` of every step run, tagged in ``metadata``) and
+(the full :class:`~modulo.types.ProblemResult` of every step run, tagged in ``metadata``, as lines of
+``records.jsonl``: see :mod:`modulo.recordformat`) and
 ``dissect.md`` (the table).
 """
 
@@ -53,7 +54,7 @@ from .critic import FORMAT_GROUP
 from .errors import ConfigError, RunError
 from .metacontroller import Metacontroller, RunAborted, RunBudget
 from .runinfo import RunInfo, read_run_info
-from .runs import RUN_INFO, latest_records
+from .runs import RUN_INFO, latest_records, record_line
 from .types import IterationRecord, Outcome, Problem, ProblemResult, Usage, canonical_json
 
 STEPS = ("probability", "wording", "topic", "structure")
@@ -687,7 +688,7 @@ async def dissect_run(
         _drop_torn_tail(out_dir / DISSECT_RECORDS)
         records_out = _Appender(out_dir / DISSECT_RECORDS)
         lines_out = _Appender(jsonl)
-        dissector = Dissector(session, options, records_sink=lambda r: records_out(r.model_dump_json()))
+        dissector = Dissector(session, options, records_sink=lambda r: records_out(record_line(r).decode("utf-8")))
         previous = read_dissections(jsonl)
         settings = dissector.settings()
         for d in previous.values():

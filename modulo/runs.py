@@ -35,6 +35,8 @@ from typing import Any, ClassVar, Protocol, TypeVar
 
 from .errors import RunError
 from .problems import Spool
+from .recordformat import encode_record
+from .redact import known as secrets_known
 from .redact import redact
 from .runinfo import RUN_INFO_FILE, RunInfo, read_run_info
 from .types import Outcome, ProblemResult
@@ -309,11 +311,12 @@ class RunDir:
         self.append_many([result])
 
     def append_many(self, results: Sequence[ProblemResult]) -> None:
-        """Append records in one write and one fsync (a group commit: all of them are on disk on return)."""
-        text = "".join(redact(r.model_dump_json()) + "\n" for r in results)
+        """Append records in one write and one fsync (a group commit: all of them are on disk on return).
+        Each is one line of the compact record format (:mod:`modulo.recordformat`), redacted."""
+        data = b"".join(record_line(r) for r in results)
         try:
-            with self._lock, self.records_path.open("a", encoding="utf-8") as fh:
-                fh.write(text)
+            with self._lock, self.records_path.open("ab") as fh:
+                fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())
         except OSError as exc:  # a full disk, a removed directory: stop after the last complete record
@@ -326,6 +329,14 @@ class RunDir:
         target = self.path / name
         _atomic_write(target, _json_pieces(data))
         return target
+
+
+def record_line(result: ProblemResult) -> bytes:
+    """``result`` as one line of ``records.jsonl`` (compact, redacted, with its newline)."""
+    if not secrets_known():
+        return encode_record(result) + b"\n"
+    text = redact(encode_record(result, redact).decode("utf-8"))
+    return text.encode("utf-8") + b"\n"
 
 
 _ERROR_CLASS = re.compile(r"^([A-Za-z_][\w.]*): (.*)$", re.DOTALL)

@@ -12,7 +12,9 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from .recordformat import expand_record
 
 #: A plan is the benchmark's JSON value (TravelPlanner: a list of day objects).
 PlanJSON = Any
@@ -392,7 +394,8 @@ class IterationRecord(BaseModel):
 
 
 class ProblemResult(BaseModel):
-    """The record of one finished problem: one line of ``records.jsonl``."""
+    """The record of one finished problem: one line of ``records.jsonl`` (written compact by
+    :func:`modulo.recordformat.encode_record`; validation reads a line of any record format)."""
 
     problem_id: str
     benchmark: str
@@ -422,6 +425,12 @@ class ProblemResult(BaseModel):
     user: str | None = None
     #: scheduled updates that never applied (the loop ended before their turn)
     pending_updates: list[ProblemUpdate] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _expanded(cls, data: Any) -> Any:
+        """A compact record line (format 2: shared texts and verdicts) as format 1 before validation."""
+        return expand_record(data)
 
     @property
     def certified(self) -> bool:

@@ -2,7 +2,9 @@
 
 ``modulo export RUN_DIR|SWEEP_DIR --format parquet|csv|jsonl [--out DIR]`` writes ``runs``,
 ``problems``, ``iterations``, ``verdicts`` and ``calls`` (one file each, ``--grains`` to choose).
-``modulo export RUN_DIR --format FMT --out FILE`` with one of the run's benchmark's
+``modulo export RUN_DIR --format records [--out FILE|-]`` writes the run's records expanded (record format
+1, every text in place: for jq and other tools that read JSON lines). ``modulo export RUN_DIR --format FMT
+--out FILE`` with one of the run's benchmark's
 ``submission_formats`` writes the official submission file through ``Benchmark.write_submission``:
 every problem of the run's split in order, the best plan of each (none where the run has no record).
 """
@@ -12,11 +14,13 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
+from typing import IO
 
 import pandas as pd
+from pydantic import ValidationError
 
 from ..errors import ConfigError, RunError
-from ..types import PlanJSON
+from ..types import PlanJSON, ProblemResult
 from .frames import GRAINS, Results
 from .records import iter_records
 from .runs import RunMeta
@@ -50,6 +54,26 @@ def export_frames(results: Results, out: Path, fmt: str, grains: Sequence[str] =
         path = out / f"{grain}.{fmt}"
         write_frame(results.frame(grain), path, fmt)
         written[grain] = path
+    return written
+
+
+def export_records(path: Path, out: IO[str], notes: list[str]) -> int:
+    """Write the last record of each problem of the run at ``path`` (a run directory or a records file) to
+    ``out`` in the expanded form, one line each: the JSON of record format 1, every text and verdict in
+    place, whatever format the run wrote (:mod:`modulo.recordformat`). Returns the lines written."""
+    if path.is_dir() and not (path / "records.jsonl").is_file():
+        raise RunError(f"{path} holds no records.jsonl (--format records reads one run directory)")
+    if not path.exists():
+        raise RunError(f"{path} does not exist")
+    written = 0
+    for record in iter_records(path, notes):
+        try:
+            result = ProblemResult.model_validate(record)
+        except ValidationError as exc:
+            notes.append(f"records.jsonl: skipped the record of {record.get('problem_id')!r}, not a record ({exc})")
+            continue
+        out.write(result.model_dump_json() + "\n")
+        written += 1
     return written
 
 

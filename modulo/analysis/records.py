@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ..recordformat import expand_record
+
 #: ``model_dump_json`` writes ``problem_id`` first; anything else falls back to a full parse
 _ID_AT_START = re.compile(rb'^\{"problem_id":("(?:[^"\\]|\\.)*")')
 
@@ -36,10 +38,11 @@ def _line_problem_id(line: bytes) -> str | None:
 
 
 def iter_records(path: Path, notes: list[str] | None = None) -> Iterator[dict[str, Any]]:
-    """The last record of each problem in ``path`` (a run directory or its records.jsonl), in file order.
+    """The last record of each problem in ``path`` (a run directory or its records.jsonl), in file order,
+    each as the dict of record format 1 whatever format its line has (:func:`modulo.recordformat.expand_record`).
 
-    Problems recorded more than once, unreadable lines and a truncated last line are reported in
-    ``notes`` (and skipped), never silently dropped.
+        Problems recorded more than once, unreadable lines and a truncated last line are reported in
+        ``notes`` (and skipped), never silently dropped.
     """
     notes = notes if notes is not None else []
     file = path / "records.jsonl" if path.is_dir() else path
@@ -83,7 +86,7 @@ def iter_records(path: Path, notes: list[str] | None = None) -> Iterator[dict[st
             fh.seek(offset)
             line = fh.readline()
             try:
-                record = json.loads(line)
+                record = expand_record(json.loads(line))
             except ValueError as exc:
                 notes.append(f"records.jsonl: skipped unreadable record at byte {offset}: {exc}")
                 continue

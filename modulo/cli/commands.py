@@ -140,21 +140,27 @@ def show(run_dir: Path, problem_id: str, plain: bool, prompts: bool, replies: bo
     "--format",
     "fmt",
     required=True,
-    help="parquet, csv, jsonl, or one of the benchmark's submission formats (then --out FILE, one run)",
+    help="parquet, csv, jsonl, records (the run's records expanded, one per problem), or one of the "
+    "benchmark's submission formats (then --out FILE, one run)",
 )
 @click.option(
     "--out",
     type=click.Path(path_type=Path),
     default=None,
-    help="frames: the directory to write into (default: RUN_DIR/export for one path); submission: the file",
+    help="frames: the directory to write into (default: RUN_DIR/export for one path); submission: the file; "
+    "records: the file, - for stdout (default: RUN_DIR/export/records.jsonl)",
 )
 @click.option("--grains", default=None, help="comma-separated frames to write (default: all of them)")
 def export(paths: tuple[str, ...], fmt: str, out: Path | None, grains: str | None) -> None:
     """Write a run's or a sweep's data frames (runs, problems, iterations, verdicts, calls) as Parquet, CSV or
-    JSON Lines, or a benchmark's official submission file."""
+    JSON Lines, a run's records expanded (every text in place, as JSON lines for jq), or a benchmark's official
+    submission file."""
     from ..analysis.export import ALL_GRAINS, FRAME_FORMATS, export_frames, export_submission
     from ..analysis.frames import load
 
+    if fmt == "records":
+        _export_records(paths, out)
+        return
     results = load(*paths)
     if fmt in FRAME_FORMATS:
         if out is None:
@@ -179,6 +185,28 @@ def export(paths: tuple[str, ...], fmt: str, out: Path | None, grains: str | Non
     )
     for note in dict.fromkeys(meta.notes):
         click.echo(f"note: {meta.name}: {note}", err=True)
+
+
+def _export_records(paths: tuple[str, ...], out: Path | None) -> None:
+    """``modulo export RUN_DIR --format records``: the run's records in the expanded form (record format 1)."""
+    from ..analysis.export import export_records
+
+    if len(paths) != 1:
+        raise ConfigError(f"--format records writes the records of one run directory; {len(paths)} paths given")
+    run = Path(paths[0])
+    notes: list[str] = []
+    if out is not None and str(out) == "-":
+        written = export_records(run, sys.stdout, notes)
+        where = "stdout"
+    else:
+        target = out or run / "export" / "records.jsonl"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with target.open("w", encoding="utf-8") as fh:
+            written = export_records(run, fh, notes)
+        where = str(target)
+    click.echo(f"records: {written} problem record(s), expanded -> {where}", err=where == "stdout")
+    for note in notes:
+        click.echo(f"note: {note}", err=True)
 
 
 def _key_values(option: str, items: tuple[str, ...]) -> dict[str, Any]:

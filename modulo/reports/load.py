@@ -23,6 +23,7 @@ from pydantic import BaseModel, ValidationError
 from ..benchmark import Benchmark, EvalResult, MetricSpec
 from ..errors import ModuloError, RunError
 from ..problems import ProblemSet, ProblemView, Spool
+from ..recordformat import expand_record
 from ..runinfo import RunInfo, read_run_info
 from ..runs import error_digest
 from ..types import Outcome, PlanJSON, Problem, ProblemResult, Usage, Verdict
@@ -512,10 +513,15 @@ class LightReader:
             data["metadata"] = _interned(data["metadata"])
         iterations = data.get("iterations")
         for it in iterations if isinstance(iterations, list) else ():
+            if isinstance(it, dict):
+                for key in LIGHT_DROPPED_ITERATION_KEYS:
+                    it.pop(key, None)
+        # a compact line's shared verdicts put in place (its texts, dropped above, are never built)
+        data = expand_record(data)
+        iterations = data.get("iterations")
+        for it in iterations if isinstance(iterations, list) else ():
             if not isinstance(it, dict):
                 continue
-            for key in LIGHT_DROPPED_ITERATION_KEYS:
-                it.pop(key, None)
             for key in ("act", "served"):  # one string object for each of a few values, not one per line
                 if isinstance(it.get(key), str):
                     it[key] = sys.intern(it[key])

@@ -1,0 +1,293 @@
+"""The line format of ``records.jsonl``: one :class:`~modulo.types.ProblemResult` per line, compact.
+
+A problem's iterations repeat their texts: each iteration's ``prompt`` is the backprompt the previous
+one built, its generator call sends those messages again, ``raw_reply`` is that call's ``reply``, and a
+backprompt usually starts with the whole first prompt (TravelPlanner's 17 KB of reference information).
+Most critics also give the same verdict on one iteration's plan as on the last. Format 1 (every line
+written before formats were numbered) wrote each of them every time; format 2 stores each once per
+record:
+
+``record_format``
+    2, written right after ``problem_id``. A line without it is format 1 (the plain ``model_dump_json``
+    of the record). A number above :data:`RECORD_FORMAT` is a :class:`RecordFormatError` ("upgrade
+    modulo"), never mistaken for a damaged line.
+``text_table``
+    The record's texts, each stored once: an entry is a string, or ``[i, "suffix"]`` for the text that
+    is entry ``i`` (an earlier one, itself resolved) followed by ``suffix`` (a backprompt that extends
+    the first prompt).
+``verdict_table``
+    The record's distinct verdicts (each one's full JSON object, as format 1 writes it).
+References
+    In every iteration, ``raw_reply``, ``backprompt``, each ``prompt`` message's ``content``, and each
+    call's ``reply`` and messages' ``content``: an integer is an index into ``text_table``, a string is
+    the text itself (texts shorter than :data:`MIN_SHARED_TEXT` stay inline). An iteration's
+    ``verdicts`` list holds indexes into ``verdict_table``. Nothing else changes: every other field is
+    written as format 1 writes it, all of them, in the same order.
+
+:func:`encode_record` writes format 2 (the line built by hand of the record's objects, encoded
+once); :func:`expand_record` turns a parsed line of either format into the dict of format 1, which
+:class:`~modulo.types.ProblemResult` validation does itself (so ``ProblemResult.model_validate_json(line)``
+reads both formats and gives the same object for a record written in either). ``modulo export RUN_DIR
+--format records`` writes a run's records expanded, one format-1 line each, for jq and other tools.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import pydantic_core
+
+from .errors import RunError
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from .types import IterationRecord, Message, ProblemResult, Verdict
+
+#: the format :func:`encode_record` writes; readers read every format up to it
+RECORD_FORMAT = 2
+FORMAT_KEY = "record_format"
+TEXT_TABLE = "text_table"
+VERDICT_TABLE = "verdict_table"
+#: texts shorter than this stay inline (a reference would save nothing)
+MIN_SHARED_TEXT = 64
+#: a new text is written as an earlier one plus a suffix when it starts with an earlier text this long
+MIN_SHARED_PREFIX = 256
+
+#: the iteration fields and call fields holding one text each
+ITERATION_TEXTS = ("raw_reply", "backprompt")
+CALL_TEXTS = ("reply",)
+
+
+class RecordFormatError(RunError):
+    """A record line of a format newer than this modulo reads (not a damaged line: upgrade to read it)."""
+
+
+class _TextTable:
+    """The texts of one record being written: each distinct text once, in order of first use.
+
+    Texts are found again by a cheap key (length and ends) and compared whole, never hashed whole: a
+    record's texts are fresh strings, and hashing each 20 KB prompt would cost more than the rest of the
+    encoding."""
+
+    __slots__ = ("entries", "keys", "prefixes", "scrub", "texts")
+
+    def __init__(self, scrub: Callable[[str], str] | None) -> None:
+        self.entries: list[str | list[Any]] = []
+        #: the whole text of each entry
+        self.texts: list[str] = []
+        self.keys: dict[tuple[int, str, str], list[int]] = {}
+        #: the entries long enough to be another text's prefix
+        self.prefixes: list[int] = []
+        self.scrub = scrub
+
+    def ref(self, text: str | None) -> str | int | None:
+        if text is None:
+            return None
+        if self.scrub is not None:
+            # each whole text before it is shared: a secret is never split between a prefix and its suffix
+            text = self.scrub(text)
+        if len(text) < MIN_SHARED_TEXT:
+            return text
+        texts = self.texts
+        same = self.keys.setdefault((len(text), text[:16], text[-16:]), [])
+        for at in same:
+            if texts[at] is text or texts[at] == text:
+                return at
+        at = len(self.entries)
+        base = -1
+        for earlier in self.prefixes:
+            if (base < 0 or len(texts[earlier]) > len(texts[base])) and text.startswith(texts[earlier]):
+                base = earlier
+        self.entries.append(text if base < 0 else [base, text[len(texts[base]) :]])
+        self.texts.append(text)
+        same.append(at)
+        if len(text) >= MIN_SHARED_PREFIX:
+            self.prefixes.append(at)
+        return at
+
+
+class _VerdictTable:
+    """The distinct verdicts of one record being written (compared with the earlier ones of the same critic)."""
+
+    __slots__ = ("entries", "seen")
+
+    def __init__(self) -> None:
+        self.entries: list[Verdict] = []
+        self.seen: dict[str, list[int]] = {}
+
+    def ref(self, verdict: Verdict) -> int:
+        earlier = self.seen.setdefault(verdict.critic, [])
+        fields = verdict.__dict__
+        for at in reversed(earlier):  # the latest first: a critic mostly repeats its last verdict
+            other = self.entries[at]
+            # equal field values (a Verdict is frozen, without extras or private attributes)
+            if other is verdict or (type(other) is type(verdict) and other.__dict__ == fields):
+                return at
+        at = len(self.entries)
+        self.entries.append(verdict)
+        earlier.append(at)
+        return at
+
+
+def _fields(model: BaseModel) -> dict[str, Any]:
+    """A model's field values by name, in the model's order (what its JSON has, before encoding)."""
+    values = model.__dict__
+    return {key: values[key] for key in _field_names(type(model))}
+
+
+@functools.cache
+def _field_names(model: type[BaseModel]) -> tuple[str, ...]:
+    return tuple(model.model_fields)
+
+
+def _messages(messages: list[Message], texts: _TextTable) -> list[dict[str, Any]]:
+    return [{**_fields(m), "content": texts.ref(m.content)} for m in messages]
+
+
+def _iteration(it: IterationRecord, texts: _TextTable, verdicts: _VerdictTable) -> dict[str, Any]:
+    out = _fields(it)
+    out["prompt"] = _messages(it.prompt, texts)
+    out["raw_reply"] = texts.ref(it.raw_reply)
+    out["backprompt"] = texts.ref(it.backprompt)
+    out["verdicts"] = [verdicts.ref(v) for v in it.verdicts]
+    calls = []
+    for call in it.calls:
+        fields = _fields(call)
+        fields["messages"] = _messages(call.messages, texts)
+        fields["reply"] = texts.ref(call.reply)
+        calls.append(fields)
+    out["calls"] = calls
+    return out
+
+
+def encode_record(result: ProblemResult, scrub: Callable[[str], str] | None = None) -> bytes:
+    """``result`` as one line of format :data:`RECORD_FORMAT` (UTF-8 JSON, no newline).
+
+    The line is built of the record's own objects (each model below an iteration, and each distinct
+    verdict, is encoded by its pydantic serialiser) and encoded once. ``scrub`` (the writer's
+    redaction) is applied to each shared text whole, before it is shared; the caller still scrubs the
+    line for everything else."""
+    texts = _TextTable(scrub)
+    verdicts = _VerdictTable()
+    line = {"problem_id": result.problem_id, FORMAT_KEY: RECORD_FORMAT, **_fields(result)}
+    line["iterations"] = [_iteration(it, texts, verdicts) for it in result.iterations]
+    line[TEXT_TABLE] = texts.entries
+    line[VERDICT_TABLE] = verdicts.entries
+    # null for NaN and infinities, as model_dump_json writes them (format 1), so that the line stays JSON
+    return pydantic_core.to_json(line, inf_nan_mode="null")
+
+
+def record_format(data: dict[str, Any]) -> int:
+    """The format of a parsed record line (1 when it names none); RecordFormatError above this modulo's."""
+    fmt = data.get(FORMAT_KEY, 1)
+    if type(fmt) is not int or fmt < 1:
+        raise ValueError(f"{FORMAT_KEY} is {fmt!r}, not a format number")
+    if fmt > RECORD_FORMAT:
+        raise RecordFormatError(
+            f"record {data.get('problem_id', '?')!r} is in record format {fmt}, written by a newer modulo; this "
+            f"one reads formats 1 to {RECORD_FORMAT}: upgrade modulo to read it"
+        )
+    return fmt
+
+
+class _Texts:
+    """The texts of one record being read, each resolved when first referenced."""
+
+    __slots__ = ("entries", "resolved")
+
+    def __init__(self, entries: Any) -> None:
+        if not isinstance(entries, list):
+            raise ValueError(f"{TEXT_TABLE} is not a list")
+        self.entries: list[Any] = entries
+        self.resolved: dict[int, str] = {}
+
+    def text(self, value: Any) -> Any:
+        """The text a field holds: a reference resolved, anything else as it is (validation judges it)."""
+        if type(value) is not int:
+            return value
+        return self._entry(value, len(self.entries))
+
+    def _entry(self, at: int, below: int) -> str:
+        done = self.resolved.get(at)
+        if done is not None:
+            return done
+        if not 0 <= at < below:
+            raise ValueError(f"text reference {at} is not an entry of {TEXT_TABLE} before it")
+        entry = self.entries[at]
+        if isinstance(entry, str):
+            text = entry
+        elif isinstance(entry, list) and len(entry) == 2 and type(entry[0]) is int and isinstance(entry[1], str):
+            text = self._entry(entry[0], at) + entry[1]  # a prefix is an earlier entry: no cycle
+        else:
+            raise ValueError(f"{TEXT_TABLE} entry {at} is neither a text nor [entry, suffix]")
+        self.resolved[at] = text
+        return text
+
+
+def _expanded_messages(messages: Any, texts: _Texts) -> Any:
+    if not isinstance(messages, list):
+        return messages
+    return [
+        {**m, "content": texts.text(m["content"])} if isinstance(m, dict) and "content" in m else m for m in messages
+    ]
+
+
+def _expanded_iteration(it: Any, texts: _Texts, verdicts: list[Any]) -> Any:
+    if not isinstance(it, dict):
+        return it
+    out = dict(it)
+    if "prompt" in out:
+        out["prompt"] = _expanded_messages(out["prompt"], texts)
+    for key in ITERATION_TEXTS:
+        if key in out:
+            out[key] = texts.text(out[key])
+    calls = out.get("calls")
+    if isinstance(calls, list):
+        expanded = []
+        for call in calls:
+            if isinstance(call, dict):
+                call = dict(call)
+                if "messages" in call:
+                    call["messages"] = _expanded_messages(call["messages"], texts)
+                for key in CALL_TEXTS:
+                    if key in call:
+                        call[key] = texts.text(call[key])
+            expanded.append(call)
+        out["calls"] = expanded
+    refs = out.get("verdicts")
+    if isinstance(refs, list):
+        out["verdicts"] = [_verdict(v, verdicts) for v in refs]
+    return out
+
+
+def _verdict(ref: Any, verdicts: list[Any]) -> Any:
+    if type(ref) is not int:
+        return ref
+    if not 0 <= ref < len(verdicts):
+        raise ValueError(f"verdict reference {ref} is not an entry of {VERDICT_TABLE}")
+    return verdicts[ref]
+
+
+def expand_record(data: Any) -> Any:
+    """A parsed record line of any format as the dict format 1 writes (the same keys, in order, every text
+    and verdict in place); ``data`` itself when it is format 1 (or no record at all: validation judges it).
+
+    The input is left unchanged (a format-2 record's dicts are copied where they change); texts are
+    resolved only where referenced, so a reader that drops the text fields first (the reports' light
+    records) never builds them. ValueError for a damaged reference, RecordFormatError for a newer format.
+    """
+    if not isinstance(data, dict) or FORMAT_KEY not in data:
+        return data
+    record_format(data)
+    out = {k: v for k, v in data.items() if k not in (FORMAT_KEY, TEXT_TABLE, VERDICT_TABLE)}
+    texts = _Texts(data.get(TEXT_TABLE, []))
+    verdicts = data.get(VERDICT_TABLE, [])
+    if not isinstance(verdicts, list):
+        raise ValueError(f"{VERDICT_TABLE} is not a list")
+    iterations = out.get("iterations")
+    if isinstance(iterations, list):
+        out["iterations"] = [_expanded_iteration(it, texts, verdicts) for it in iterations]
+    return out
