@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from modulo.recordformat import expand_record
+
 from .plugins import ROOT, install, modulo
 
 pytestmark = pytest.mark.slow  # the fast lane (-m 'not slow') leaves this module out
@@ -87,7 +89,7 @@ def test_plugin_benchmark_runs_end_to_end_with_its_own_templates(bench_env: dict
         "run.report=false",
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    record = json.loads((run_dir / "records.jsonl").read_text().splitlines()[-1])
+    record = expand_record(json.loads((run_dir / "records.jsonl").read_text().splitlines()[-1]))
     first, _second = record["iterations"]
     assert first["prompt"][0]["content"].startswith("TOYBENCH PLUGIN TEMPLATE.")
     verdicts = {v["critic"]: v for v in first["verdicts"]}

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from modulo.recordformat import expand_record
+
 from .plugins import ROOT, install, modulo
 
 pytestmark = pytest.mark.slow  # the fast lane (-m 'not slow') leaves this module out
@@ -69,7 +71,7 @@ def test_plugin_critic_takes_part_in_a_run(plugin_env: dict[str, str], tmp_path:
         "run.progress=false",
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    record = json.loads((run_dir / "records.jsonl").read_text().splitlines()[-1])
+    record = expand_record(json.loads((run_dir / "records.jsonl").read_text().splitlines()[-1]))
     first, _second = record["iterations"]
     verdicts = {v["critic"]: v for v in first["verdicts"]}
     assert verdicts["example/max_words"]["passed"] is False

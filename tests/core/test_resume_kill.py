@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from modulo.recordformat import expand_record
 from modulo.testing.fake_server import FakeProvider, FakeRequest
 
 pytestmark = pytest.mark.slow  # the fast lane (-m 'not slow') leaves this module out
@@ -79,7 +80,7 @@ def start_run(base_url: str, run_dir: Path, cache: Path) -> subprocess.Popen[str
 def outcomes(run_dir: Path) -> dict[str, Any]:
     out = {}
     for line in (run_dir / "records.jsonl").read_text().splitlines():
-        r = json.loads(line)
+        r = expand_record(json.loads(line))
         out[r["problem_id"]] = (r["outcome"], r["best_plan"], [it["raw_reply"] for it in r["iterations"]])
     return out
 

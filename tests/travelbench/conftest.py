@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from modulo.recordformat import expand_record
 from tests.data_support import data_root
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,7 +34,8 @@ def run(tmp_path: Path, name: str, overrides: list[str]) -> Path:
 
 
 def records(run_dir: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (run_dir / "records.jsonl").read_text(encoding="utf-8").splitlines()]
+    lines = (run_dir / "records.jsonl").read_text(encoding="utf-8").splitlines()
+    return [expand_record(json.loads(line)) for line in lines]
 
 
 def summary(run_dir: Path) -> dict[str, Any]:

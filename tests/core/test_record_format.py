@@ -1,0 +1,277 @@
+"""The compact record line (format 2, :mod:`modulo.recordformat`): every reader gives the same objects for
+it as for a format-1 line, a newer format says to upgrade, torn and damaged lines behave as before, and
+``modulo export --format records`` writes the expanded form."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from pydantic import BaseModel
+
+import modulo.redact as redact_module
+from modulo.analysis.records import iter_records as analysis_records
+from modulo.errors import RunError
+from modulo.llm.replay import load_recording, messages_key
+from modulo.recordformat import RECORD_FORMAT, RecordFormatError, encode_record, expand_record
+from modulo.reports.load import iter_records as report_records
+from modulo.runinfo import BenchmarkInfo, BudgetInfo, GeneratorInfo, RunInfo
+from modulo.runs import RECORDS, RunDir, read_records
+from modulo.types import (
+    IterationRecord,
+    Judgement,
+    LLMCall,
+    Message,
+    Outcome,
+    ProblemResult,
+    Usage,
+    UserAnswer,
+    Verdict,
+)
+
+REFERENCE = "Reference information: " + 'flight F123 from A to B, 10:00-12:00; restaurant Ünïcode café "q"\n' * 60
+FIRST = f"Plan the trip.\n{REFERENCE}\nAnswer:"
+
+
+def verdicts(i: int) -> list[Verdict]:
+    return [
+        Verdict(critic="format", group="format", passed=True),
+        Verdict(critic="budget", group="hard", passed=True, details={"total": 392.5, "items": [{"day": 1}], "x": None}),
+        Verdict(
+            critic="diverse",
+            group="commonsense",
+            passed=i > 1,
+            feedback="" if i > 1 else f"day {i} repeats a restaurant",
+            details={"day": 1, "ratio": math.nan},
+            hint="pick another",
+        ),
+    ]
+
+
+def record(pid: str = "p1", iterations: int = 3) -> ProblemResult:
+    its = []
+    prompt = FIRST
+    for i in range(iterations):
+        reply = json.dumps([{"day": 1, "breakfast": f"Place {i}, City", "note": "x" * 80}])
+        backprompt = f"{FIRST}\n\nYour previous answer was:\n{reply}\n\nProblems:\n1. day {i} repeats a restaurant."
+        messages = [Message(role="system", content="You are a planner." * 5), Message(role="user", content=prompt)]
+        its.append(
+            IterationRecord(
+                index=i,
+                prompt=messages,
+                prompt_sha256="ab" * 32,
+                raw_reply=reply,
+                plan=json.loads(reply),
+                plan_sha256="cd" * 8,
+                verdicts=verdicts(i),
+                rejudged=Judgement(verdicts=verdicts(i)[:1]) if i == 1 else None,
+                answer=UserAnswer(text="yes", revealed=["a"]) if i == 2 else None,
+                backprompt=backprompt,
+                calls=[
+                    LLMCall(stage="generate", messages=messages, reply=reply, usage=Usage(calls=1, input_tokens=9)),
+                    LLMCall(
+                        stage="reformulate",
+                        messages=[Message(role="user", content=f"Rewrite as JSON:\n{reply}")],
+                        reply=reply,
+                        seconds=0.5,
+                    ),
+                ],
+                timings={"generate": 0.25, "critique": 1.5},
+                tool_use={"steps": [{"tool": "search", "out": "ok"}]} if i == 0 else None,
+            )
+        )
+        prompt = backprompt
+    return ProblemResult(
+        problem_id=pid,
+        benchmark="toy",
+        outcome=Outcome.EXHAUSTED,
+        stop_reason="iterations",
+        best_plan=its[-1].plan,
+        best_iteration=iterations - 1,
+        iterations=its,
+        usage=Usage(calls=2 * iterations),
+        metadata={"level": "easy", "days": 3},
+        templates={"generator": "json@1"},
+    )
+
+
+def as_format1(rec: ProblemResult) -> ProblemResult:
+    """``rec`` as a format-1 line reads back (NaN in a JSON value, written null, reads back None)."""
+    return ProblemResult.model_validate_json(rec.model_dump_json())
+
+
+def fields_set(model: object, path: str = "r") -> list[tuple[str, tuple[str, ...]]]:
+    """Every nested model's fields_set, by path (what ``exclude_unset`` dumps would show)."""
+    out: list[tuple[str, tuple[str, ...]]] = []
+    if isinstance(model, BaseModel):
+        out.append((path, tuple(sorted(model.model_fields_set))))
+        for name in type(model).model_fields:
+            out += fields_set(getattr(model, name), f"{path}.{name}")
+    elif isinstance(model, list):
+        for i, item in enumerate(model):
+            out += fields_set(item, f"{path}[{i}]")
+    return out
+
+
+def test_a_compact_line_reads_back_as_the_same_record() -> None:
+    rec = record()
+    line = encode_record(rec)
+    data = json.loads(line)
+    assert list(data)[:2] == ["problem_id", "record_format"] and data["record_format"] == RECORD_FORMAT
+    back = ProblemResult.model_validate_json(line)
+    assert back == as_format1(rec)
+    assert back.model_dump_json() == rec.model_dump_json()  # the expanded form is format 1, byte for byte
+    assert fields_set(back) == fields_set(as_format1(rec))
+    # the reference text is written once, the verdicts once each, and the line is a fraction of format 1
+    assert line.count(b"Reference information") == 1
+    assert len(data["verdict_table"]) == 5  # format, budget, diverse x2 (failing at 0 and 1, passing after), ...
+    assert len(line) < len(rec.model_dump_json().encode()) / 3
+    # a backprompt that extends the first prompt is stored as that entry plus its suffix
+    assert any(isinstance(e, list) and data["text_table"][e[0]] == FIRST for e in data["text_table"])
+    # the expanded dict is format 1's, key for key and in order
+    expanded = expand_record(data)
+    assert json.dumps(expanded) == json.dumps(json.loads(rec.model_dump_json()))
+    assert "record_format" in data  # expand_record leaves its input unchanged
+
+
+def test_short_texts_and_empty_records_stay_inline() -> None:
+    bare = ProblemResult(problem_id="x", benchmark="b", outcome=Outcome.SKIPPED, stop_reason="run_budget")
+    assert ProblemResult.model_validate_json(encode_record(bare)) == bare
+    rec = record(iterations=1)
+    rec.iterations[0].raw_reply = "ok"
+    data = json.loads(encode_record(rec))
+    assert data["iterations"][0]["raw_reply"] == "ok"
+    assert ProblemResult.model_validate_json(encode_record(rec)) == as_format1(rec)
+
+
+def write_lines(tmp_path: Path, lines: list[bytes]) -> Path:
+    run = tmp_path / "run"
+    run.mkdir(parents=True, exist_ok=True)
+    (run / RECORDS).write_bytes(b"".join(line + b"\n" for line in lines))
+    return run
+
+
+def test_every_reader_gives_the_same_for_both_formats(tmp_path: Path) -> None:
+    recs = [record("a"), record("b", 2)]
+    expected = [as_format1(r) for r in recs]
+    old = write_lines(tmp_path / "old", [r.model_dump_json().encode() for r in recs])
+    new = write_lines(tmp_path / "new", [encode_record(r) for r in recs])
+    mixed = write_lines(tmp_path / "mixed", [recs[0].model_dump_json().encode(), encode_record(recs[1])])
+    for run in (old, new, mixed):
+        assert list(read_records(run)) == expected
+        assert list(report_records(run / RECORDS)) == expected
+        assert [json.dumps(d) for d in analysis_records(run)] == [
+            json.dumps(json.loads(r.model_dump_json())) for r in recs
+        ]
+        table = load_recording(run)
+        assert table[messages_key(recs[0].iterations[1].calls[0].messages)]
+    light_old = list(report_records(old / RECORDS, light=True))
+    light_new = list(report_records(new / RECORDS, light=True))
+    assert light_new == light_old
+    assert all(it.prompt == [] and it.calls == [] for r in light_new for it in r.iterations)
+    assert light_new[0].iterations[0].verdicts[2].feedback == ""  # light verdicts lose their feedback alike
+
+
+def test_run_dir_appends_compact_lines_and_resume_reads_them(tmp_path: Path) -> None:
+    info = RunInfo(
+        benchmark=BenchmarkInfo(name="toy"),
+        generator=GeneratorInfo(name="llm"),
+        budget=BudgetInfo(max_iterations=3),
+        problem_ids=["a", "b"],
+    )
+    rd = RunDir(tmp_path / "run")
+    rd.prepare(info, "x: 1\n")
+    rd.append_many([record("a"), record("b")])
+    first = rd.records_path.read_bytes().splitlines()[0]
+    assert json.loads(first)["record_format"] == RECORD_FORMAT
+    assert RunDir(rd.path).prepare(info, "x: 1\n") == {"a": as_format1(record("a")), "b": as_format1(record("b"))}
+
+
+def test_a_newer_format_says_to_upgrade_and_is_never_cut(tmp_path: Path) -> None:
+    data = json.loads(encode_record(record("b")))
+    data["record_format"] = RECORD_FORMAT + 1
+    run = write_lines(tmp_path, [encode_record(record("a")), json.dumps(data).encode()])
+    with pytest.raises(RecordFormatError, match="upgrade modulo"):
+        list(read_records(run))  # even as the last line: not taken for a torn one
+    with pytest.raises(RecordFormatError, match="upgrade modulo"):
+        list(report_records(run / RECORDS, light=True))
+    info = RunInfo(
+        benchmark=BenchmarkInfo(name="toy"),
+        generator=GeneratorInfo(name="llm"),
+        budget=BudgetInfo(max_iterations=3),
+        problem_ids=["a", "b"],
+    )
+    before = (run / RECORDS).read_bytes()
+    with pytest.raises(RecordFormatError):
+        RunDir(run).prepare(info, "x: 1\n")
+    assert (run / RECORDS).read_bytes() == before
+
+
+@pytest.mark.parametrize("damage", ["text", "verdict", "format"])
+def test_a_damaged_compact_line_is_a_damaged_line(tmp_path: Path, damage: str) -> None:
+    data = json.loads(encode_record(record("a")))
+    if damage == "text":
+        data["iterations"][0]["raw_reply"] = 999
+    elif damage == "verdict":
+        data["iterations"][0]["verdicts"][0] = 99
+    else:
+        data["record_format"] = "two"
+    bad = json.dumps(data).encode()
+    run = write_lines(tmp_path, [bad, encode_record(record("b"))])
+    with pytest.raises(RunError, match="line 1 is not a valid record"):
+        list(read_records(run))
+    notes: list[str] = []
+    assert [r.problem_id for r in report_records(run / RECORDS, notes)] == ["b"]
+    assert "skipped unreadable line" in notes[0]
+    # the same line last: a damaged tail, skipped by readers and cut by resume
+    run = write_lines(tmp_path / "last", [encode_record(record("b")), bad])
+    assert [r.problem_id for r in read_records(run)] == ["b"]
+
+
+def test_a_torn_compact_tail_is_dropped(tmp_path: Path) -> None:
+    good, torn = encode_record(record("a")), encode_record(record("b"))
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / RECORDS).write_bytes(good + b"\n" + torn[: len(torn) // 2])
+    assert [r.problem_id for r in read_records(run)] == ["a"]
+    notes: list[str] = []
+    assert [r["problem_id"] for r in analysis_records(run, notes)] == ["a"]
+    assert "truncated last line" in notes[0]
+
+
+def test_a_secret_across_a_shared_prefix_is_redacted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, fresh in (("_known", set()), ("_forms", []), ("_b64", [])):
+        monkeypatch.setattr(redact_module, name, fresh)
+    secret = "sk-livesecret0123456789"
+    redact_module.register(secret)
+    rec = record(iterations=2)
+    # the second prompt extends the first, the secret starting in the first's last characters
+    first = rec.iterations[0].prompt[1].content + secret[:6]
+    rec.iterations[0].prompt[1] = Message(role="user", content=first)
+    rec.iterations[1].prompt[1] = Message(role="user", content=first + secret[6:] + " and more")
+    rd = RunDir(tmp_path / "run")
+    rd.path.mkdir()
+    rd.append(rec)
+    text = rd.records_path.read_text(encoding="utf-8")
+    assert secret not in text and secret[6:] not in text
+    back = next(read_records(rd.path))
+    assert secret not in back.iterations[1].prompt[1].content and "[redacted]" in back.iterations[1].prompt[1].content
+
+
+def test_export_records_writes_the_expanded_form(tmp_path: Path) -> None:
+    from modulo.cli.main import cli
+
+    recs = [record("a"), record("b", 1)]
+    run = write_lines(tmp_path, [encode_record(r) for r in recs])
+    out = tmp_path / "expanded.jsonl"
+    result = CliRunner().invoke(cli, ["export", str(run), "--format", "records", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert out.read_text(encoding="utf-8").splitlines() == [r.model_dump_json() for r in recs]
+    to_stdout = CliRunner().invoke(cli, ["export", str(run), "--format", "records", "--out", "-"])
+    assert to_stdout.exit_code == 0
+    assert [json.loads(x)["problem_id"] for x in to_stdout.stdout.splitlines()] == ["a", "b"]
+    two = CliRunner().invoke(cli, ["export", str(run), str(run), "--format", "records"])
+    assert two.exit_code != 0 and "one run directory" in two.output
