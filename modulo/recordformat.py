@@ -235,28 +235,25 @@ def _expanded_messages(messages: Any, texts: _Texts) -> Any:
     ]
 
 
+def _with_texts(item: dict[str, Any], messages: str, keys: tuple[str, ...], texts: _Texts) -> dict[str, Any]:
+    """A copy of an iteration's or a call's dict with its message list (key ``messages``) and its text
+    fields (``keys``) resolved."""
+    out = dict(item)
+    if messages in out:
+        out[messages] = _expanded_messages(out[messages], texts)
+    for key in keys:
+        if key in out:
+            out[key] = texts.text(out[key])
+    return out
+
+
 def _expanded_iteration(it: Any, texts: _Texts, verdicts: list[Any]) -> Any:
     if not isinstance(it, dict):
         return it
-    out = dict(it)
-    if "prompt" in out:
-        out["prompt"] = _expanded_messages(out["prompt"], texts)
-    for key in ITERATION_TEXTS:
-        if key in out:
-            out[key] = texts.text(out[key])
+    out = _with_texts(it, "prompt", ITERATION_TEXTS, texts)
     calls = out.get("calls")
     if isinstance(calls, list):
-        expanded = []
-        for call in calls:
-            if isinstance(call, dict):
-                call = dict(call)
-                if "messages" in call:
-                    call["messages"] = _expanded_messages(call["messages"], texts)
-                for key in CALL_TEXTS:
-                    if key in call:
-                        call[key] = texts.text(call[key])
-            expanded.append(call)
-        out["calls"] = expanded
+        out["calls"] = [_with_texts(c, "messages", CALL_TEXTS, texts) if isinstance(c, dict) else c for c in calls]
     refs = out.get("verdicts")
     if isinstance(refs, list):
         out["verdicts"] = [_verdict(v, verdicts) for v in refs]
