@@ -84,14 +84,15 @@ def record(pid: str = "p1", iterations: int = 3) -> ProblemResult:
             )
         )
         prompt = backprompt
+    best = iterations - 1
     return ProblemResult(
         problem_id=pid,
         benchmark="toy",
         outcome=Outcome.EXHAUSTED,
         stop_reason="iterations",
-        best_plan=its[-1].plan,
-        best_iteration=iterations - 1,
         iterations=its,
+        best_iteration=best,
+        best_plan=its[best].plan,
         usage=Usage(calls=2 * iterations),
         metadata={"level": "easy", "days": 3},
         templates={"generator": "json@1"},
