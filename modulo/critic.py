@@ -164,13 +164,6 @@ class Critic(ABC):
             raise CriticError(self.name, exc) from exc
         if not isinstance(verdict, Verdict):
             raise CriticError(self.name, TypeError(f"returned {type(verdict).__name__}, not a Verdict"))
-        if (
-            verdict.hint is None
-            and (verdict.passed or self.feedback != "binary" or verdict.error is not None)
-            and verdict.critic == self.name
-            and verdict.group == self.group
-        ):
-            return verdict  # the usual case, at once: labelled by the critic itself, nothing the level changes
         update = feedback_update(verdict, self.feedback, self.description, self.name)
         if not update and verdict.critic == self.name and verdict.group == self.group:
             return verdict  # labelled by the critic itself and nothing to change: no copy (verdicts are frozen)
