@@ -12,7 +12,6 @@ from modulo.types import PlanJSON, Problem, Verdict
     group=FORMAT_GROUP,
     priority=0,
     description="the reply became a plan that fits the benchmark's schema and structure",
-    inline=True,  # a memoised schema check: microseconds
 )
 def format_critic(problem: Problem, plan: PlanJSON, *, benchmark: Benchmark) -> Verdict:
     """The plan validates against the benchmark's schema and passes its structural checks."""
