@@ -566,7 +566,7 @@ class HeavyExecutor(CriticExecutor):
                         self._pool.discard(worker)  # it is still working on the rest of the batch
                         return out
             except TimeoutError:
-                self._pool.discard(worker)
+                await asyncio.to_thread(self._pool.discard, worker)  # a kill waits for the process: off the loop
                 critic, timeout_s = critics[done], timeouts[done]
                 out.append(
                     CriticError(
@@ -574,7 +574,7 @@ class HeavyExecutor(CriticExecutor):
                     )
                 )
             except _WorkerGone as exc:
-                self._pool.discard(worker)
+                await asyncio.to_thread(self._pool.discard, worker)
                 out.append(CriticError(critics[done].name, WorkerError(str(exc))))
             except BaseException:  # cancelled (Ctrl-C) mid-batch: the worker is busy with it, so it goes
                 self._pool.discard(worker)
@@ -598,8 +598,6 @@ class HeavyExecutor(CriticExecutor):
             verdict = Verdict.model_validate(data)
         except ValueError as exc:
             return CriticError(critic.name, WorkerError(f"returned something that is not a Verdict: {exc}"))
-        if verdict.critic != critic.name or verdict.group != critic.group:
-            verdict = verdict.model_copy(update={"critic": critic.name, "group": critic.group})
         return verdict
 
     def close(self) -> None:
