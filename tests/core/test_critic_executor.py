@@ -41,8 +41,10 @@ class Seer(Critic):
 
     def __init__(self) -> None:
         self.seen: list[Any] = []
+        self.threads: list[int] = []
 
     def check(self, problem: Problem, plan: PlanJSON) -> Verdict:
+        self.threads.append(threading.get_ident())
         self.seen.append(list(plan))  # type: ignore[call-overload]
         return Verdict.ok()
 
@@ -302,6 +304,7 @@ def test_a_critic_declared_inline_runs_on_the_event_loops_thread_and_the_others_
     result, loop_thread = _solve_on_this_thread(loop)
     assert len(result.iterations) == 2 and where.threads == [loop_thread, loop_thread]
     assert seer.seen == [[2, 2], [3, 3]]  # an undeclared critic after it: in the worker, the same plan
+    assert len(seer.threads) == 2 and loop_thread not in seer.threads
     assert all(v.error is None for it in result.iterations for v in it.verdicts)
 
 
