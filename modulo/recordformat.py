@@ -112,24 +112,38 @@ class _TextTable:
 class _VerdictTable:
     """The distinct verdicts of one record being written (compared with the earlier ones of the same critic)."""
 
-    __slots__ = ("entries", "seen")
+    __slots__ = ("entries", "json", "seen")
 
     def __init__(self) -> None:
         self.entries: list[Verdict] = []
         self.seen: dict[str, list[int]] = {}
+        #: entry -> its JSON, made when a later verdict has equal field values
+        self.json: dict[int, bytes] = {}
 
     def ref(self, verdict: Verdict) -> int:
         earlier = self.seen.setdefault(verdict.critic, [])
         fields = verdict.__dict__
         for at in reversed(earlier):  # the latest first: a critic mostly repeats its last verdict
             other = self.entries[at]
-            # equal field values (a Verdict is frozen, without extras or private attributes)
-            if other is verdict or (type(other) is type(verdict) and other.__dict__ == fields):
+            if other is verdict:
+                return at
+            # equal field values (a Verdict is frozen, without extras or private attributes), and the same
+            # JSON: Python's == holds for 1, 1.0 and True, which read back as different values
+            if type(other) is type(verdict) and other.__dict__ == fields and self._json(at) == _json(verdict):
                 return at
         at = len(self.entries)
         self.entries.append(verdict)
         earlier.append(at)
         return at
+
+    def _json(self, at: int) -> bytes:
+        if at not in self.json:
+            self.json[at] = _json(self.entries[at])
+        return self.json[at]
+
+
+def _json(verdict: Verdict) -> bytes:
+    return verdict.__pydantic_serializer__.to_json(verdict)
 
 
 def _fields(model: BaseModel) -> dict[str, Any]:

@@ -133,9 +133,28 @@ def test_a_compact_line_reads_back_as_the_same_record() -> None:
     # a backprompt that extends the first prompt is stored as that entry plus its suffix
     assert any(isinstance(e, list) and data["text_table"][e[0]] == FIRST for e in data["text_table"])
     # the expanded dict is format 1's, key for key and in order
+    before = json.dumps(data)
     expanded = expand_record(data)
     assert json.dumps(expanded) == json.dumps(json.loads(rec.model_dump_json()))
-    assert "record_format" in data  # expand_record leaves its input unchanged
+    assert json.dumps(data) == before  # expand_record leaves its input unchanged
+
+
+def test_verdicts_equal_in_python_but_not_in_json_are_kept_apart() -> None:
+    """1, 1.0 and True are equal to Python: each verdict still reads back with its own values."""
+    shapes = [{"ok": 1, "cost": 300}, {"ok": True, "cost": 300.0}, {"ok": 1.0, "cost": 300}]
+    shapes.append(shapes[1])
+    made = [Verdict(critic="budget", group="hard", passed=False, details=d) for d in shapes]
+    rec = ProblemResult(
+        problem_id="p",
+        benchmark="b",
+        outcome=Outcome.EXHAUSTED,
+        stop_reason="iterations",
+        iterations=[IterationRecord(index=i, verdicts=[v]) for i, v in enumerate(made)],
+    )
+    line = encode_record(rec)
+    back = ProblemResult.model_validate_json(line)
+    assert back.model_dump_json() == rec.model_dump_json()
+    assert len(json.loads(line)["verdict_table"]) == 3  # the last one repeats the second
 
 
 def test_short_texts_and_empty_records_stay_inline() -> None:
@@ -276,3 +295,26 @@ def test_export_records_writes_the_expanded_form(tmp_path: Path) -> None:
     assert [json.loads(x)["problem_id"] for x in to_stdout.stdout.splitlines()] == ["a", "b"]
     two = CliRunner().invoke(cli, ["export", str(run), str(run), "--format", "records"])
     assert two.exit_code != 0 and "one run directory" in two.output
+
+
+def test_export_records_over_its_own_input_or_from_nowhere_loses_nothing(tmp_path: Path) -> None:
+    from modulo.cli.main import cli
+
+    recs = [record("a"), record("b", 1)]
+    run = write_lines(tmp_path, [encode_record(r) for r in recs])
+    records = run / RECORDS
+    # the run's own records file as the output: read whole first, then replaced by the expanded form
+    over = CliRunner().invoke(cli, ["export", str(run), "--format", "records", "--out", str(records)])
+    assert over.exit_code == 0, over.output
+    assert records.read_text(encoding="utf-8").splitlines() == [r.model_dump_json() for r in recs]
+    assert [r.problem_id for r in read_records(run)] == ["a", "b"]
+    # a path that does not exist: its own error, and nothing written for it
+    missing = tmp_path / "nowhere"
+    gone = CliRunner().invoke(cli, ["export", str(missing), "--format", "records"])
+    assert gone.exit_code != 0 and "does not exist" in gone.output and not missing.exists()
+    # a records file as the input: the default output lies beside it
+    from_file = CliRunner().invoke(cli, ["export", str(records), "--format", "records"])
+    assert from_file.exit_code == 0, from_file.output
+    assert (run / "export" / "records.jsonl").read_text(encoding="utf-8").splitlines() == [
+        r.model_dump_json() for r in recs
+    ]
