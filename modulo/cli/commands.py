@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from ..errors import ConfigError
+from ..errors import ConfigError, RunError
 
 #: modulo.reports.stats.DEFAULT_RESAMPLES / DEFAULT_SEED, modulo.view.build.DEFAULT_*
 REPORT_RESAMPLES, REPORT_SEED = 10_000, 0
@@ -199,10 +199,18 @@ def _export_records(paths: tuple[str, ...], out: Path | None) -> None:
         written = export_records(run, sys.stdout, notes)
         where = "stdout"
     else:
-        target = out or run / "export" / "records.jsonl"
+        if not run.exists():
+            raise RunError(f"{run} does not exist")
+        target = out or (run if run.is_dir() else run.parent) / "export" / "records.jsonl"
         target.parent.mkdir(parents=True, exist_ok=True)
-        with target.open("w", encoding="utf-8") as fh:
-            written = export_records(run, fh, notes)
+        # written beside the target and moved over it at the end: the target may be the records being read
+        partial = target.with_name(f".{target.name}.partial")
+        try:
+            with partial.open("w", encoding="utf-8") as fh:
+                written = export_records(run, fh, notes)
+            partial.replace(target)
+        finally:
+            partial.unlink(missing_ok=True)
         where = str(target)
     click.echo(f"records: {written} problem record(s), expanded -> {where}", err=where == "stdout")
     for note in notes:
