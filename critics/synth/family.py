@@ -310,7 +310,9 @@ class Family(ABC):
 
         The result depends on the arguments only (its own random generator and Z3 context), so it is
         kept (see ``SYNTHESIS_CACHE_SIZE``): the same arguments again get a copy of it, not a new search."""
-        key = (type(self), self.name, seed, repr(sorted(knobs.items())), topic, unique, unsolvable)
+        # the family's search settings too: an instance may override the class's
+        search = (self.unique_rounds, self.tries_per_constraint)
+        key = (type(self), search, seed, repr(sorted(knobs.items())), topic, unique, unsolvable)
         with _SYNTHESIS_LOCK:
             kept = _SYNTHESES.get(key)
         if kept is None:

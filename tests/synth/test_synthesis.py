@@ -3,7 +3,9 @@ query text parses back to the constraints it was rendered from."""
 
 from __future__ import annotations
 
+import copy
 import json
+from typing import Any
 
 import pytest
 
@@ -84,6 +86,28 @@ def test_a_kept_synthesis_is_what_a_new_search_finds_and_each_caller_gets_its_ow
     assert fam.synthesize(7, knobs, unique=True) == kept
     assert fam.synthesize(7, knobs, unique=True, unsolvable=True) != kept  # every argument is in the key
     assert fam.synthesize(8, knobs, unique=True) != kept
+
+
+def test_a_family_searching_with_other_settings_gets_its_own_synthesis(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The search settings an instance may override are part of what a kept synthesis is kept under."""
+    fam = get_family("calendar")
+    knobs = fam.knobs("easy", {})
+    clear_synthesis_cache()
+    fam.synthesize(3, knobs)
+    searches: list[int] = []
+    search = type(fam)._synthesize
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        searches.append(1)
+        return search(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(fam), "_synthesize", counted)
+    fam.synthesize(3, knobs)
+    assert searches == []  # the same settings: the kept one
+    other = copy.copy(fam)
+    other.tries_per_constraint = fam.tries_per_constraint + 1
+    other.synthesize(3, knobs)
+    assert searches == [1]
 
 
 def test_unique_families_have_a_single_solution() -> None:
