@@ -308,10 +308,9 @@ def _seen(plan: Any) -> _Seen | None:
             snapshot = None
             keys.append(None)
             continue
-        kinds = {*map(type, unit.values())}
-        keys.append(tuple(unit.items()) if kinds <= _PLAIN_TYPES else None)
+        keys.append(day_key(unit))
         if snapshot is not None:
-            if kinds <= _SCALAR_TYPES:
+            if {*map(type, unit.values())} <= _SCALAR_TYPES:
                 snapshot.append(dict(unit))
             else:
                 snapshot = None
