@@ -151,9 +151,6 @@ class _Digests:
             k = self.at[pos]
             yield pos, (self.spool[k] if k >= 0 else None)
 
-    def finished(self) -> Iterator[Finished]:
-        return (d for _, d in self if d is not None)
-
 
 async def run_session(
     session: Session,
