@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from ..errors import ConfigError, RunError
 from ..types import PlanJSON, ProblemResult
 from .frames import GRAINS, Results
-from .records import iter_records
+from .records import SKIP_NOTE, iter_records
 from .runs import RunMeta
 
 FRAME_FORMATS = ("parquet", "csv", "jsonl")
@@ -70,7 +70,7 @@ def export_records(path: Path, out: IO[str], notes: list[str]) -> int:
         try:
             result = ProblemResult.model_validate(record)
         except ValidationError as exc:
-            notes.append(f"records.jsonl: skipped the record of {record.get('problem_id')!r}, not a record ({exc})")
+            notes.append(f"{SKIP_NOTE} the record of {record.get('problem_id')!r}, not a record ({exc})")
             continue
         out.write(result.model_dump_json() + "\n")
         written += 1

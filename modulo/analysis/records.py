@@ -11,11 +11,21 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from ..recordformat import expand_record
+
+#: how every note about a record left out of a read begins (:func:`skipped`)
+SKIP_NOTE = "records.jsonl: skipped"
+
+
+def skipped(notes: Iterable[str]) -> int:
+    """How many of ``notes`` (:func:`iter_records`'s, or any reader's that uses :data:`SKIP_NOTE`) say a record
+    was left out: an unreadable or truncated line, a record that is not one."""
+    return sum(1 for note in notes if note.startswith(SKIP_NOTE))
+
 
 #: ``model_dump_json`` writes ``problem_id`` first; anything else falls back to a full parse
 _ID_AT_START = re.compile(rb'^\{"problem_id":("(?:[^"\\]|\\.)*")')
@@ -63,19 +73,15 @@ def iter_records(path: Path, notes: list[str] | None = None) -> Iterator[dict[st
             pid = _line_problem_id(line)
             if pid is None:
                 if not line.endswith(b"\n"):
-                    notes.append(
-                        f"records.jsonl: skipped a truncated last line (line {lineno}; the run was killed mid-write)"
-                    )
+                    notes.append(f"{SKIP_NOTE} a truncated last line (line {lineno}; the run was killed mid-write)")
                 else:
-                    notes.append(f"records.jsonl: skipped unreadable line {lineno}")
+                    notes.append(f"{SKIP_NOTE} unreadable line {lineno}")
                 continue
             if not line.endswith(b"\n"):
                 try:
                     json.loads(line)
                 except ValueError:
-                    notes.append(
-                        f"records.jsonl: skipped a truncated last line (line {lineno}; the run was killed mid-write)"
-                    )
+                    notes.append(f"{SKIP_NOTE} a truncated last line (line {lineno}; the run was killed mid-write)")
                     continue
             if pid in last:
                 repeated.add(pid)
@@ -88,7 +94,7 @@ def iter_records(path: Path, notes: list[str] | None = None) -> Iterator[dict[st
             try:
                 record = expand_record(json.loads(line))
             except ValueError as exc:
-                notes.append(f"records.jsonl: skipped unreadable record at byte {offset}: {exc}")
+                notes.append(f"{SKIP_NOTE} unreadable record at byte {offset}: {exc}")
                 continue
             if isinstance(record, dict):
                 yield record

@@ -157,6 +157,7 @@ def export(paths: tuple[str, ...], fmt: str, out: Path | None, grains: str | Non
     submission file."""
     from ..analysis.export import ALL_GRAINS, FRAME_FORMATS, export_frames, export_submission
     from ..analysis.frames import load
+    from ..analysis.records import skipped
 
     if fmt == "records":
         _export_records(paths, out)
@@ -172,6 +173,7 @@ def export(paths: tuple[str, ...], fmt: str, out: Path | None, grains: str | Non
             click.echo(f"{grain}: {len(results.frame(grain))} rows -> {path}")
         for note in results.notes:
             click.echo(f"note: {note}", err=True)
+        _exit_if_skipped(sum(skipped(dict.fromkeys(m.notes)) for m in results.metas))  # a note per read
         return
     if len(results.metas) != 1:
         raise ConfigError(f"a submission file is written from one run; {len(results.metas)} runs found under {paths}")
@@ -190,6 +192,7 @@ def export(paths: tuple[str, ...], fmt: str, out: Path | None, grains: str | Non
 def _export_records(paths: tuple[str, ...], out: Path | None) -> None:
     """``modulo export RUN_DIR --format records``: the run's records in the expanded form (record format 1)."""
     from ..analysis.export import export_records
+    from ..analysis.records import skipped
 
     if len(paths) != 1:
         raise ConfigError(f"--format records writes the records of one run directory; {len(paths)} paths given")
@@ -215,6 +218,15 @@ def _export_records(paths: tuple[str, ...], out: Path | None) -> None:
     click.echo(f"records: {written} problem record(s), expanded -> {where}", err=where == "stdout")
     for note in notes:
         click.echo(f"note: {note}", err=True)
+    _exit_if_skipped(skipped(notes))
+
+
+def _exit_if_skipped(count: int) -> None:
+    """Exit 1 (done, but not all well) when ``count`` records could not be read: what was read is written,
+    and the output is not the whole run."""
+    if count:
+        click.echo(f"export: {count} record(s) could not be read and are not in the output (see the notes)", err=True)
+        sys.exit(1)
 
 
 def _key_values(option: str, items: tuple[str, ...]) -> dict[str, Any]:

@@ -51,7 +51,8 @@ def error(exc: BaseException) -> None:
 EXIT_CODES: dict[int, str] = {
     0: "done",
     1: "done, but not all well: some problems ended in error (run), critics disagree with the reference "
-    "(critics audit), a tool call was invalid (tools), data is missing (data check), a sweep job failed",
+    "(critics audit), a tool call was invalid (tools), data is missing (data check), some records could not be "
+    "read (export: the rest is written), a sweep job failed",
     2: "nothing ran: a usage error, a configuration typo, an unknown name, unreadable input or data, a "
     "component that cannot start",
     3: "the run was stopped (metacontroller.on_critic_error=stop)",

@@ -38,6 +38,18 @@ def test_export_frames_in_each_format(tmp_path: Path, make_run: Any, run_a_plans
     assert sorted(p.name for p in (run / "export").iterdir()) == ["problems.csv"]
 
 
+def test_frames_of_a_run_with_an_unreadable_record_are_written_and_exit_1(
+    tmp_path: Path, make_run: Any, run_a_plans: Any
+) -> None:
+    run = make_run(tmp_path / "a", run_a_plans)
+    with (run / "records.jsonl").open("ab") as fh:
+        fh.write(b'{"problem_id": "p9", torn')  # a killed run's last line
+    result = modulo("export", run, "--format", "csv", "--out", tmp_path / "csv")
+    assert result.exit_code == 1, result.output
+    assert "1 record(s) could not be read" in result.stderr and "truncated last line" in result.stderr
+    assert pd.read_csv(tmp_path / "csv" / "problems.csv")["problem_id"].tolist() == [f"p{i}" for i in range(6)]
+
+
 def test_export_refuses_unknown_formats_and_grains(tmp_path: Path, make_run: Any, run_a_plans: Any) -> None:
     run = make_run(tmp_path / "a", run_a_plans)
     refused = modulo("export", run, "--format", "xlsx", "--out", tmp_path / "x")

@@ -318,3 +318,18 @@ def test_export_records_over_its_own_input_or_from_nowhere_loses_nothing(tmp_pat
     assert (run / "export" / "records.jsonl").read_text(encoding="utf-8").splitlines() == [
         r.model_dump_json() for r in recs
     ]
+
+
+def test_export_with_records_it_could_not_read_writes_the_rest_and_exits_1(tmp_path: Path) -> None:
+    from modulo.cli.main import cli
+
+    good = record("a")
+    bad = json.dumps({"problem_id": "b", "outcome": "no such outcome"}).encode()
+    run = write_lines(tmp_path, [encode_record(good), bad, b"{not json"])
+    out = tmp_path / "expanded.jsonl"
+    result = CliRunner().invoke(cli, ["export", str(run), "--format", "records", "--out", str(out)])
+    assert result.exit_code == 1, result.output
+    assert out.read_text(encoding="utf-8").splitlines() == [good.model_dump_json()]
+    assert "2 record(s) could not be read" in result.stderr
+    whole = write_lines(tmp_path / "whole", [encode_record(good)])
+    assert CliRunner().invoke(cli, ["export", str(whole), "--format", "records"]).exit_code == 0
