@@ -1,8 +1,9 @@
 """Memory of ``modulo.analysis`` frames against holding the whole run as objects.
 
 Writes a synthetic run directory (``--problems`` problems x ``--iterations`` iterations, each
-iteration carrying a prompt and a reply of ``--text-kb`` KB, as a TravelPlanner run with reference
-information does), then measures the Python heap peak (tracemalloc) of:
+iteration carrying a prompt and a reply of ``--text-kb`` KB, each its own text, as a TravelPlanner run
+with reference information does; in record format 2, what runs write, unless ``--record-format 1``),
+then measures the Python heap peak (tracemalloc) of:
 
 * ``modulo.analysis.load(RUN).problems()`` and ``.iterations()`` (records streamed line by line);
 * ``modulo.reports.load_run(RUN)`` (every record held as pydantic objects, what a report does).
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import sys
 import tempfile
 import time
@@ -28,18 +28,22 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_common import write_run_info
+from bench_common import record_format_option, write_record, write_run_info
 
 
-def write_run(path: Path, problems: int, iterations: int, text_kb: int) -> int:
+def write_run(path: Path, problems: int, iterations: int, text_kb: int, record_format: int = 2) -> int:
+    from modulo.types import ProblemResult
+
     ids = [f"p{i}" for i in range(problems)]
     critics = ["format", "a", "b"]
     write_run_info(path, "synthetic-memory", "dev", critics, iterations, ids)
-    text = "x" * (text_kb * 1024)
+    filler = "x" * (text_kb * 1024)
     with (path / "records.jsonl").open("w") as fh:
         for pid in ids:
             its = []
             for k in range(iterations):
+                # each prompt and reply its own text (format 2 writes a text once per record)
+                prompt, reply = f"prompt {pid} {k} {filler}", f"reply {pid} {k} {filler}"
                 verdicts = [
                     {"critic": c, "group": "hard", "passed": (k + j) % 3 == 0, "feedback": f"{c} says no"}
                     for j, c in enumerate(critics)
@@ -47,11 +51,11 @@ def write_run(path: Path, problems: int, iterations: int, text_kb: int) -> int:
                 its.append(
                     {
                         "index": k,
-                        "prompt": [{"role": "user", "content": text}],
-                        "raw_reply": text,
+                        "prompt": [{"role": "user", "content": prompt}],
+                        "raw_reply": reply,
                         "plan": {"x": k},
                         "verdicts": verdicts,
-                        "calls": [{"stage": "generate", "messages": [], "reply": text, "usage": {"calls": 1}}],
+                        "calls": [{"stage": "generate", "messages": [], "reply": reply, "usage": {"calls": 1}}],
                         "usage": {"calls": 1, "input_tokens": 1000, "output_tokens": 100},
                         "timings": {"generate": 0.1},
                     }
@@ -65,7 +69,7 @@ def write_run(path: Path, problems: int, iterations: int, text_kb: int) -> int:
                 "best_iteration": 0,
                 "iterations": its,
             }
-            fh.write(json.dumps(record) + "\n")
+            write_record(fh, ProblemResult.model_validate(record), record_format)
     return (path / "records.jsonl").stat().st_size
 
 
@@ -85,6 +89,7 @@ def main() -> None:
     p.add_argument("--problems", type=int, default=200)
     p.add_argument("--iterations", type=int, default=10)
     p.add_argument("--text-kb", type=int, default=20)
+    record_format_option(p)
     args = p.parse_args()
 
     import modulo.analysis as a
@@ -92,8 +97,11 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         run = Path(tmp) / "run"
-        size = write_run(run, args.problems, args.iterations, args.text_kb)
-        print(f"records.jsonl: {size / 2**20:.1f} MB ({args.problems} problems x {args.iterations} iterations)")
+        size = write_run(run, args.problems, args.iterations, args.text_kb, args.record_format)
+        print(
+            f"records.jsonl: {size / 2**20:.1f} MB ({args.problems} problems x {args.iterations} iterations, "
+            f"record format {args.record_format})"
+        )
         for label, fn in (
             ("analysis problems()", lambda: len(a.load(run).problems())),
             ("analysis iterations()", lambda: len(a.load(run).iterations())),

@@ -1,5 +1,5 @@
-"""What the benchmark scripts share: a synthetic run directory's ``run.json``, and the end of a
-script (the figures written to ``--json FILE`` when asked, the exit status).
+"""What the benchmark scripts share: a synthetic run directory's ``run.json`` and records, and the end
+of a script (the figures written to ``--json FILE`` when asked, the exit status).
 
 The scripts import it as a sibling module (they are run as ``python benchmarks/NAME.py``)."""
 
@@ -8,7 +8,33 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from modulo.types import ProblemResult
+
+#: the record formats a synthetic run can be written in: 2 is what ``modulo run`` writes today (shared
+#: texts and verdicts); 1 is the expanded form older runs have (``modulo export --format records``)
+RECORD_FORMATS = (1, 2)
+
+
+def record_format_option(parser: Any) -> None:
+    """``--record-format {1,2}`` on a script that writes a synthetic run (default: what runs write)."""
+    parser.add_argument(
+        "--record-format",
+        type=int,
+        choices=RECORD_FORMATS,
+        default=RECORD_FORMATS[-1],
+        help="the format of the synthetic records (default 2, what modulo run writes; 1, the expanded form)",
+    )
+
+
+def write_record(fh: IO[str], record: ProblemResult, record_format: int) -> None:
+    """One line of a synthetic ``records.jsonl``, in ``record_format`` (as the run's writer encodes it)."""
+    from modulo.recordformat import encode_record
+
+    line = encode_record(record).decode("utf-8") if record_format == 2 else record.model_dump_json()
+    fh.write(line + "\n")
 
 
 def write_run_info(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -27,6 +28,9 @@ from modulo.benchmark import Benchmark, EvalResult
 from modulo.reports import ReportOptions, bootstrap_ratio, build_report, paired_test
 from modulo.testing.toys import group_metrics
 from modulo.types import IterationRecord, Outcome, PlanJSON, Problem, ProblemResult, Usage, Verdict
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_common import record_format_option, write_record
 
 NAME = "report_speed_toy"
 CRITICS = [("c1", "commonsense"), ("c2", "commonsense"), ("c3", "commonsense"), ("h1", "hard"), ("h2", "hard")]
@@ -72,7 +76,7 @@ class SpeedToy(Benchmark):
         return EvalResult(metrics, rows)
 
 
-def write_run(path: Path, n: int, budget: int, seed: int) -> None:
+def write_run(path: Path, n: int, budget: int, seed: int, record_format: int = 2) -> None:
     rng = random.Random(seed)
     path.mkdir(parents=True)
     bench = SpeedToy(n=n)
@@ -132,7 +136,7 @@ def write_run(path: Path, n: int, budget: int, seed: int) -> None:
                 iterations=its,
                 usage=Usage(calls=2 * len(its)),
             )
-            out.write(rec.model_dump_json() + "\n")
+            write_record(out, rec, record_format)
     ev = bench.evaluate(problems, finals)
     (path / "evaluation.json").write_text(json.dumps({"metrics": ev.metrics, "per_problem": ev.per_problem}))
 
@@ -151,6 +155,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=8)
     ap.add_argument("--problems", type=int, default=180)
     ap.add_argument("--budget", type=int, default=10)
+    record_format_option(ap)
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     for n in (180, 1000):
@@ -171,7 +176,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             root = Path(tmp) / "sweep"
             for i in range(args.runs):
-                write_run(root / str(i), args.problems, args.budget, seed=i)
+                write_run(root / str(i), args.problems, args.budget, seed=i, record_format=args.record_format)
             size = sum(f.stat().st_size for f in root.rglob("records.jsonl"))
             times = []
             for _ in range(2):
@@ -180,7 +185,8 @@ def main() -> None:
                 times.append((time.perf_counter() - t0, time.process_time() - c0))
             print(
                 f"report over {args.runs} runs x {args.problems} problems x <= {args.budget} iterations "
-                f"({size / 1e6:.1f} MB of records): first {times[0][0]:.2f} s wall / {times[0][1]:.2f} s CPU; "
+                f"({size / 1e6:.1f} MB of records, format {args.record_format}): "
+                f"first {times[0][0]:.2f} s wall / {times[0][1]:.2f} s CPU; "
                 f"again with cached budget curves {times[1][0]:.2f} s wall / {times[1][1]:.2f} s CPU"
             )
     finally:

@@ -30,7 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_common import write_run_info
+from bench_common import record_format_option, write_record, write_run_info
 
 from modulo.types import IterationRecord, LLMCall, Message, Outcome, ProblemResult, Usage, Verdict, plan_fingerprint
 from modulo.view import ViewOptions, build_view
@@ -83,7 +83,13 @@ def _plan(rng: random.Random, days: int) -> list[dict[str, Any]]:
 
 
 def synthetic_run(
-    path: Path, n_problems: int, n_iterations: int, context_chars: int, template_chars: int = 3000, seed: int = 0
+    path: Path,
+    n_problems: int,
+    n_iterations: int,
+    context_chars: int,
+    template_chars: int = 3000,
+    seed: int = 0,
+    record_format: int = 2,
 ) -> Path:
     rng = random.Random(seed)
     ids = [f"validation-{i}" for i in range(n_problems)]
@@ -144,7 +150,7 @@ def synthetic_run(
                 iterations=iterations,
                 metadata={"level": rng.choice(["easy", "medium", "hard"])},
             )
-            fh.write(rec.model_dump_json() + "\n")
+            write_record(fh, rec, record_format)
     return path
 
 
@@ -195,15 +201,24 @@ def main() -> None:
     ap.add_argument("--template-chars", type=int, default=3000)
     ap.add_argument("--split-above", type=int, default=ViewOptions().split_above)
     ap.add_argument("--keep", type=Path, default=None, help="write the run and page here instead of a temp dir")
+    record_format_option(ap)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         base = args.keep or Path(tmp)
         t0 = time.perf_counter()
-        run = synthetic_run(base / "run", args.problems, args.iterations, args.context_chars, args.template_chars)
+        run = synthetic_run(
+            base / "run",
+            args.problems,
+            args.iterations,
+            args.context_chars,
+            args.template_chars,
+            record_format=args.record_format,
+        )
         made = time.perf_counter() - t0
         print(
             f"synthetic run: {args.problems} problems x {args.iterations} iterations, "
-            f"{args.context_chars:,} context chars; records.jsonl {_size(run / 'records.jsonl')} "
+            f"{args.context_chars:,} context chars; record format {args.record_format}, "
+            f"records.jsonl {_size(run / 'records.jsonl')} "
             f"(written in {made:.1f} s)"
         )
         t0 = time.perf_counter()
