@@ -42,6 +42,7 @@ class Overhead(Benchmark):
     plan_model = RootModel[list[int]]  # a plan is a list of numbers
     metrics = (MetricSpec("solved", "Solved"),)
     primary_metric = "solved"
+    quick_format = True  # the schema of a list of numbers: the format critic runs inline, as for the built-ins
 
     def __init__(self, data_dir: Any = None, *, n: int = 180) -> None:
         super().__init__(None)

@@ -172,6 +172,12 @@ class Benchmark(ABC):
     #: this benchmark's own critics are CPU-heavy: True or "process" runs them in worker processes,
     #: "thread" each in a thread of its own (as a critic's own ``heavy``; see ``metacontroller.heavy``)
     heavy_critics: ClassVar[bool | str] = False
+    #: this benchmark's plan checks (``validate_plan``/``plan_error`` and ``check_format``) are quick, well
+    #: under a millisecond a plan, and never block: the ``format`` critic, which runs them, then runs on the
+    #: event loop's thread with no hand-off (``metacontroller.inline_critics``). False (the default, and what a
+    #: third-party benchmark gets): it runs in the worker thread, where a deadline can abandon a slow one. A
+    #: subclass that makes those checks slow sets it back to False
+    quick_format: ClassVar[bool] = False
     #: a reply whose first non-blank line starts with one of these (case-insensitive) is a question for
     #: the user, not a plan (the ``dialogue`` template tells the planner so)
     question_markers: ClassVar[tuple[str, ...]] = ("QUESTION:",)

@@ -99,6 +99,8 @@ def bind_critics(
         whole = benchmark.heavy_critics
         if whole and not bound.heavy and name in meta_own(benchmark):  # the benchmark declares its critics heavy
             setattr(bound, "heavy", "process" if whole is True else whole)  # noqa: B010 - an instance's own value
+        if name == "format" and benchmark.quick_format and not bound.heavy:  # it runs the benchmark's own checks
+            setattr(bound, "inline", True)  # noqa: B010 - an instance's own value
         out.append(bound.at_level(own))
     return out
 

@@ -77,6 +77,7 @@ class NaturalPlanBenchmark(Benchmark):
     #: the other fields an instance of the task must have
     fields: ClassVar[tuple[str, ...]] = ()
     test_splits: ClassVar[tuple[str, ...]] = ()
+    quick_format: ClassVar[bool] = True  # a strict pydantic check and a scan of the plan: microseconds
     primary_metric: ClassVar[str] = "valid"
     metrics: ClassVar[tuple[MetricSpec, ...]] = (
         MetricSpec("official", "official", description="the published script's score (exact match / count match)"),

@@ -136,6 +136,7 @@ class TravelPlanner(Benchmark):
     submission_formats: ClassVar[tuple[str, ...]] = ("travelplanner-submission",)
     primary_metric: ClassVar[str] = "final_pass_rate"
     test_splits: ClassVar[tuple[str, ...]] = ("test",)
+    quick_format: ClassVar[bool] = True  # the schema check and check_format: microseconds, in memory
 
     #: where ``data_download`` fetches the splits (the Hugging Face dataset's CSV files)
     HF_URL: ClassVar[str] = "https://huggingface.co/datasets/osunlp/TravelPlanner/resolve/main/{split}.csv"
