@@ -60,6 +60,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from .config import DEFAULT_CRITIC_TIMEOUT_S as DEFAULT_CRITIC_TIMEOUT_S  # a z3 check on a large problem takes seconds
 from .critic import Critic
@@ -173,14 +174,22 @@ def call_on_copy(
     return outcome, frozen.copy()
 
 
+_T = TypeVar("_T")
+
 #: what the executor gives back for one critic of a batch: its verdict or its error
 Outcome = Verdict | CriticError
 #: decides, after each critic of a batch, whether the batch stops there
 StopRule = Callable[[Critic, Outcome], bool]
 
 
-def _never(critic: Critic, outcome: Outcome) -> bool:
+def never_stop(critic: Critic, outcome: Outcome) -> bool:
+    """The stop rule of a batch that runs to its end."""
     return False
+
+
+def stop_at_error(critic: Critic, outcome: Outcome) -> bool:
+    """The stop rule of ``on_critic_error=stop``: the batch stops at the first critic error."""
+    return isinstance(outcome, CriticError)
 
 
 class CriticExecutor(ABC):
@@ -198,7 +207,7 @@ class CriticExecutor(ABC):
         problem: Problem,
         frozen: FrozenPlan,
         timeouts: Sequence[float],
-        stop: StopRule = _never,
+        stop: StopRule = never_stop,
     ) -> list[Outcome]:
         """Run ``critics`` in order on one plan, each under its own deadline (``timeouts``), until
         ``stop(critic, outcome)`` says so: the outcomes of the critics that ran, in order. The critics
@@ -206,11 +215,11 @@ class CriticExecutor(ABC):
         :meth:`run_rest`, at the same time (:func:`run_beside`); a kind overrides those three, not this."""
         if len(critics) != len(timeouts):
             raise ValueError("run_all: one timeout per critic")
-        if self.inline_batch(critics):
-            return self.run_inline(critics, problem, frozen, timeouts, stop)
-        aside = [i for i, c in enumerate(critics) if self.aside(c)]
-        if not aside:
-            return await self.run_rest(list(critics), problem, frozen, list(timeouts), stop)
+        critics = critics if isinstance(critics, list) else list(critics)
+        timeouts = timeouts if isinstance(timeouts, list) else list(timeouts)
+        aside = self._aside_of(critics)
+        if not aside:  # the usual batch: no hand-off to a second runner, no merge
+            return await self.run_rest(critics, problem, frozen, timeouts, stop)
 
         async def side(some: list[Critic], some_timeouts: list[float]) -> list[Outcome]:
             return await self.run_aside(some, problem, frozen, some_timeouts, stop)
@@ -218,48 +227,12 @@ class CriticExecutor(ABC):
         async def rest(others: list[Critic], other_timeouts: list[float]) -> list[Outcome]:
             return await self.run_rest(others, problem, frozen, other_timeouts, stop)
 
-        return await run_beside(critics, timeouts, stop, aside, side, rest)
+        return await run_beside(critics, timeouts, stop, list(aside), side, rest)
 
-    def inline_batch(self, critics: Sequence[Critic]) -> bool:
-        """Whether :meth:`run_all` runs the whole batch with :meth:`run_inline` (default: never)."""
-        return False
-
-    def demote(self, critic: Critic) -> None:  # noqa: B027 - optional hook
-        """``critic`` overran its deadline inline: a kind that runs inline critics stops doing so for it."""
-
-    def run_inline(
-        self,
-        critics: Sequence[Critic],
-        problem: Problem,
-        frozen: FrozenPlan,
-        timeouts: Sequence[float],
-        stop: StopRule,
-    ) -> list[Outcome]:
-        """``critics`` in order on this thread, on one copy of the plan while none changes it, until ``stop``;
-        each deadline checked when the critic returns (past it: a timeout error, and the critic demoted)."""
-        out: list[Outcome] = []
-        plan = frozen.lend()
-        clock = time.perf_counter
-        for critic, timeout_s in zip(critics, timeouts, strict=True):
-            t0 = clock()
-            outcome, plan = call_on_copy(critic, problem, frozen, plan)
-            took = clock() - t0
-            if isinstance(outcome, CriticError) and isinstance(outcome.cause, KeyboardInterrupt):
-                raise outcome.cause  # Ctrl-C while the critic ran on the loop's thread: the user's interrupt
-            if took > timeout_s:
-                self.demote(critic)
-                outcome = CriticError(
-                    critic.name,
-                    CriticTimeoutError(
-                        f"took {took:.3g} s, over its deadline of {timeout_s:g} s (it runs inline, on the event "
-                        "loop's thread: its verdict is ignored, and it runs in a worker thread from now on)"
-                    ),
-                )
-            out.append(outcome)
-            if stop(critic, outcome):
-                break
-        frozen.hand_back(plan)
-        return out
+    def _aside_of(self, critics: list[Critic]) -> tuple[int, ...]:
+        """The positions of the critics :meth:`aside` takes, remembered per sequence of critics (a loop asks
+        for the same lists on every iteration; :meth:`aside` depends on a critic's declarations only)."""
+        return _remembered(self, "_asides", critics, lambda: tuple(i for i, c in enumerate(critics) if self.aside(c)))
 
     def aside(self, critic: Critic) -> bool:
         """Whether :meth:`run_all` runs ``critic`` with :meth:`run_aside` (default: none)."""
@@ -378,33 +351,66 @@ class ThreadExecutor(CriticExecutor):
     def __init__(self, *, inline: bool = True) -> None:
         self._pool = _DaemonPool("modulo-critic")  # single calls: heavy="thread" critics, each on its own
         self._batches = _DaemonPool("modulo-critics", max_workers=self.batch_workers)
-        #: run the critics declared ``inline`` on the event loop's thread (False: every one in a worker)
-        self.inline = inline
+        self._inline = inline
         #: critics declared inline that overran a deadline there: they run in the worker thread from then on
         self.demoted: set[str] = set()
-        #: id of a list of critics -> (the list, its length and the demotions when asked, all of them inline?)
-        self._all_inline: dict[int, tuple[Sequence[Critic], int, int, bool]] = {}
 
-    def inline_batch(self, critics: Sequence[Critic]) -> bool:
-        """A batch of inline critics only (the usual one) runs straight away (remembered per list)."""
-        known = self._all_inline.get(id(critics))
-        if known is None or known[0] is not critics or known[1] != len(critics) or known[2] != len(self.demoted):
-            if len(self._all_inline) > 64:
-                self._all_inline.clear()
-            known = (critics, len(critics), len(self.demoted), all(map(self.runs_inline, critics)))
-            self._all_inline[id(critics)] = known
-        return known[3]
+    @property
+    def inline(self) -> bool:
+        """Whether the critics declared ``inline`` run on the event loop's thread (False: every one in a worker)."""
+        return self._inline
+
+    @inline.setter
+    def inline(self, value: bool) -> None:
+        self._inline = value
+        self.__dict__.pop("_runs", None)
 
     def demote(self, critic: Critic) -> None:
+        """``critic`` overran its deadline inline: it runs in the worker thread from now on."""
         self.demoted.add(critic.name)
+        self.__dict__.pop("_runs", None)  # the runs remembered per list of critics change with it
+
+    def run_inline(
+        self,
+        critics: Sequence[Critic],
+        problem: Problem,
+        frozen: FrozenPlan,
+        timeouts: Sequence[float],
+        stop: StopRule,
+    ) -> list[Outcome]:
+        """``critics`` in order on this thread, on one copy of the plan while none changes it, until ``stop``;
+        each deadline checked when the critic returns (past it: a timeout error, and the critic demoted)."""
+        out: list[Outcome] = []
+        plan = frozen.lend()
+        clock = time.perf_counter
+        for critic, timeout_s in zip(critics, timeouts, strict=True):
+            t0 = clock()
+            outcome, plan = call_on_copy(critic, problem, frozen, plan)
+            took = clock() - t0
+            if isinstance(outcome, CriticError) and isinstance(outcome.cause, KeyboardInterrupt):
+                raise outcome.cause  # Ctrl-C while the critic ran on the loop's thread: the user's interrupt
+            if took > timeout_s:
+                self.demote(critic)
+                outcome = CriticError(
+                    critic.name,
+                    CriticTimeoutError(
+                        f"took {took:.3g} s, over its deadline of {timeout_s:g} s (it runs inline, on the event "
+                        "loop's thread: its verdict is ignored, and it runs in a worker thread from now on)"
+                    ),
+                )
+            out.append(outcome)
+            if stop is not never_stop and stop(critic, outcome):
+                break
+        frozen.hand_back(plan)
+        return out
 
     def runs_inline(self, critic: Critic) -> bool:
         """Whether this executor runs ``critic`` on the event loop's thread."""
-        return self.inline and critic.name not in self.demoted and runs_inline(critic)
+        return self._inline and critic.name not in self.demoted and runs_inline(critic)
 
     async def run(self, critic: Critic, problem: Problem, frozen: FrozenPlan, timeout_s: float) -> Verdict:
         if self.runs_inline(critic):
-            [outcome] = self.run_inline([critic], problem, frozen, [timeout_s], _never)
+            [outcome] = self.run_inline([critic], problem, frozen, [timeout_s], never_stop)
             if isinstance(outcome, CriticError):
                 raise outcome
             return outcome
@@ -460,13 +466,13 @@ class ThreadExecutor(CriticExecutor):
         self, critics: list[Critic], problem: Problem, frozen: FrozenPlan, timeouts: list[float], stop: StopRule
     ) -> list[Outcome]:
         """Runs of consecutive inline critics on this thread, the runs between them as worker batches."""
+        runs = _remembered(self, "_runs", critics, lambda: _runs(critics, self.runs_inline))
+        if len(runs) == 1:  # the usual batch: all inline (or all in the worker), no slicing
+            if runs[0][0]:
+                return self.run_inline(critics, problem, frozen, timeouts, stop)
+            return await self._run_batches(critics, problem, frozen, timeouts, stop)
         out: list[Outcome] = []
-        start = 0
-        while start < len(critics):
-            inline = self.runs_inline(critics[start])
-            end = start + 1
-            while end < len(critics) and self.runs_inline(critics[end]) == inline:
-                end += 1
+        for inline, start, end in runs:
             if inline:
                 ran = self.run_inline(critics[start:end], problem, frozen, timeouts[start:end], stop)
             else:
@@ -474,7 +480,6 @@ class ThreadExecutor(CriticExecutor):
             out.extend(ran)
             if len(ran) < end - start or (ran and stop(critics[end - 1], ran[-1])):
                 break  # stopped inside this run
-            start = end
         return out
 
     async def _run_batches(
@@ -552,6 +557,34 @@ async def run_beside(
         if stop(critic, done[i]):
             break
     return out
+
+
+def _remembered(owner: object, slot: str, critics: list[Critic], make: Callable[[], _T]) -> _T:
+    """``make()``, remembered in ``owner``'s dict ``slot`` under the critics themselves (a tuple of them:
+    a list changed in place is another key); at most 64 kept (a loop asks for the same few lists)."""
+    memo: dict[tuple[Critic, ...], Any] = owner.__dict__.setdefault(slot, {})
+    key = tuple(critics)
+    known = memo.get(key)
+    if known is None:
+        if len(memo) >= 64:
+            memo.clear()
+        known = memo[key] = make()
+    result: _T = known
+    return result
+
+
+def _runs(critics: list[Critic], inline: Callable[[Critic], bool]) -> tuple[tuple[bool, int, int], ...]:
+    """The runs of consecutive critics that ``inline`` says alike: (inline?, start, end) each, in order."""
+    out: list[tuple[bool, int, int]] = []
+    start = 0
+    while start < len(critics):
+        kind = inline(critics[start])
+        end = start + 1
+        while end < len(critics) and inline(critics[end]) == kind:
+            end += 1
+        out.append((kind, start, end))
+        start = end
+    return tuple(out)
 
 
 def runs_inline(critic: Critic) -> bool:

@@ -40,7 +40,7 @@ from .benchmark import Benchmark
 from .config import LoopSettings as LoopSettings  # the metacontroller config section
 from .critic import FORMAT_GROUP, Critic
 from .errors import CriticError, LLMError
-from .executor import CriticDeadlines, CriticExecutor, FrozenPlan, ThreadExecutor
+from .executor import CriticDeadlines, CriticExecutor, FrozenPlan, ThreadExecutor, never_stop, stop_at_error
 from .generators.base import Generation, GenerationContext, Generator
 from .prompts import Template
 from .reformulate import Reformulator
@@ -626,13 +626,8 @@ class Metacontroller:
         if not critics:
             return []
         stop_on_error = self.settings.on_critic_error == "stop"
-        outcomes = await self.executor.run_all(
-            critics,
-            problem,
-            frozen,
-            self._timeouts(critics),
-            stop=lambda critic, outcome: stop_on_error and isinstance(outcome, CriticError),
-        )
+        stop = stop_at_error if stop_on_error else never_stop
+        outcomes = await self.executor.run_all(critics, problem, frozen, self._timeouts(critics), stop=stop)
         verdicts: list[Verdict] = []
         for critic, outcome in zip(critics, outcomes, strict=False):  # a stopped batch is shorter
             if isinstance(outcome, CriticError):

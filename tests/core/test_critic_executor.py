@@ -358,3 +358,43 @@ def test_ctrl_c_inside_an_inline_critic_is_the_users_interrupt() -> None:
     _with(loop, InlineExit(KeyboardInterrupt()))
     with pytest.raises(KeyboardInterrupt):
         solve(loop)
+
+
+def test_the_format_critic_runs_inline_only_where_the_benchmark_declares_its_format_checks_quick() -> None:
+    """It runs the benchmark's own plan checks: a third-party benchmark's may be slow, so it stays in the
+    worker thread (under a deadline that can abandon it) unless the benchmark says they are quick."""
+    from modulo.binding import bind_critics
+
+    from . import toy
+
+    class QuickToy(toy.Toy):
+        quick_format = True
+
+    [undeclared] = bind_critics(["format"], toy.Toy())
+    [quick] = bind_critics(["format"], QuickToy())
+    assert not ThreadExecutor().runs_inline(undeclared)
+    assert ThreadExecutor().runs_inline(quick)
+    assert not ThreadExecutor(inline=False).runs_inline(quick)
+    assert not type(quick).inline  # the instance bound for that benchmark, not the critic for every benchmark
+
+
+def test_a_list_of_critics_changed_in_place_is_routed_afresh() -> None:
+    """The executor remembers how it routes a list of critics; a list changed in place is routed again."""
+    ex = ThreadExecutor()
+    where, seer = Where(), Seer()
+    critics: list[Critic] = [where]
+    problem = Problem(id="p", benchmark="toy", query="q")
+
+    async def both() -> tuple[int, Any]:
+        here = threading.get_ident()
+        first = await ex.run_all(critics, problem, FrozenPlan.of([1]), [5.0])
+        critics[0] = seer  # same list, same length, another critic (not declared inline)
+        second = await ex.run_all(critics, problem, FrozenPlan.of([1]), [5.0])
+        return here, (first, second)
+
+    try:
+        here, (first, second) = asyncio.run(both())
+    finally:
+        ex.close()
+    assert where.threads == [here] and seer.threads and seer.threads[0] != here
+    assert all(isinstance(o, Verdict) and o.passed for o in [*first, *second])
