@@ -65,8 +65,8 @@ from .executor import (
     PlanMutatedError,
     StopRule,
     ThreadExecutor,
-    _never,
     heavy_kind,
+    never_stop,
 )
 from .types import Problem, Verdict, canonical_json
 
@@ -501,7 +501,7 @@ class HeavyExecutor(CriticExecutor):
     async def run(self, critic: Critic, problem: Problem, frozen: FrozenPlan, timeout_s: float) -> Verdict:
         if critic.name not in self.names:
             return await self.inner.run(critic, problem, frozen, timeout_s)
-        [outcome] = await self.run_aside([critic], problem, frozen, [timeout_s], _never)
+        [outcome] = await self.run_aside([critic], problem, frozen, [timeout_s], never_stop)
         if isinstance(outcome, CriticError):
             raise outcome
         return outcome
@@ -531,6 +531,21 @@ class HeavyExecutor(CriticExecutor):
         except (_WorkerGone, TimeoutError, OSError) as exc:
             raise WorkerError(str(exc) or "the critic worker did not start in time") from exc
 
+    async def _acquire_async(self) -> _Worker:
+        """A worker, started (or waited for) in a thread. Cancelled meanwhile (Ctrl-C, a stopped batch), the
+        thread still gets its worker: it goes back to the pool when it comes, so no slot is lost."""
+        loop = asyncio.get_running_loop()
+        acquiring = loop.run_in_executor(None, self._acquire)
+        try:
+            return await asyncio.shield(acquiring)
+        except asyncio.CancelledError:
+            acquiring.add_done_callback(self._release_unwanted)
+            raise
+
+    def _release_unwanted(self, acquiring: asyncio.Future[_Worker]) -> None:
+        if not acquiring.cancelled() and acquiring.exception() is None:
+            self._pool.release(acquiring.result())
+
     async def _batch(
         self, critics: list[Critic], problem: Problem, frozen: FrozenPlan, timeouts: list[float], stop: StopRule
     ) -> list[Outcome]:
@@ -541,7 +556,7 @@ class HeavyExecutor(CriticExecutor):
         while critics:
             try:
                 idle = self._pool.take_idle()
-                worker = idle if idle is not None else await asyncio.to_thread(self._acquire)
+                worker = idle if idle is not None else await self._acquire_async()
             except WorkerError as exc:  # no worker would start: this critic's error; the next tries again
                 out.append(CriticError(critics[0].name, exc))
                 if stop(critics[0], out[-1]):

@@ -151,3 +151,33 @@ def test_a_run_sends_declared_heavy_critics_to_workers_and_records_it(tmp_path: 
     pooled = run("declared", "pooled")
     assert any(v["critic"] == "heavy_count" for verdicts in pooled for v in verdicts)  # it did judge plans
     assert pooled == run("none", "in-process")
+
+
+def test_a_batch_cancelled_while_its_worker_starts_gives_the_worker_back(
+    critics: dict[str, Any], bench: Any
+) -> None:
+    """Ctrl-C (or a stopped run) while a worker is being started in a thread: the worker, once up, goes
+    back to the pool (with one worker allowed, a lost one would leave every later batch waiting forever)."""
+    problem = bench.select("generated", limit=1)[0]
+    ex = HeavyExecutor(["heavy_count"], SandboxSpec(benchmark=BENCH, imports=(heavy_plugin.__name__,)), workers=1)
+    chosen = [critics["heavy_count"]]
+
+    async def main() -> list[Any]:
+        batch = asyncio.ensure_future(ex.run_all(chosen, problem, FrozenPlan.of([1]), [30.0]))
+        await asyncio.sleep(0.2)  # the worker is starting (an interpreter and the benchmark: seconds)
+        assert not batch.done()
+        batch.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await batch
+        for _ in range(600):  # the start goes on in its thread; the worker comes back when it is up
+            if ex._pool._idle:
+                break
+            await asyncio.sleep(0.1)
+        assert len(ex._pool._idle) == 1
+        return await asyncio.wait_for(ex.run_all(chosen, problem, FrozenPlan.of([1]), [30.0]), 60)
+
+    try:
+        [verdict] = asyncio.run(main())
+        assert isinstance(verdict, Verdict) and verdict.passed
+    finally:
+        ex.close()
