@@ -26,7 +26,7 @@ from modulo.benchmark import (
     frozen_data,
 )
 from modulo.errors import ConfigError, DataError
-from modulo.types import PlanJSON, Problem, ProblemUpdate, json_lines
+from modulo.types import PlanJSON, Problem, ProblemUpdate, canonical_json, json_lines
 
 from . import data as tpdata
 from .checks import DAY_FIELDS
@@ -244,9 +244,23 @@ class TravelPlanner(Benchmark):
     def plan_error(self, value: Any) -> str | None:
         """:meth:`Benchmark.plan_error`, answered at once (None) for a plan of plain days that the schema
         and the model take as they are (the usual case, on every iteration: no JSON encoding of the plan)."""
-        if self.plan_model is Plan and not self._validation_replaced() and _plain_plan(value):
+        if self._taken_as_is(value):
             return None
         return super().plan_error(value)
+
+    def checked_plan(self, value: Any, key: str | None = None) -> tuple[PlanJSON, str]:
+        """:meth:`Benchmark.checked_plan`, answered at once for a plan of plain days (the usual case, on every
+        iteration): the model would return the same days with their keys in the model's order, and their
+        canonical text is the one of ``value`` (``key`` when given). Anything else goes to the model."""
+        if self._taken_as_is(value):
+            plan = [{field: day[field] for field in DAY_FIELDS} for day in value]
+            return plan, key if key is not None else canonical_json(plan)
+        return super().checked_plan(value, key)
+
+    def _taken_as_is(self, value: Any) -> bool:
+        """Whether ``value`` is a plan of plain days (:func:`_plain_plan`) that this benchmark's own model
+        validates: then the fast answers of :meth:`plan_error` and :meth:`checked_plan` apply."""
+        return self.plan_model is Plan and not self._validation_replaced() and _plain_plan(value)
 
     def _validation_replaced(self) -> bool:
         """A subclass or an instance changed how plans are validated: the fast answer does not apply."""

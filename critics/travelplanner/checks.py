@@ -113,9 +113,14 @@ def run_check(fn: CheckFn, query: Mapping[str, Any], plan: Any, store: Store) ->
     try:
         value, message, details = fn(query, plan, store)
     except Exception as exc:
-        reason = f"{type(exc).__name__}: {exc}"
-        return CheckResult(False, reason, error=type(exc).__name__, details={"exception": reason})
+        return crashed(exc)
     return CheckResult(value, message, details=details)
+
+
+def crashed(exc: Exception) -> CheckResult:
+    """The failed result of a check that raised ``exc``."""
+    reason = f"{type(exc).__name__}: {exc}"
+    return CheckResult(False, reason, error=type(exc).__name__, details={"exception": reason})
 
 
 def query_dates(query: Mapping[str, Any]) -> list[str]:

@@ -20,7 +20,7 @@ from modulo.critic import CriticFactory, critic
 from modulo.errors import ConfigError
 from modulo.types import PlanJSON, Problem, Verdict
 
-from .checks import PAPER_NAMES, CheckFn, describe_official, run_check
+from .checks import PAPER_NAMES, CheckFn, CheckResult, crashed, describe_official
 from .evaluate import MODES, check_module
 from .hints import hint_for
 
@@ -33,9 +33,13 @@ BENCHMARKS = ("travelplanner",)
 def _make(name: str, key: str, group: str, description: str, priority: int) -> CriticFactory:
     #: what every verdict's details start with, per mode: the official key, the mode and the checks' source
     meta = {m: {"key": key, "mode": m, "source": "oracle" if m == "official" else "reimplemented"} for m in MODES}
-    #: the check function of each mode (run through run_check, as check_module(mode).check does)
+    #: the check function of each mode (run as run_check runs it, as check_module(mode).check does)
     checks: dict[str, CheckFn] = {m: check_module(m).CHECKS[key] for m in MODES}
     not_stated = f"the query states no {PAPER_NAMES[key].lower()} constraint"
+    # the verdicts that never vary, made once (verdicts are frozen): not applicable, and a pass whose check
+    # found nothing to add to the details' head
+    not_applicable = Verdict(critic=name, group=group, passed=True, applicable=False, feedback=not_stated)
+    passed = {m: Verdict(critic=name, group=group, passed=True, details=dict(meta[m])) for m in MODES}
 
     def check(
         problem: Problem,
@@ -47,7 +51,7 @@ def _make(name: str, key: str, group: str, description: str, priority: int) -> C
     ) -> Verdict:
         if mode not in MODES:
             raise ConfigError(f"critic {name!r}: mode must be one of {list(MODES)}, not {mode!r}")
-        if not hasattr(benchmark, "store") or not hasattr(benchmark, "critic_query"):
+        if type(benchmark) not in _READERS and not _reads_travelplanner(benchmark):
             raise ConfigError(f"critic {name!r} checks TravelPlanner plans, not {benchmark.name!r} ones")
         tp: TravelPlanner = benchmark  # type: ignore[assignment]
         # each verdict is labelled here (critic, group), so the core need not copy it to label it
@@ -56,12 +60,21 @@ def _make(name: str, key: str, group: str, description: str, priority: int) -> C
                 critic=name, group=group, passed=False, feedback="There is no plan to check.", details=dict(meta[mode])
             )
         query = tp.critic_query(problem)  # parsed once per problem, read-only
-        result = run_check(checks[mode], query, plan, tp.store)
-        if result.error is None and result.value is None:
-            return Verdict(critic=name, group=group, passed=True, applicable=False, feedback=not_stated)
+        try:
+            value, message, found = checks[mode](query, plan, tp.store)
+        except Exception as exc:  # a failed result naming the exception, as run_check makes it
+            result = crashed(exc)
+        else:
+            if value is None:
+                return not_applicable
+            if value is not False:
+                return (
+                    Verdict(critic=name, group=group, passed=True, details={**meta[mode], **found})
+                    if found
+                    else passed[mode]
+                )
+            result = CheckResult(value, message, details=found)
         details: dict[str, Any] = {**meta[mode], **result.details}
-        if result.passed:
-            return Verdict(critic=name, group=group, passed=True, details=details)
         feedback = describe_official(key, result) if mode == "official" else (result.message or name)
         hint = hint_for(key, tp.store, query, plan, result) if hints else None
         if result.error is not None:
@@ -81,6 +94,20 @@ def _make(name: str, key: str, group: str, description: str, priority: int) -> C
         options=("mode", "hints"),
         inline=True,  # well under a millisecond a plan, on tables held in memory: no hand-off to a worker
     )(check)
+
+
+#: the benchmark classes found to offer what the critics read (a store and the critics' query)
+_READERS: set[type] = set()
+
+
+def _reads_travelplanner(benchmark: Benchmark) -> bool:
+    """Whether ``benchmark`` offers the store and the structured query the critics read (its class kept
+    when the class itself offers both)."""
+    if not (hasattr(benchmark, "store") and hasattr(benchmark, "critic_query")):
+        return False
+    if hasattr(type(benchmark), "store") and hasattr(type(benchmark), "critic_query"):
+        _READERS.add(type(benchmark))
+    return True
 
 
 _SPECS: list[tuple[str, str, str, str]] = [

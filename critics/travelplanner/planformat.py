@@ -18,6 +18,7 @@ deterministic ``reformulator=parser``), accepting a plan JSON list in the text a
 from __future__ import annotations
 
 import json
+import operator
 import re
 from typing import Any
 
@@ -53,6 +54,13 @@ _PLAN_MARK = re.compile(r"travel\s+plan\s*:", re.IGNORECASE)
 _LINE = re.compile(r"^[\s>*_-]*([A-Za-z_ ]+?)[\s*_]*:[\s*_]*(.*?)\s*$")
 
 
+#: a day's block: its number, then one line per field (formatted as an f-string would: ``format(value)``)
+_BLOCK = "\n".join(["Day {}:", *(f"{label}: {{}}" for label in LABELS.values())])
+_KNOWN = frozenset(DAY_FIELDS)
+#: a day's number and fields, in the block's order
+_FIELDS = operator.itemgetter("days", *LABELS)
+
+
 def render_text(plan: Any) -> str:
     """The plan in the paper's text layout; non-list plans are shown as JSON."""
     if not isinstance(plan, list):
@@ -64,13 +72,14 @@ def render_text(plan: Any) -> str:
             continue
         if not day:
             continue
-        lines = [f"Day {day.get('days', i)}:"]
-        for field, label in LABELS.items():
-            lines.append(f"{label}: {day.get(field, '')}")
-        extra = {k: v for k, v in day.items() if k not in DAY_FIELDS}
-        for key, value in extra.items():
-            lines.append(f"{key}: {value}")
-        blocks.append("\n".join(lines))
+        if day.keys() == _KNOWN:  # the usual day: the 8 official fields
+            blocks.append(_BLOCK.format(*_FIELDS(day)))
+            continue
+        get = day.get
+        block = _BLOCK.format(get("days", i), *[get(field, "") for field in LABELS])
+        if not day.keys() <= _KNOWN:  # fields beyond the official ones, each on a line of its own
+            block += "".join(f"\n{key}: {value}" for key, value in day.items() if key not in _KNOWN)
+        blocks.append(block)
     return "\n\n".join(blocks)
 
 

@@ -66,6 +66,24 @@ def test_parser_round_trip(tp: TravelPlanner, train1: tuple[Any, list[dict[str, 
     assert render_text(None) == "null"
 
 
+def test_render_text_layout() -> None:
+    """Every day a block of its number and the 7 fields (missing ones empty, other values as an f-string
+    writes them), then any extra field; an empty day is left out, a day that is not an object is JSON."""
+    full = {"days": 1, "current_city": "A", "transportation": "-", "breakfast": "B, A", "attraction": "C, A;",
+            "lunch": "-", "dinner": "D, A", "accommodation": "E, A"}  # fmt: skip
+    odd = {"current_city": 2.5, "notes": ["x"], "breakfast": None, "days": True}
+    assert render_text([full, {}, odd, "day"]) == (
+        "Day 1:\nCurrent City: A\nTransportation: -\nBreakfast: B, A\nAttraction: C, A;\nLunch: -\nDinner: D, A\n"
+        "Accommodation: E, A\n\n"
+        "Day True:\nCurrent City: 2.5\nTransportation: \nBreakfast: None\nAttraction: \nLunch: \nDinner: \n"
+        "Accommodation: \nnotes: ['x']\n\n"
+        'Day 4: "day"'
+    )
+    assert render_text([{**full, "days": 7}]).startswith("Day 7:\n") and render_text([{"lunch": "L"}]).startswith(
+        "Day 1:\nCurrent City: \n"
+    )
+
+
 def test_evaluate_arguments(tp: TravelPlanner) -> None:
     problems = tp.load("train")[:3]
     with pytest.raises(ConfigError):

@@ -18,7 +18,8 @@ from critics.travelplanner import reading as reading_module
 from critics.travelplanner.benchmark import TravelPlanner
 from critics.travelplanner.checks import DAY_FIELDS
 from modulo.benchmark import Benchmark
-from modulo.types import Problem
+from modulo.errors import PlanFormatError
+from modulo.types import Problem, canonical_json
 from tests.travelplanner.test_critic_cache import _parses, _problems
 from tests.travelplanner.test_reading import _batch_verdicts
 
@@ -198,3 +199,29 @@ def test_the_format_critics_fast_answer_is_the_schemas(tp: TravelPlanner, golden
     answers = [(tp.plan_error(plan), Benchmark.plan_error(tp, plan)) for plan in edited]
     assert all(fast == schema for fast, schema in answers)
     assert any(fast is None for fast, _ in answers) and any(fast is not None for fast, _ in answers)
+    # the validation of a reformulated plan: the same plan (keys in the model's order) and canonical text,
+    # a copy the caller may change, or the same error
+    valid = [plan for plan in edited if plan and tp.plan_error(plan) is None]
+    reordered = [[dict(reversed(d.items())) for d in plan] for plan in valid[:5]]
+    for plan in [*edited, *reordered]:
+        for key in (None, _canonical_or_none(plan)):
+            fast, schema = _checked(tp.checked_plan, plan, key), _checked(Benchmark.checked_plan.__get__(tp), plan, key)
+            assert fast == schema
+            if fast[0] != "error":
+                assert [list(d) for d in fast[0]] == [list(d) for d in schema[0]]
+                assert all(a is not b for a, b in zip(fast[0], plan, strict=True))
+    assert len(valid) > 10
+
+
+def _canonical_or_none(plan: Any) -> str | None:
+    try:
+        return canonical_json(plan)
+    except (TypeError, ValueError):
+        return None
+
+
+def _checked(fn: Callable[..., Any], plan: Any, key: str | None) -> tuple[Any, ...]:
+    try:
+        return tuple(fn(plan, key))
+    except PlanFormatError as exc:
+        return ("error", str(exc))
