@@ -273,6 +273,10 @@ class TravelPlanner(Benchmark):
             return [f"the plan must be a list of day objects, not {type(plan).__name__}"]
         if isinstance(days, int) and len(plan) != days:
             issues.append(f"the trip has {days} days but the plan has {len(plan)} day objects")
+        if _plain_plan(plan):  # the usual case: every day has its keys and text values; only the numbers to check
+            return issues + [
+                f"day {i} is numbered {day['days']!r}" for i, day in enumerate(plan, 1) if day["days"] != i
+            ]
         for i, day in enumerate(plan, start=1):
             if not isinstance(day, dict):
                 issues.append(f"day {i} is not an object")
@@ -335,7 +339,7 @@ class TravelPlanner(Benchmark):
         if mode not in MODES:
             raise ConfigError(f"evaluate: mode must be one of {list(MODES)}, not {mode!r}")
         evaluations = [
-            evaluate_plan(self.query_of(p), plan, self.store, mode=mode, id=p.id, idx=p.metadata.get("idx"))
+            evaluate_plan(self.critic_query(p), plan, self.store, mode=mode, id=p.id, idx=p.metadata.get("idx"))
             for p, plan in zip(problems, plans, strict=True)
         ]
         splits = {str(p.metadata.get("split")) for p in problems}

@@ -268,8 +268,9 @@ def per_level_days_table(evaluations: Sequence[PlanEvaluation]) -> list[dict[str
             "hard_macro": sum(ev.hard_pass for ev in evs),
             "final": sum(ev.passed for ev in evs),
         }
+        values = [ev.values() for ev in evs]
         for key in ALL_KEYS:
-            row[f"{key}_true"] = sum(1 for ev in evs if ev.values()[key] is True)
+            row[f"{key}_true"] = sum(1 for v in values if v[key] is True)
         rows.append(row)
     return rows
 

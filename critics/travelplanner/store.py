@@ -397,14 +397,12 @@ def _stored_fingerprint(path: Path) -> str | None:
 
 
 # -- reading ----------------------------------------------------------------------------------------
-class DayMemo(dict[Hashable, Any]):
-    """The checks' work on days, kept between plans (see :mod:`critics.travelplanner.reading`): a day's
-    content -> its :class:`~critics.travelplanner.reading.KeptDay`; the store it reads is the one that
-    holds this memo. Read it as a dict; add with :meth:`put`, which keeps it bounded (past ``size`` days
-    the older half is dropped; about 4 KB a day, so 4 to 5 MB at most). Safe to share between threads (each
-    step is one dict operation)."""
+class BoundedMemo(dict[Hashable, Any]):
+    """A memo of at most ``size`` entries: read it as a dict; add with :meth:`put`, which drops the older half
+    (in the order they were added) when it is full. Safe to share between threads (each step is one dict
+    operation)."""
 
-    def __init__(self, size: int = 1024) -> None:
+    def __init__(self, size: int) -> None:
         super().__init__()
         self.size = size
 
@@ -415,6 +413,20 @@ class DayMemo(dict[Hashable, Any]):
         self[key] = value
 
 
+class DayMemo(BoundedMemo):
+    """The checks' work on days, kept between plans (see :mod:`critics.travelplanner.reading`): a day's
+    content -> its :class:`~critics.travelplanner.reading.KeptDay`; the store it reads is the one that
+    holds this memo. Bounded (about 4 KB a day, so 4 to 5 MB at most at the default ``size``)."""
+
+    def __init__(self, size: int = 1024) -> None:
+        super().__init__(size)
+
+
+#: how many lookups a store keeps (city tables, flights, name lookups, roads): a run's plans name new
+#: entries without end, the database's cities and flights it reads are far fewer
+MEMO_SIZE = 16384
+
+
 class Store:
     """Read-only keyed access to the database, memoised in process. Safe to share between threads."""
 
@@ -422,7 +434,8 @@ class Store:
         self.path = path
         self._db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
         self._lock = threading.Lock()
-        self._memo: dict[tuple[Any, ...], Any] = {}
+        #: the lookups made (bounded: the oldest half is dropped when full, and read again when asked for)
+        self._memo = BoundedMemo(MEMO_SIZE)
         #: the checks' per-day results (bounded; never the store's own data)
         self.day_memo = DayMemo()
         meta = dict(self._query("SELECT key, value FROM meta", ()))
@@ -461,7 +474,7 @@ class Store:
             return self._memo[key]
         except KeyError:
             value = compute()
-            self._memo[key] = value
+            self._memo.put(key, value)
             return value
 
     def _select(self, row: type[T], table: str, where: str, *key: str) -> tuple[T, ...]:

@@ -2,7 +2,8 @@
 verdict: random edits of golden plans, checked one after another as a loop does (each plan mostly
 repeating the last one's days), give the same verdicts, feedback, hints and details with the memo as with
 every plan read afresh, in both modes, for every query the edited plans are checked against; and the
-format critic's fast answer is the schema's."""
+benchmark's fast answers for plans of plain days (the format critic's plan_error and check_format, the
+validation of a reformulated plan) are the schema's and the model's."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from critics.travelplanner import official, strict
 from critics.travelplanner import reading as reading_module
 from critics.travelplanner.benchmark import TravelPlanner
 from critics.travelplanner.checks import DAY_FIELDS
+from critics.travelplanner.store import BoundedMemo
 from modulo.benchmark import Benchmark
 from modulo.errors import PlanFormatError
 from modulo.types import Problem, canonical_json
@@ -190,7 +192,7 @@ def test_a_day_changed_in_place_is_read_again(tp: TravelPlanner) -> None:
     assert strict.check("valid_cost", query, plan, tp.store).details["items"][0]["cost"] != -1
 
 
-def test_the_format_critics_fast_answer_is_the_schemas(tp: TravelPlanner, golden: list[dict[str, Any]]) -> None:
+def test_the_fast_answers_for_plain_plans_are_the_slow_ones(tp: TravelPlanner, golden: list[dict[str, Any]]) -> None:
     rng = random.Random(4)
     plans = [row["plan"] for row in rng.sample(golden, 60)]
     pool: dict[str, list[Any]] = {f: ["-", "x, y"] for f in DAY_FIELDS[1:]}
@@ -211,6 +213,17 @@ def test_the_format_critics_fast_answer_is_the_schemas(tp: TravelPlanner, golden
                 assert [list(d) for d in fast[0]] == [list(d) for d in schema[0]]
                 assert all(a is not b for a, b in zip(fast[0], plan, strict=True))
     assert len(valid) > 10
+    # the structural checks: a plain plan's quick answer is the one of the same days read one by one (a dict
+    # subclass is not taken as plain)
+    problem = tp.load("validation")[0]
+    for plan in edited:
+        if isinstance(plan, list):
+            slow = [_Day(day) if type(day) is dict else day for day in plan]
+            assert tp.check_format(problem, plan) == tp.check_format(problem, slow)
+
+
+class _Day(dict[str, Any]):
+    """A day that is not a plain dict."""
 
 
 def _canonical_or_none(plan: Any) -> str | None:
@@ -225,3 +238,19 @@ def _checked(fn: Callable[..., Any], plan: Any, key: str | None) -> tuple[Any, .
         return tuple(fn(plan, key))
     except PlanFormatError as exc:
         return ("error", str(exc))
+
+
+def test_a_small_store_memo_stays_bounded_and_changes_no_verdict(
+    tp: TravelPlanner, golden: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store's lookups are kept in a bounded memo: with room for a few dozen, the lookups dropped and
+    made again, the critics give the verdicts they give with every lookup kept."""
+    cases = [(p, plan) for p, plan in _sequences(golden, 4, 6, seed=5) if _parses(tp, p)]
+    for mode in ("strict", "official"):
+        tp.store.day_memo.clear()
+        kept = _verdicts(tp, cases, mode)
+        with monkeypatch.context() as m:
+            m.setattr(tp.store, "_memo", BoundedMemo(40))
+            tp.store.day_memo.clear()
+            assert _verdicts(tp, cases, mode) == kept, mode
+            assert 0 < len(tp.store._memo) <= 40
