@@ -541,14 +541,17 @@ async def run_beside(
     """Run the critics at positions ``aside`` with ``run_aside`` while the others run with ``run_rest``
     (both given critics and timeouts in order; either may stop early), and put the outcomes back in
     the critics' order, up to the first that ``stop`` stops at."""
-    rest = [i for i in range(len(critics)) if i not in aside]
-    side = asyncio.ensure_future(run_aside([critics[i] for i in aside], [timeouts[i] for i in aside]))
-    try:
-        ran = await run_rest([critics[i] for i in rest], [timeouts[i] for i in rest]) if rest else []
-        side_ran = await side
-    finally:
-        side.cancel()
-    done = {**dict(zip(rest, ran, strict=False)), **dict(zip(aside, side_ran, strict=False))}
+    if len(aside) == len(critics):  # all of them aside: nothing runs beside them, so no task to start
+        done = dict(enumerate(await run_aside(list(critics), list(timeouts))))
+    else:
+        rest = [i for i in range(len(critics)) if i not in aside]
+        side = asyncio.ensure_future(run_aside([critics[i] for i in aside], [timeouts[i] for i in aside]))
+        try:
+            ran = await run_rest([critics[i] for i in rest], [timeouts[i] for i in rest])
+            side_ran = await side
+        finally:
+            side.cancel()
+        done = {**dict(zip(rest, ran, strict=False)), **dict(zip(aside, side_ran, strict=False))}
     out: list[Outcome] = []
     for i, critic in enumerate(critics):
         if i not in done:  # a batch stopped before this critic

@@ -54,6 +54,8 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
+from pydantic import BaseModel
+
 from .benchmark import PerProblem
 from .critic import Critic
 from .errors import ConfigError, CriticError
@@ -198,6 +200,8 @@ class _Worker:
         self._buf = b""
         #: the problems this worker holds (sent once, then named by key; see HeavyExecutor)
         self.known: set[str] = set()
+        #: the verdicts this worker numbered (a reply the worker sends again comes as its number alone)
+        self.verdicts: dict[int, Verdict] = {}
         init = {
             "critics": list(critics),
             "benchmark": spec.benchmark,
@@ -242,9 +246,16 @@ class _Worker:
                 self._read(fd)
         return self._line()
 
-    async def receive_async(self, timeout_s: float) -> dict[str, Any]:
-        """:meth:`receive` on the event loop: it waits for the pipe without a thread (a thread would have
-        to win the GIL back from the busy loop for every reply line)."""
+    def ready_line(self) -> bytes | None:
+        """A reply line already read (None when none is complete): no wait, no event-loop round."""
+        if b"\n" not in self._buf:
+            return None
+        line, self._buf = self._buf.split(b"\n", 1)
+        return line
+
+    async def receive_line_async(self, timeout_s: float) -> bytes:
+        """:meth:`receive` on the event loop, the reply line unparsed: it waits for the pipe without a thread
+        (a thread would have to win the GIL back from the busy loop for every reply line)."""
         assert self.proc.stdout is not None
         fd = self.proc.stdout.fileno()
         loop = asyncio.get_running_loop()
@@ -263,7 +274,8 @@ class _Worker:
                 loop.remove_reader(fd)
             if readable:
                 self._read(fd)
-        return self._line()
+        line, self._buf = self._buf.split(b"\n", 1)
+        return line
 
     def _read(self, fd: int) -> None:
         """What the worker sent (the pipe is readable)."""
@@ -469,9 +481,10 @@ class HeavyExecutor(CriticExecutor):
     parent's environment and working directory and without limits or guards; each binds every heavy
     critic by registry name plus arguments, the way the loop did. A plan's heavy critics go to one
     worker as one request (the plan as its canonical JSON text, the problem sent once per worker and
-    named by a key afterwards), which answers one line per critic as each ends: a critic's deadline
-    counts from the end of the one before it, and past it the worker is killed and the remaining
-    critics go to another. The replies are read on the event loop (no thread has to win the GIL back
+    named by a key afterwards), which answers one line per critic as each ends (a verdict it sent
+    before as its number alone: a pass says the same on every plan, and the parent keeps what it
+    parsed): a critic's deadline counts from the end of the one before it, and past it the worker is
+    killed and the remaining critics go to another. The replies are read on the event loop (no thread has to win the GIL back
     from a busy loop for each line), at most one batch in flight per worker. A crash (an exception,
     ``os._exit``, a signal) or a changed plan is a :class:`~modulo.errors.CriticError` of that critic,
     as in-process.
@@ -574,7 +587,10 @@ class HeavyExecutor(CriticExecutor):
             try:
                 worker.send(request)
                 for critic, timeout_s in zip(critics, timeouts, strict=True):
-                    outcome = self._outcome(critic, await worker.receive_async(timeout_s))
+                    line = worker.ready_line()  # a batch's replies mostly come in one read
+                    if line is None:
+                        line = await worker.receive_line_async(timeout_s)
+                    outcome = self._outcome(critic, line, worker.verdicts)
                     out.append(outcome)
                     done += 1
                     if stop(critic, outcome):
@@ -603,7 +619,43 @@ class HeavyExecutor(CriticExecutor):
         return out
 
     @staticmethod
-    def _outcome(critic: Critic, reply: dict[str, Any]) -> Outcome:
+    def _outcome(critic: Critic, line: bytes, numbered: dict[int, Verdict]) -> Outcome:
+        """A reply line as the critic's outcome, labelled with the critic's name and group (a copy only where
+        the worker's label differs). A verdict the worker sent before comes as its number (``numbered``,
+        this worker's); a new one is parsed and validated in one pass (pydantic's JSON parser) and kept
+        under the number the worker gave it; a line that pass refuses is read the long way, which says
+        what is wrong with it."""
+        if line.startswith(SAME_VERDICT):
+            try:
+                verdict: Verdict | None = numbered.get(int(line[len(SAME_VERDICT) : -1]))
+            except ValueError:
+                verdict = None
+            if verdict is None:
+                return CriticError(critic.name, WorkerError("the critic worker named a verdict it never sent"))
+        else:
+            try:
+                reply = _Reply.model_validate_json(line)
+            except ValueError:
+                return HeavyExecutor._outcome_of(critic, line, numbered)
+            if reply.error is not None:
+                return CriticError(critic.name, WorkerError(reply.error))
+            if reply.verdict is None:
+                return HeavyExecutor._outcome_of(critic, line, numbered)
+            verdict = reply.verdict
+            if reply.id is not None:
+                numbered[reply.id] = verdict
+        if verdict.critic != critic.name or verdict.group != critic.group:
+            verdict = verdict.model_copy(update={"critic": critic.name, "group": critic.group})
+        return verdict
+
+    @staticmethod
+    def _outcome_of(critic: Critic, line: bytes, numbered: dict[int, Verdict]) -> Outcome:
+        try:
+            reply = json.loads(line)
+        except ValueError:
+            return CriticError(critic.name, WorkerError("the critic worker sent something that is not a reply"))
+        if not isinstance(reply, dict):
+            return CriticError(critic.name, WorkerError("the critic worker sent something that is not a reply"))
         if "error" in reply:
             return CriticError(critic.name, WorkerError(str(reply["error"])))
         data = reply.get("verdict")
@@ -613,6 +665,8 @@ class HeavyExecutor(CriticExecutor):
             verdict = Verdict.model_validate(data)
         except ValueError as exc:
             return CriticError(critic.name, WorkerError(f"returned something that is not a Verdict: {exc}"))
+        if isinstance(reply.get("id"), int):
+            numbered[reply["id"]] = verdict
         return verdict
 
     def close(self) -> None:
@@ -623,6 +677,22 @@ class HeavyExecutor(CriticExecutor):
 def _settle(future: asyncio.Future[bool], value: bool) -> None:
     if not future.done():
         future.set_result(value)
+
+
+class _Reply(BaseModel):
+    """One reply line of a heavy-critic worker: a verdict, or the critic's error."""
+
+    verdict: Verdict | None = None
+    error: str | None = None
+    #: the number the worker gave this verdict: the same verdict again comes as ``{"same": id}``
+    id: int | None = None
+
+
+#: how a heavy-critic worker's reply line starts when it names a verdict it sent before by its number
+SAME_VERDICT = b'{"same": '
+#: verdicts a heavy-critic worker numbers (identical verdicts recur: a pass says the same on every plan);
+#: past this, new ones are sent whole each time (both sides' tables stay bounded)
+MAX_NUMBERED = 4096
 
 
 class WorkerError(RuntimeError):
@@ -824,6 +894,7 @@ def _worker_main() -> None:  # pragma: no cover - runs in the worker process (te
         return
     send({"ready": True})
     problems: dict[str, Problem] = {}
+    numbered: dict[bytes, int] = {}  # a verdict's reply line -> the number it was sent with
     for line in requests:
         request = json.loads(line)
         if isolated:
@@ -843,8 +914,18 @@ def _worker_main() -> None:  # pragma: no cover - runs in the worker process (te
                 outcome, plan = call_on_copy(critics[name], problems[key], frozen, plan)
                 if isinstance(outcome, CriticError):
                     send({"error": f"{type(outcome.cause).__name__}: {outcome.cause}"})
-                else:
-                    send({"verdict": outcome.model_dump(mode="json")})
+                    continue
+                line = json.dumps({"verdict": outcome.model_dump(mode="json")}, default=str).encode()
+                number = numbered.get(line)
+                if number is not None:  # sent before: its number alone
+                    out.write(SAME_VERDICT + b"%d}\n" % number)
+                    out.flush()
+                    continue
+                if len(numbered) < MAX_NUMBERED:
+                    number = numbered[line] = len(numbered)
+                    line = line[:-1] + b', "id": %d}' % number  # (the line is a JSON object: it ends with })
+                out.write(line + b"\n")
+                out.flush()
             continue
         [critic] = critics.values()
         plan = json.loads(request["plan"])
