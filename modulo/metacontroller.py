@@ -56,6 +56,7 @@ from .types import (
     ProblemResult,
     ProblemUpdate,
     Usage,
+    UsageTally,
     UserAnswer,
     Verdict,
     canonical_json,
@@ -266,7 +267,7 @@ class Metacontroller:
 
         history: list[IterationRecord] = []
         seen: dict[str, int] = {}
-        usage = Usage()
+        usage = UsageTally()  # the problem's usage so far
         in_force = problem  # the problem as the updates so far made it (critics judge against its view)
         view = in_force.planner_view()
         dialogue: list[DialogueTurn] = []
@@ -342,7 +343,7 @@ class Metacontroller:
                     rec.calls.append(exc.call)
                 rec.usage = _sum_usage(rec.calls)
                 rec.served = _served(rec.calls)
-                usage = usage + rec.usage
+                usage.add(rec.usage)
                 if run_budget is not None:
                     run_budget.add(rec.usage)
                 error = f"{type(exc).__name__}: {exc}"
@@ -351,18 +352,18 @@ class Metacontroller:
             except CriticError as exc:
                 rec.usage = _sum_usage(rec.calls)
                 rec.served = _served(rec.calls)
-                usage = usage + rec.usage
-                result = self._result(common, history, usage, started, "critic_error", f"{exc}")
+                usage.add(rec.usage)
+                result = self._result(common, history, usage.usage(), started, "critic_error", f"{exc}")
                 raise RunAborted(result) from exc
             except MemoryError:  # this problem ends with a recorded error; the process and the run go on
                 rec.plan, rec.raw_reply, rec.verdicts = None, None, []
                 rec.usage = _sum_usage(rec.calls)
-                usage = usage + rec.usage
+                usage.add(rec.usage)
                 error, stop_reason = "MemoryError: the problem ran out of memory and was stopped", "memory"
                 break
             rec.usage = _sum_usage(rec.calls)
             rec.served = _served(rec.calls)
-            usage = usage + rec.usage
+            usage.add(rec.usage)
             if run_budget is not None:
                 run_budget.add(rec.usage)
 
@@ -402,7 +403,7 @@ class Metacontroller:
                         in_force = await self._apply(in_force, group, rec)
                         rec.updates = [*so_far, *group]
                 except CriticError as exc:
-                    result = self._result(common, history, usage, started, "critic_error", f"{exc}")
+                    result = self._result(common, history, usage.usage(), started, "critic_error", f"{exc}")
                     raise RunAborted(result) from exc
                 version += 1
                 view = in_force.planner_view()
@@ -436,7 +437,7 @@ class Metacontroller:
                 rec.backprompt = messages[-1].content
                 rec.timings["backprompt"] = time.perf_counter() - t0
 
-        result = self._result(common, history, usage, started, stop_reason, error)
+        result = self._result(common, history, usage.usage(), started, stop_reason, error)
         result.solvable = in_force.solvable  # ground truth of the request as the updates left it
         result.user = self.user.name if self.user is not None else None
         result.pending_updates = pending
@@ -772,6 +773,51 @@ def _sha(messages: list[Message]) -> str:
 _TWO_FIELDS = set(Message.model_fields) == {"role", "content"}
 #: a message text at least this long is kept in its JSON-escaped form for the messages that quote it
 QUOTED_CHARS = 2048
+#: the control characters JSON writes as ``\u00XX`` (the other three have short escapes made below)
+_OTHER_CONTROLS = bytes(c for c in range(32) if c not in b"\n\r\t")
+#: hashlib lets other threads run while it hashes this many bytes or more at once; the event loop's thread
+#: would then wait for the interpreter lock again (up to the switch interval) for a few microseconds'
+#: work: a long piece is fed in shorter slices
+_UNLOCKED_BYTES = 2048
+_SLICE = _UNLOCKED_BYTES - 1
+
+
+def _escaped(text: str) -> bytes:
+    """``encode_basestring(text)[1:-1].encode()``: the body of ``text`` as a JSON string (what
+    :func:`~modulo.types.canonical_json` writes: non-ASCII as is), in UTF-8. Made on the UTF-8 bytes,
+    where the characters JSON escapes are single bytes found by fast scans, not character by character;
+    a text holding a rare control character is escaped by ``encode_basestring``."""
+    raw = text.encode()
+    if len(raw.translate(None, _OTHER_CONTROLS)) != len(raw):
+        return encode_basestring(text)[1:-1].encode()
+    return (
+        raw.replace(b"\\", b"\\\\")
+        .replace(b'"', b'\\"')
+        .replace(b"\n", b"\\n")
+        .replace(b"\r", b"\\r")
+        .replace(b"\t", b"\\t")
+    )
+
+
+def _feed(h: Any, data: bytes) -> None:
+    """``h.update(data)``, in slices short enough that hashlib keeps the interpreter lock."""
+    if len(data) < _UNLOCKED_BYTES:
+        h.update(data)
+        return
+    view = memoryview(data)
+    for at in range(0, len(data), _SLICE):
+        h.update(view[at : at + _SLICE])
+
+
+_ROLES: dict[str, bytes] = {}
+
+
+def _end(role: str) -> bytes:
+    """The end of a message's canonical JSON after its content: ``","role":"<role>"}``."""
+    end = _ROLES.get(role)
+    if end is None:
+        end = _ROLES[role] = ('","role":' + encode_basestring(role) + "}").encode()
+    return end
 
 
 class PromptHasher:
@@ -795,9 +841,9 @@ class PromptHasher:
         self._pieces: dict[int, tuple[Message, bytes | None]] = {}
         #: the last prompt's messages, each with the hash state after it
         self._states: list[tuple[Message, Any]] = []
-        #: long texts seen: (the messages before, the text, its JSON string body, the hash state after
+        #: long texts seen: (the messages before, the text, its escaped UTF-8 body, the hash state after
         #: ``[<messages before>,{"content":"<body>``)
-        self._long: list[tuple[tuple[Message, ...], str, str, Any]] = []
+        self._long: list[tuple[tuple[Message, ...], str, bytes, Any]] = []
 
     def sha(self, messages: list[Message]) -> str:
         states = self._states
@@ -815,7 +861,7 @@ class PromptHasher:
             piece: bytes | None
             if known is not None and known[0] is m and known[1] is not None:
                 piece = known[1]
-                h.update(piece)
+                _feed(h, piece)
             else:
                 resumed = self._resume(messages, i, m)
                 if resumed is not None:
@@ -838,8 +884,8 @@ class PromptHasher:
         for before, quoted, _body, state in self._long:
             if len(before) == i and text.startswith(quoted) and all(map(operator.is_, before, messages)):
                 h = state.copy()
-                rest = encode_basestring(text[len(quoted) :])[1:-1]
-                h.update((rest + '","role":' + encode_basestring(m.role) + "}").encode())
+                _feed(h, _escaped(text[len(quoted) :]))
+                h.update(_end(m.role))
                 return h, None
         return None
 
@@ -847,28 +893,25 @@ class PromptHasher:
         """``canonical_json(m.model_dump())``, encoded, fed to ``h`` (and a long text remembered)."""
         if not _TWO_FIELDS or type(m) is not Message:
             piece = canonical_json(m.model_dump()).encode()
-            h.update(piece)
+            _feed(h, piece)
             return piece
         text = m.content
-        if len(text) < QUOTED_CHARS:
-            body = encode_basestring(text)[1:-1]
-        else:
-            body = ""
+        body: bytes | None = None
+        if len(text) >= QUOTED_CHARS:
             for _before, quoted, quoted_body, _state in self._long:
                 at = text.find(quoted)
                 if at >= 0:
-                    head, tail = text[:at], text[at + len(quoted) :]
-                    body = encode_basestring(head)[1:-1] + quoted_body + encode_basestring(tail)[1:-1]
+                    body = b"".join((_escaped(text[:at]), quoted_body, _escaped(text[at + len(quoted) :])))
                     break
-            else:
-                body = encode_basestring(text)[1:-1]
-        head_bytes = ('{"content":"' + body).encode()
-        h.update(head_bytes)
+        if body is None:
+            body = _escaped(text)
+        h.update(b'{"content":"')
+        _feed(h, body)
         if len(text) >= QUOTED_CHARS:  # the first long text stays, the latest joins
             self._long = [*self._long[:1], (tuple(messages[:i]), text, body, h.copy())]
-        end = ('","role":' + encode_basestring(m.role) + "}").encode()
+        end = _end(m.role)
         h.update(end)
-        return head_bytes + end
+        return b"".join((b'{"content":"', body, end))
 
 
 def _is_small(value: Any) -> bool:

@@ -58,7 +58,15 @@ class Template:
                 template.environment.handle_exception()  # raises it again, with the template's lines in the traceback
         except jinja2.TemplateError as exc:
             raise PromptError(f"template {self.id} failed to render: {exc}") from exc
-        return text.strip() + "\n"
+        return _one_newline(text)
+
+
+def _one_newline(text: str) -> str:
+    """``text.strip() + "\n"``, with no copy of a text that is already so (a backprompt quotes the whole
+    request: two copies of it per iteration otherwise)."""
+    if len(text) > 1 and text[-1] == "\n" and not text[-2].isspace() and not text[0].isspace():
+        return text
+    return text.strip() + "\n"
 
 
 @lru_cache(maxsize=512)

@@ -197,6 +197,43 @@ class Usage(BaseModel):
         )
 
 
+class UsageTally:
+    """A running sum of :class:`Usage`, added to in place: ``Usage + Usage`` builds and validates a new
+    frozen model, which a loop adding one per model call or iteration pays for every time. The figures
+    are summed in the order added, as ``+`` would (the same floats); :meth:`usage` is the total so far."""
+
+    __slots__ = (
+        "cached_calls",
+        "cached_cost_usd",
+        "calls",
+        "cost_usd",
+        "failed_calls",
+        "input_tokens",
+        "output_tokens",
+    )
+
+    def __init__(self) -> None:
+        self.calls = self.failed_calls = self.cached_calls = self.input_tokens = self.output_tokens = 0
+        self.cost_usd = self.cached_cost_usd = 0.0
+
+    def add(self, usage: Usage) -> None:
+        self.calls += usage.calls
+        self.failed_calls += usage.failed_calls
+        self.cached_calls += usage.cached_calls
+        self.input_tokens += usage.input_tokens
+        self.output_tokens += usage.output_tokens
+        self.cost_usd += usage.cost_usd
+        self.cached_cost_usd += usage.cached_cost_usd
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def usage(self) -> Usage:
+        """The total so far, as a :class:`Usage`."""
+        return Usage(**{name: getattr(self, name) for name in self.__slots__})
+
+
 class Message(BaseModel):
     model_config = ConfigDict(frozen=True)
 

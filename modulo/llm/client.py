@@ -45,7 +45,7 @@ from ..errors import CacheMissError, ConfigError, LLMError, PermanentLLMError, T
 from ..redact import known as known_secrets
 from ..redact import redact, redact_data, strip_userinfo
 from ..registry import bind_arguments
-from ..types import Fault, LLMCall, Stage, ToolCall, Usage
+from ..types import Fault, LLMCall, Stage, ToolCall, Usage, UsageTally
 from .base import LLM, LLMRequest, LLMResponse, LLMSettings, capabilities_of
 from .cache import CACHE_FILE, CACHE_MODES, CacheMode, ResponseCache
 from .faults import EmptyReplyError
@@ -55,6 +55,8 @@ log = logging.getLogger("modulo.llm")
 
 
 _WARNED_UNPRICED: set[str] = set()
+#: no usage at all (Usage is frozen: one object serves every call that spent nothing on failures)
+NO_USAGE = Usage()
 
 
 class RateLimiter:
@@ -133,7 +135,7 @@ class LLMClient:
         #: models seen without a price (their dollars count as zero)
         self.unpriced_models: set[str] = set()
         self._prices: dict[str, Price | None] = {}
-        self._usage = Usage()
+        self._usage = UsageTally()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._semaphore: asyncio.Semaphore | None = None
         self._limiter: RateLimiter | None = None
@@ -149,7 +151,7 @@ class LLMClient:
     @property
     def usage(self) -> Usage:
         """Running total over every call made through this client."""
-        return self._usage
+        return self._usage.usage()
 
     # -- helpers ------------------------------------------------------------------------------------
     def _limits(self) -> tuple[asyncio.Semaphore, RateLimiter | None]:
@@ -227,7 +229,7 @@ class LLMClient:
         request = self.prepare(request, stage)
         started = time.monotonic()
         faults: list[Fault] = []
-        spent = Usage()
+        spent = NO_USAGE  # what failed attempts cost (a new Usage only when one fails)
         key = request.key(self.cache_id) if self.cache is not None and self.cache_mode != "off" else ""
 
         if key:
@@ -257,7 +259,7 @@ class LLMClient:
                     finish_reason=hit.finish_reason,
                     seconds=time.monotonic() - started,
                 )
-                self._usage = self._usage + usage
+                self._usage.add(usage)
                 return call
             if self.cache_mode == "read-only":
                 error = CacheMissError(
@@ -319,7 +321,7 @@ class LLMClient:
         # a backend that answers from a recording (replay) is accounted like a cache hit: free, with
         # what the recorded call would cost now
         recorded = capabilities_of(self.backend).recorded
-        usage = spent + Usage(
+        usage = Usage(
             calls=1,
             cached_calls=1 if recorded else 0,
             input_tokens=response.usage.input_tokens,
@@ -327,6 +329,8 @@ class LLMClient:
             cost_usd=0.0 if recorded else cost,
             cached_cost_usd=cost if recorded else 0.0,
         )
+        if spent is not NO_USAGE:
+            usage = spent + usage
         if key and self.cache_mode == "read-write":
             assert self.cache is not None
             try:
@@ -359,7 +363,7 @@ class LLMClient:
             faults=faults,
             seconds=time.monotonic() - started,
         )
-        self._usage = self._usage + usage
+        self._usage.add(usage)
         return call
 
     async def _send(self, request: LLMRequest) -> LLMResponse:
@@ -424,7 +428,7 @@ class LLMClient:
             seconds=time.monotonic() - started,
         )
         exc.call = call
-        self._usage = self._usage + spent
+        self._usage.add(spent)
         log.warning(
             "%s call for problem %r failed for good after %d attempt(s): %s",
             stage,
@@ -462,10 +466,10 @@ def _sane_usage(response: LLMResponse) -> tuple[LLMResponse, str | None]:
     """``response`` with its usage zeroed, and why, when the server reported a negative or absurd figure
     (a negative cost would let a run slip past its dollar budget; 1e30 tokens overflow the cache)."""
     u = response.usage
+    if 0 <= u.input_tokens <= MAX_SANE_TOKENS and 0 <= u.output_tokens <= MAX_SANE_TOKENS:
+        return response, None  # the common case: no dictionary of figures made
     figures = {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens}
     bad = {k: v for k, v in figures.items() if not 0 <= v <= MAX_SANE_TOKENS}
-    if not bad:
-        return response, None
     shown = ", ".join(f"{k}={v!r}" for k, v in bad.items())
     message = f"the server reported impossible usage ({shown}); not counted"
     return response.model_copy(update={"usage": Usage()}), message

@@ -15,7 +15,8 @@ from modulo.critic import Critic
 from modulo.errors import CriticError
 from modulo.executor import FrozenPlan, ThreadExecutor
 from modulo.metacontroller import PromptHasher, _sha
-from modulo.types import Message, PlanJSON, Problem, Verdict, plan_fingerprint
+from modulo.prompts import Template
+from modulo.types import Message, PlanJSON, Problem, Usage, UsageTally, Verdict, plan_fingerprint
 
 PROBLEM = Problem(id="p", benchmark="b", query="q")
 
@@ -52,6 +53,35 @@ def test_the_prompt_hash_by_parts_is_the_whole_prompts_hash() -> None:
         talk = [*talk, Message(role="assistant", content=f"plan {k}"), Message(role="user", content=f"fix {k}")]
         assert hasher.sha(talk) == _sha(talk)
     assert hasher.sha(talk[:3]) == _sha(talk[:3]) and hasher.sha(talk) == _sha(talk)
+
+
+def test_the_escaped_parts_are_json_s_for_every_character() -> None:
+    from json.encoder import encode_basestring
+
+    from modulo.metacontroller import _escaped
+
+    every = "".join(map(chr, range(0x250))) + "\u2028\u2029\ufe0f\U0001f600 end"
+    for text in (every, every[40:], "", "plain", '"\\\n\r\t', "é\n" * 3000):
+        assert _escaped(text) == encode_basestring(text)[1:-1].encode()
+
+
+def test_a_usage_tally_sums_as_usage_plus_does() -> None:
+    parts = [Usage(calls=1, input_tokens=7, output_tokens=3, cost_usd=0.1), Usage(failed_calls=2, cost_usd=0.2)]
+    parts += [Usage(cached_calls=1, calls=1, cached_cost_usd=1e-7 * k) for k in range(5)]
+    total, tally = Usage(), UsageTally()
+    for u in parts:
+        total = total + u
+        tally.add(u)
+    assert tally.usage() == total and tally.total_tokens == total.total_tokens == 10
+    assert tally.cost_usd == total.cost_usd  # the same floats, added in the same order
+    assert UsageTally().usage() == Usage()
+
+
+def test_a_rendered_template_ends_in_one_newline_whether_or_not_it_is_copied() -> None:
+    for source in ("x{{ a }}\n", "x{{ a }}", "\n x{{ a }} \n\n", "{{ a }}\n"):
+        for a in ("", " ", "y", "y\n", "\u3000"):
+            rendered = Template.from_text("t", source).render(a=a)
+            assert rendered == (source.replace("{{ a }}", a)).strip() + "\n"
 
 
 def test_a_frozen_plan_is_encoded_once_and_a_nan_is_no_change() -> None:
