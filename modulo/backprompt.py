@@ -26,6 +26,21 @@ from .types import IterationRecord, Message, Problem, Verdict
 GROUP_TITLES = {"format": "Format", "commonsense": "Commonsense constraints", "hard": "Hard constraints"}
 
 
+class Row(dict[str, Any]):
+    """A dict whose keys read as attributes too: a row a template reads as ``f.feedback`` (or
+    ``f["feedback"]``). Jinja looks an attribute up first and only then the key: on a plain dict the
+    attribute lookup raises (and catches) an AttributeError for every field read, on every backprompt.
+    Otherwise a dict: its methods come first (``f.items`` is the method, as on a plain dict)."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
 @dataclass
 class BackpromptContext:
     """What a strategy may use to write the next prompt."""
@@ -80,9 +95,9 @@ class BackpromptStrategy(ABC):
         return [v for v in ctx.last.failing if v.error is None]
 
     def failures(self, verdicts: list[Verdict]) -> list[dict[str, Any]]:
+        hints = self.hints
         return [
-            {"critic": v.critic, "group": v.group, "feedback": v.feedback, "hint": v.hint if self.hints else None}
-            for v in verdicts
+            Row(critic=v.critic, group=v.group, feedback=v.feedback, hint=v.hint if hints else None) for v in verdicts
         ]
 
     def plan_text(self, ctx: BackpromptContext) -> str:
@@ -175,10 +190,9 @@ class GroupedStrategy(BackpromptStrategy):
             {v.group for v in verdicts}, key=lambda g: (self.order.index(g) if g in self.order else 10**6, g)
         )
         groups = [
-            {
-                "title": GROUP_TITLES.get(g, g.capitalize()),
-                "failures": self.failures([v for v in verdicts if v.group == g]),
-            }
+            Row(
+                title=GROUP_TITLES.get(g, g.capitalize()), failures=self.failures([v for v in verdicts if v.group == g])
+            )
             for g in names
         ]
         text = self.template(ctx.benchmark).render(

@@ -283,9 +283,11 @@ class Benchmark(ABC):
                 raise PlanFormatError(f"the plan is not JSON data: {exc}") from None
         result, plan = _validation(self.plan_model, key)
         if not result.ok:
-            raise PlanFormatError(result.text)
-        # a fresh copy, so the caller may change it (the one validation made, or one decoded from the memo)
-        return (plan if plan is not None else json.loads(result.text)), result.canonical
+            raise PlanFormatError(result.reason)
+        if plan is None:  # a plan validated before: its normalised form made again (a fresh copy)
+            plan = _normalised(self.plan_model, key)
+        # a fresh object, so the caller may change it
+        return plan, result.canonical
 
     def _own_validation(self) -> bool:
         """Whether this benchmark validates plans its own way (it overrides :meth:`validate_plan`)."""
@@ -308,7 +310,7 @@ class Benchmark(ABC):
         return None if ok else result
 
     def _validated(self, value: Any) -> tuple[bool, str]:
-        """(True, the normalised plan as JSON text) or (False, why not), memoised on the canonical text."""
+        """(True, "") or (False, why not), memoised on the canonical text."""
         assert self.plan_model is not None
         try:
             key = canonical_json(value)
@@ -582,11 +584,12 @@ def _plan_tools(model: type[BaseModel]) -> tuple[TypeAdapter[Any], dict[str, Any
 
 
 class _Validation(NamedTuple):
-    """A plan's validation: valid or not; the normalised plan as JSON text (key order kept), or why not;
-    and the normalised plan's canonical JSON text ("" when not valid)."""
+    """A plan's validation: valid or not; why not ("" when valid); and the normalised plan's canonical
+    JSON text ("" when not valid). The normalised plan itself is not kept: a plan seen again is rare (a
+    repeat), and writing every plan's JSON for it cost an encoding per iteration."""
 
     ok: bool
-    text: str
+    reason: str
     canonical: str
 
 
@@ -617,7 +620,7 @@ def _validation(model: type[BaseModel], key: str) -> tuple[_Validation, PlanJSON
     if result is None:
         try:
             plan = adapter.dump_python(adapter.validate_python(value), mode="json")
-            result = _Validation(True, json.dumps(plan, ensure_ascii=False), canonical_json(plan))
+            result = _Validation(True, "", canonical_json(plan))
         except ValidationError as exc:
             result = _Validation(False, _short_validation_error(exc), "")
     with _VALIDATIONS_LOCK:
@@ -627,11 +630,17 @@ def _validation(model: type[BaseModel], key: str) -> tuple[_Validation, PlanJSON
     return result, plan
 
 
+def _normalised(model: type[BaseModel], key: str) -> PlanJSON:
+    """The normalised form of the valid plan whose canonical JSON text is ``key`` (a fresh object): what
+    :func:`_validation` made of it when it validated it first."""
+    adapter = _plan_tools(model)[0]
+    return adapter.dump_python(adapter.validate_python(json.loads(key)), mode="json")
+
+
 def _validate_cached(model: type[BaseModel], key: str) -> tuple[bool, str]:
-    """(True, the normalised plan as JSON text, key order kept) or (False, reason), memoised on the plan's
-    canonical JSON text."""
+    """(True, "") or (False, reason), memoised on the plan's canonical JSON text."""
     result, _ = _validation(model, key)
-    return result.ok, result.text
+    return result.ok, result.reason
 
 
 def _short_validation_error(exc: ValidationError) -> str:

@@ -10,6 +10,7 @@ A failure is never a crash: it becomes a failed ``format`` verdict with a backpr
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from abc import ABC, abstractmethod
@@ -82,8 +83,8 @@ def extract_json(text: str) -> Any:
         raise PlanFormatError("the answer is empty")
     if "\x00" in text:
         raise PlanFormatError("the answer contains binary data")
-    candidates = [text.strip()]
-    candidates += [m.group(1).strip() for m in _FENCE.finditer(text)]
+    # the whole text first; the fenced blocks are looked for only when it is not JSON
+    candidates = itertools.chain((text.strip(),), (m.group(1).strip() for m in _FENCE.finditer(text)))
     for cand in candidates:
         try:
             return _shallow(json.loads(cand), cand)
@@ -122,7 +123,8 @@ def validated(benchmark: Benchmark, value: Any) -> Reformulation:
     the Unicode check and as the key of the benchmark's validation memo."""
     try:  # text that cannot be written as UTF-8 (a lone surrogate escape) would break hashing and records
         key = canonical_json(value)
-        key.encode("utf-8")
+        if not key.isascii():
+            key.encode("utf-8")
     except UnicodeEncodeError:
         return Reformulation(error="the plan holds text that is not valid Unicode (a lone surrogate escape)")
     except RecursionError:

@@ -84,6 +84,23 @@ def test_a_rendered_template_ends_in_one_newline_whether_or_not_it_is_copied() -
             assert rendered == (source.replace("{{ a }}", a)).strip() + "\n"
 
 
+def test_a_failure_row_reads_as_a_dict_and_by_attribute_in_templates() -> None:
+    import pytest
+
+    from modulo.backprompt import Row
+    from modulo.errors import PromptError
+
+    row = Row(feedback="too dear", hint=None, items="x")
+    assert row == {"feedback": "too dear", "hint": None, "items": "x"} and isinstance(row, dict)
+    text = Template.from_text("t", '{{ f.feedback }}|{{ f["feedback"] }}|{{ f.hint }}|{{ f["items"] }}').render(f=row)
+    assert text == "too dear|too dear|None|x\n"
+    assert Template.from_text("t", "{{ f.items is callable }}").render(f=row) == "True\n"  # the method first
+    with pytest.raises(PromptError, match="missing"):
+        Template.from_text("t", "{{ f.missing }}").render(f=row)
+    with pytest.raises(AttributeError):
+        row.missing  # noqa: B018
+
+
 def test_a_frozen_plan_is_encoded_once_and_a_nan_is_no_change() -> None:
     plan = [{"x": 1, "y": [1.5, None, "é"]}]
     frozen = FrozenPlan.of(plan)

@@ -8,7 +8,7 @@ from pydantic import BaseModel
 
 from modulo.benchmark import Benchmark
 from modulo.errors import PlanFormatError
-from modulo.types import Problem
+from modulo.types import Problem, canonical_json
 
 
 class Stop(BaseModel):
@@ -43,6 +43,9 @@ def test_each_validated_plan_is_a_fresh_copy_in_the_model_order() -> None:
     again = bench.validate_plan(raw)
     assert again == {"title": "north", "stops": [{"city": "Oslo", "days": 2, "notes": []}]}
     assert again is not first and again["stops"] is not first["stops"]
+    # a plan seen before is normalised again (the memo keeps its canonical text only): the same plan, text
+    plan, canonical = bench.checked_plan(raw)
+    assert (plan, canonical) == (again, canonical_json(again)) and list(plan) == ["title", "stops"]
 
 
 def test_a_rejection_is_explained_in_jsonschemas_words() -> None:
