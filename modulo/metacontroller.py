@@ -914,8 +914,21 @@ class PromptHasher:
         return b"".join((b'{"content":"', body, end))
 
 
+#: a metadata value whose JSON is longer than this is left out of the record
+SMALL_CHARS = 2000
+#: a string this long is small whatever it holds (JSON writes a character as at most six)
+_SURELY_SMALL_STR = (SMALL_CHARS - 2) // 6
+
+
 def _is_small(value: Any) -> bool:
+    """Whether ``value``'s canonical JSON is at most :data:`SMALL_CHARS` long (False when it is no JSON);
+    a number or a short string is known to be without writing it."""
+    kind = type(value)
+    if value is None or kind is bool or kind is float or (kind is str and len(value) <= _SURELY_SMALL_STR):
+        return True
+    if kind is int and -(10**100) < value < 10**100:
+        return True
     try:
-        return len(canonical_json(value)) <= 2000
+        return len(canonical_json(value)) <= SMALL_CHARS
     except (TypeError, ValueError):
         return False

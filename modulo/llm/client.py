@@ -506,6 +506,8 @@ def _valid_text(response: LLMResponse) -> LLMResponse:
     """``response`` with each lone surrogate in its text replaced by U+FFFD: such text (a provider's
     JSON may carry a half emoji as an escape) cannot be written as UTF-8, so the paid reply could be
     neither cached nor recorded."""
+    if response.text.isascii():
+        return response
     try:
         response.text.encode("utf-8")
     except UnicodeEncodeError:
