@@ -20,9 +20,14 @@ from .recordformat import expand_record
 PlanJSON = Any
 
 
+#: what ``json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)`` builds on
+#: every call (an encoder keeps no state between calls: one serves every thread)
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
 def canonical_json(value: Any) -> str:
     """Deterministic JSON text (sorted keys, no spaces) used for hashing and plan comparison."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return _CANONICAL.encode(value)
 
 
 def json_lines(
