@@ -79,8 +79,9 @@ class _TextTable:
         #: the whole text of each entry
         self.texts: list[str] = []
         self.keys: dict[tuple[int, str, str], list[int]] = {}
-        #: the entries long enough to be another text's prefix
-        self.prefixes: list[int] = []
+        #: the entries long enough to be another text's prefix, by their first characters (a text's
+        #: prefixes all start as it does)
+        self.prefixes: dict[str, list[int]] = {}
         self.scrub = scrub
 
     def ref(self, text: str | None) -> str | int | None:
@@ -92,58 +93,55 @@ class _TextTable:
         if len(text) < MIN_SHARED_TEXT:
             return text
         texts = self.texts
-        same = self.keys.setdefault((len(text), text[:16], text[-16:]), [])
+        start = text[:16]
+        same = self.keys.setdefault((len(text), start, text[-16:]), [])
         for at in same:
             if texts[at] is text or texts[at] == text:
                 return at
         at = len(self.entries)
         base = -1
-        for earlier in self.prefixes:
+        for earlier in self.prefixes.get(start, ()):
             if (base < 0 or len(texts[earlier]) > len(texts[base])) and text.startswith(texts[earlier]):
                 base = earlier
         self.entries.append(text if base < 0 else [base, text[len(texts[base]) :]])
         self.texts.append(text)
         same.append(at)
         if len(text) >= MIN_SHARED_PREFIX:
-            self.prefixes.append(at)
+            self.prefixes.setdefault(start, []).append(at)
         return at
 
 
 class _VerdictTable:
-    """The distinct verdicts of one record being written (compared with the earlier ones of the same critic)."""
+    """The distinct verdicts of one record being written, each kept as its JSON (what the line holds).
 
-    __slots__ = ("entries", "json", "seen")
+    Two verdicts are the same entry when their JSON is the same (Python's == would also merge 1, 1.0 and
+    True, which read back as different values); each verdict is encoded once, and the line holds these
+    encodings as they are. A verdict object met again (one a critic hands out every time it passes) is
+    found by identity, not encoded again: the record holds every verdict while it is encoded, so no
+    identity is reused meanwhile."""
+
+    __slots__ = ("by_id", "entries", "index")
 
     def __init__(self) -> None:
-        self.entries: list[Verdict] = []
-        self.seen: dict[str, list[int]] = {}
-        #: entry -> its JSON, made when a later verdict has equal field values
-        self.json: dict[int, bytes] = {}
+        #: the JSON of each entry, in order of first use
+        self.entries: list[bytes] = []
+        self.index: dict[bytes, int] = {}
+        self.by_id: dict[int, int] = {}
 
     def ref(self, verdict: Verdict) -> int:
-        earlier = self.seen.setdefault(verdict.critic, [])
-        fields = verdict.__dict__
-        for at in reversed(earlier):  # the latest first: a critic mostly repeats its last verdict
-            other = self.entries[at]
-            if other is verdict:
-                return at
-            # equal field values (a Verdict is frozen, without extras or private attributes), and the same
-            # JSON: Python's == holds for 1, 1.0 and True, which read back as different values
-            if type(other) is type(verdict) and other.__dict__ == fields and self._json(at) == _json(verdict):
-                return at
-        at = len(self.entries)
-        self.entries.append(verdict)
-        earlier.append(at)
+        at = self.by_id.get(id(verdict))
+        if at is None:
+            data = verdict.__pydantic_serializer__.to_json(verdict)
+            at = self.index.get(data)
+            if at is None:
+                at = self.index[data] = len(self.entries)
+                self.entries.append(data)
+            self.by_id[id(verdict)] = at
         return at
 
-    def _json(self, at: int) -> bytes:
-        if at not in self.json:
-            self.json[at] = _json(self.entries[at])
-        return self.json[at]
-
-
-def _json(verdict: Verdict) -> bytes:
-    return verdict.__pydantic_serializer__.to_json(verdict)
+    def json(self) -> bytes:
+        """The table as a JSON list (its entries as they were encoded)."""
+        return b"[" + b",".join(self.entries) + b"]"
 
 
 def _fields(model: BaseModel) -> dict[str, Any]:
@@ -189,9 +187,10 @@ def encode_record(result: ProblemResult, scrub: Callable[[str], str] | None = No
     line = {"problem_id": result.problem_id, FORMAT_KEY: RECORD_FORMAT, **_fields(result)}
     line["iterations"] = [_iteration(it, texts, verdicts) for it in result.iterations]
     line[TEXT_TABLE] = texts.entries
-    line[VERDICT_TABLE] = verdicts.entries
-    # null for NaN and infinities, as model_dump_json writes them (format 1), so that the line stays JSON
-    return pydantic_core.to_json(line, inf_nan_mode="null")
+    # null for NaN and infinities, as model_dump_json writes them (format 1), so that the line stays JSON;
+    # the verdict table, last, is spliced in as its entries were encoded (each once, when it was compared)
+    head = pydantic_core.to_json(line, inf_nan_mode="null")
+    return b"".join((head[:-1], b',"', VERDICT_TABLE.encode(), b'":', verdicts.json(), b"}"))
 
 
 def record_format(data: dict[str, Any]) -> int:

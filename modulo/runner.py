@@ -1,9 +1,11 @@
 """Run many problems concurrently into a run directory, resumably.
 
 Problems run as asyncio tasks, at most ``concurrency`` at a time. Each finished problem is appended to
-``records.jsonl`` and fsync'ed before it counts as done (problems that finish together share one write
-and one fsync), so a run killed at any moment (even with SIGKILL) and started again into the same
-directory skips every finished problem and repeats no paid call. Problems whose last record is
+``records.jsonl`` and fsync'ed before it counts as done (by a writer thread, while the worker goes on
+to its next problem; problems finishing within 50 ms of each other share one write and one fsync), so
+a run killed at any moment (even with SIGKILL) and started again into the same directory skips every
+finished problem and repeats no paid call (a problem finished but not yet on disk runs again, its
+replies answered by the response cache). Problems whose last record is
 ``error`` or ``skipped`` are run again (``run.retry_errors``).
 
 A run-level dollar budget stops the run cleanly: problems not started by then are recorded with the
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from array import array
 from collections import Counter
@@ -200,24 +203,24 @@ async def run_session(
     aborted: list[str] = []
     n_workers = max(1, min(concurrency or cfg.run.concurrency, n_todo or 1))
 
-    commits = _GroupCommit(run_dir)
-
-    async def finish(pos: int, result: ProblemResult) -> None:
+    def written(group: list[tuple[Outcome, Usage]]) -> None:
         nonlocal usage
-        # flushed and fsync'ed off the event loop, so other problems keep running meanwhile
-        await commits.append(result)
-        digest = Finished.of(result)  # the full record leaves memory, the digest goes to disk
-        digest.usage = None  # summed just below
-        digests.put(pos, digest)
-        usage = usage + result.usage
-        state.done += 1
-        state.outcomes[result.outcome.value] += 1
-        state.usage = state.usage + result.usage
+        for outcome, used in group:
+            usage = usage + used
+            state.done += 1
+            state.outcomes[outcome.value] += 1
+            state.usage = state.usage + used
         if progress is not None:
             progress(state)
 
+    async def finish(pos: int, result: ProblemResult) -> None:
+        # encoded, written and fsync'ed in the writer's thread; counted once on disk (``written``)
+        await writer.put(pos, result)
+
     async def worker() -> None:
         for pos, problem in todo:  # one shared generator: each problem goes to one worker
+            if writer.error is not None:  # the records cannot be written: stop taking problems
+                raise writer.error
             if aborted or budget.exhausted:
                 await finish(pos, _skipped(problem, session, "run_aborted" if aborted else "run_budget"))
                 continue
@@ -233,12 +236,17 @@ async def run_session(
                 result = result.model_copy(update={"outcome": Outcome.ERROR, "error": f"{type(exc).__name__}: {exc}"})
             await finish(pos, result)
 
-    if progress is not None:
-        progress(state)
+    writer = _RecordWriter(run_dir, digests, written)
     try:
+        if progress is not None:
+            progress(state)
         await asyncio.gather(*(worker() for _ in range(n_workers)))
+        await writer.close()
     finally:
-        await session.aclose()
+        try:
+            await session.aclose()
+        finally:
+            writer.stop()  # at once when closed; else (an error, a signal) the records handed over are written
 
     # the evaluation runs in a worker thread: Z3 (the synthesized benchmarks' evaluator) pays, for each
     # context it creates on the main thread, a cost that grows with the process's heap (~10 ms at 200 MB)
@@ -260,39 +268,133 @@ async def run_session(
     )
 
 
-class _GroupCommit:
-    """Appends finished records to ``records.jsonl`` off the event loop, in groups: the records that
-    finish while one group is being written and fsync'ed go out together in the next write and fsync.
-    ``append`` returns once its record is on disk (it counts as done only then) and raises what the
-    write raised (a full disk: RunError)."""
+#: how long the writer waits, after a record is handed over, for more to write with it (one write and one
+#: fsync for the group), unless :data:`GROUP_RECORDS` are there first or the run is ending
+GROUP_SECONDS = 0.05
+GROUP_RECORDS = 32
+#: the records handed to the writer and not yet on disk after which a finishing worker waits for the writer
+#: (memory stays bounded when the disk is slower than the problems finish)
+PENDING_RECORDS = 64
 
-    def __init__(self, run_dir: RunDir) -> None:
+
+class _RecordWriter:
+    """Writes finished problems' records to ``records.jsonl`` in a thread of its own, in groups: the
+    records that finish within :data:`GROUP_SECONDS` of each other, or while a group is being encoded,
+    written and fsync'ed, go out together in one write and one fsync (an fsync costs about a quarter of a
+    millisecond of CPU whatever it writes). A record counts as done only once it is on disk: then the
+    writer, in its own
+    thread, puts the problem's digest in the spool and hands ``on_written`` (run on the event loop, once
+    per group) the outcome and usage of each record of the group.
+
+    A finishing worker hands its record over (:meth:`put`) and goes on to its next problem; it waits only
+    while :data:`PENDING_RECORDS` records are still to be written. A failed write (a full disk: RunError)
+    stops the writer; what was not written is reported unwritten (those problems run again on resume),
+    and :meth:`put` and :meth:`close` raise it. The thread is not a daemon: a run stopped by a signal
+    still writes every record handed over before the process ends (:meth:`stop` waits for it)."""
+
+    def __init__(
+        self,
+        run_dir: RunDir,
+        digests: _Digests,
+        on_written: Callable[[list[tuple[Outcome, Usage]]], None],
+    ) -> None:
         self.run_dir = run_dir
-        self.waiting: list[tuple[ProblemResult, asyncio.Future[None]]] = []
-        self.writer: asyncio.Task[None] | None = None
+        self.digests = digests
+        self.on_written = on_written
+        self.loop = asyncio.get_running_loop()
+        self.error: BaseException | None = None
+        self._cond = threading.Condition()
+        self._queue: list[tuple[int, ProblemResult]] = []
+        self._pending = 0  # handed over and not yet on disk (or failed): read and changed on the event loop
+        self._closing = False
+        self._room: asyncio.Event | None = None
+        self._finished: asyncio.Future[None] = self.loop.create_future()
+        self._thread = threading.Thread(target=self._run, name="modulo-records", daemon=False)
+        self._thread.start()
 
-    async def append(self, result: ProblemResult) -> None:
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self.waiting.append((result, done))
-        if self.writer is None or self.writer.done():
-            self.writer = asyncio.create_task(self._write())
-        await done
+    async def put(self, pos: int, result: ProblemResult) -> None:
+        """Hand over the record of the problem at position ``pos`` (written soon, counted once on disk)."""
+        if self.error is not None:
+            raise self.error
+        self._pending += 1
+        with self._cond:
+            self._queue.append((pos, result))
+            if len(self._queue) == 1 or len(self._queue) >= GROUP_RECORDS:  # the writer waits for these only
+                self._cond.notify()
+        while self._pending >= PENDING_RECORDS and self.error is None:
+            self._room = self._room or asyncio.Event()
+            await self._room.wait()
+        if self.error is not None:
+            raise self.error
 
-    async def _write(self) -> None:
-        while self.waiting:
-            group, self.waiting = self.waiting, []
+    async def close(self) -> None:
+        """Write what is left, wait until it is on disk and counted; raise a failed write's error."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify()
+        await asyncio.shield(self._finished)
+        if self.error is not None:
+            raise self.error
+
+    def stop(self) -> None:
+        """Blocking: write what is left and end the thread (a run ending by an exception or a signal)."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._closing:
+                    self._cond.wait()
+                deadline = time.monotonic() + GROUP_SECONDS
+                while len(self._queue) < GROUP_RECORDS and not self._closing:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cond.wait(left)
+                group, self._queue = self._queue, []
+            if not group:
+                break
+            if self.error is not None:  # after a failed write nothing more is written
+                self._call(self._done, [], len(group))
+                continue
             try:
-                await asyncio.to_thread(self.run_dir.append_many, [r for r, _ in group])
+                self.run_dir.append_many([r for _, r in group])
+                written = []
+                for pos, result in group:  # the full record leaves memory, the digest goes to disk
+                    digest = Finished.of(result)
+                    digest.usage = None  # summed by on_written
+                    self.digests.put(pos, digest)
+                    written.append((result.outcome, result.usage))
             except BaseException as exc:  # every record of the group is reported unwritten
-                for _, done in group:
-                    if not done.done():
-                        done.set_exception(exc)
+                self.error = exc
+                self._call(self._done, [], len(group))
                 if not isinstance(exc, Exception):
                     raise
                 continue
-            for _, done in group:
-                if not done.done():
-                    done.set_result(None)
+            del group
+            self._call(self._done, written, len(written))
+        self._call(self._end)
+
+    def _call(self, fn: Callable[..., None], *args: Any) -> None:
+        try:
+            self.loop.call_soon_threadsafe(fn, *args)
+        except RuntimeError:  # the event loop is closed: a run stopped by a signal, nothing to tell
+            pass
+
+    def _done(self, written: list[tuple[Outcome, Usage]], n: int) -> None:
+        self._pending -= n
+        if written:
+            self.on_written(written)
+        if self._room is not None and (self._pending < PENDING_RECORDS or self.error is not None):
+            self._room.set()
+            self._room = None
+
+    def _end(self) -> None:
+        if not self._finished.done():
+            self._finished.set_result(None)
 
 
 def _skipped(problem: Problem, session: Session, reason: str) -> ProblemResult:
