@@ -214,26 +214,30 @@ async def run_session(
             progress(state)
 
     async def finish(pos: int, result: ProblemResult) -> None:
-        # encoded, written and fsync'ed in the writer's thread; counted once on disk (``written``)
+        # encoded, written and fsync'ed in the writer's thread (other problems go on meanwhile); counted
+        # once on disk (``written``)
         await writer.put(pos, result)
+
+    async def solved(problem: Problem) -> ProblemResult:
+        if aborted or budget.exhausted:
+            return _skipped(problem, session, "run_aborted" if aborted else "run_budget")
+        try:
+            return await session.loop.solve(problem, budget)
+        except RunAborted as exc:
+            aborted.append(exc.result.error or "critic error")
+            return exc.result
+        except Exception as exc:  # one problem's failure never takes finished work (or the run) down
+            log.exception("problem %s failed", problem.id)
+            result = _skipped(problem, session, "error")
+            return result.model_copy(update={"outcome": Outcome.ERROR, "error": f"{type(exc).__name__}: {exc}"})
 
     async def worker() -> None:
         for pos, problem in todo:  # one shared generator: each problem goes to one worker
-            if writer.error is not None:  # the records cannot be written: stop taking problems
-                raise writer.error
-            if aborted or budget.exhausted:
-                await finish(pos, _skipped(problem, session, "run_aborted" if aborted else "run_budget"))
-                continue
+            writer.solving += 1
             try:
-                result = await session.loop.solve(problem, budget)
-            except RunAborted as exc:
-                aborted.append(exc.result.error or "critic error")
-                await finish(pos, exc.result)
-                continue
-            except Exception as exc:  # one problem's failure never takes finished work (or the run) down
-                log.exception("problem %s failed", problem.id)
-                result = _skipped(problem, session, "error")
-                result = result.model_copy(update={"outcome": Outcome.ERROR, "error": f"{type(exc).__name__}: {exc}"})
+                result = await solved(problem)
+            finally:
+                writer.solving -= 1
             await finish(pos, result)
 
     writer = _RecordWriter(run_dir, digests, written)
@@ -241,12 +245,11 @@ async def run_session(
         if progress is not None:
             progress(state)
         await asyncio.gather(*(worker() for _ in range(n_workers)))
-        await writer.close()
     finally:
         try:
             await session.aclose()
         finally:
-            writer.stop()  # at once when closed; else (an error, a signal) the records handed over are written
+            writer.stop()  # the records handed over are written (a run ending by an error or a signal)
 
     # the evaluation runs in a worker thread: Z3 (the synthesized benchmarks' evaluator) pays, for each
     # context it creates on the main thread, a cost that grows with the process's heap (~10 ms at 200 MB)
@@ -268,29 +271,26 @@ async def run_session(
     )
 
 
-#: how long the writer waits, after a record is handed over, for more to write with it (one write and one
-#: fsync for the group), unless :data:`GROUP_RECORDS` are there first or the run is ending
-GROUP_SECONDS = 0.05
+#: how long the writer waits, after a record is handed over while other problems are still being solved,
+#: for more records to write with it (one write and one fsync for the group): until :data:`GROUP_RECORDS`
+#: are there, no problem is being solved any more, or the run ends
+GROUP_SECONDS = 0.02
 GROUP_RECORDS = 32
-#: the records handed to the writer and not yet on disk after which a finishing worker waits for the writer
-#: (memory stays bounded when the disk is slower than the problems finish)
-PENDING_RECORDS = 64
 
 
 class _RecordWriter:
-    """Writes finished problems' records to ``records.jsonl`` in a thread of its own, in groups: the
-    records that finish within :data:`GROUP_SECONDS` of each other, or while a group is being encoded,
-    written and fsync'ed, go out together in one write and one fsync (an fsync costs about a quarter of a
-    millisecond of CPU whatever it writes). A record counts as done only once it is on disk: then the
-    writer, in its own
-    thread, puts the problem's digest in the spool and hands ``on_written`` (run on the event loop, once
-    per group) the outcome and usage of each record of the group.
+    """Writes finished problems' records to ``records.jsonl`` in a thread of its own, in groups of one
+    write and one fsync (an fsync costs about a quarter of a millisecond of CPU whatever it writes): the
+    records handed over while a group is being encoded, written and fsync'ed, and those that finish within
+    :data:`GROUP_SECONDS` of the first of a group while other problems are still being solved.
 
-    A finishing worker hands its record over (:meth:`put`) and goes on to its next problem; it waits only
-    while :data:`PENDING_RECORDS` records are still to be written. A failed write (a full disk: RunError)
-    stops the writer; what was not written is reported unwritten (those problems run again on resume),
-    and :meth:`put` and :meth:`close` raise it. The thread is not a daemon: a run stopped by a signal
-    still writes every record handed over before the process ends (:meth:`stop` waits for it)."""
+    A finishing worker hands its record over and waits until it is on disk (:meth:`put`): only then does
+    the problem count as done and the worker take its next problem, so a run killed during a problem has
+    every problem finished before it on disk. Once a group is on disk the writer, in its own thread, puts
+    each problem's digest in the spool, and hands ``on_written`` (run on the event loop, once per group)
+    the outcome and usage of each record. A failed write (a full disk: RunError) is raised by the
+    :meth:`put` of every record of its group. The thread is not a daemon, and :meth:`stop` waits for it:
+    a run stopped by an error or a signal still writes every record handed over."""
 
     def __init__(
         self,
@@ -302,42 +302,26 @@ class _RecordWriter:
         self.digests = digests
         self.on_written = on_written
         self.loop = asyncio.get_running_loop()
-        self.error: BaseException | None = None
+        #: problems being solved now (the writer waits for more records only while some are)
+        self.solving = 0
         self._cond = threading.Condition()
-        self._queue: list[tuple[int, ProblemResult]] = []
-        self._pending = 0  # handed over and not yet on disk (or failed): read and changed on the event loop
+        self._queue: list[tuple[int, ProblemResult, asyncio.Future[None]]] = []
         self._closing = False
-        self._room: asyncio.Event | None = None
-        self._finished: asyncio.Future[None] = self.loop.create_future()
         self._thread = threading.Thread(target=self._run, name="modulo-records", daemon=False)
         self._thread.start()
 
     async def put(self, pos: int, result: ProblemResult) -> None:
-        """Hand over the record of the problem at position ``pos`` (written soon, counted once on disk)."""
-        if self.error is not None:
-            raise self.error
-        self._pending += 1
+        """Hand over the record of the problem at position ``pos``; return once it is on disk."""
+        done: asyncio.Future[None] = self.loop.create_future()
         with self._cond:
-            self._queue.append((pos, result))
-            if len(self._queue) == 1 or len(self._queue) >= GROUP_RECORDS:  # the writer waits for these only
-                self._cond.notify()
-        while self._pending >= PENDING_RECORDS and self.error is None:
-            self._room = self._room or asyncio.Event()
-            await self._room.wait()
-        if self.error is not None:
-            raise self.error
-
-    async def close(self) -> None:
-        """Write what is left, wait until it is on disk and counted; raise a failed write's error."""
-        with self._cond:
-            self._closing = True
-            self._cond.notify()
-        await asyncio.shield(self._finished)
-        if self.error is not None:
-            raise self.error
+            self._queue.append((pos, result, done))
+            if len(self._queue) == 1 or not self.solving or len(self._queue) >= GROUP_RECORDS:
+                self._cond.notify()  # the writer waits for one of these only
+        del result
+        await done
 
     def stop(self) -> None:
-        """Blocking: write what is left and end the thread (a run ending by an exception or a signal)."""
+        """Write what is left and end the thread (at once when nothing is left)."""
         with self._cond:
             self._closing = True
             self._cond.notify()
@@ -349,52 +333,47 @@ class _RecordWriter:
                 while not self._queue and not self._closing:
                     self._cond.wait()
                 deadline = time.monotonic() + GROUP_SECONDS
-                while len(self._queue) < GROUP_RECORDS and not self._closing:
+                while self.solving and len(self._queue) < GROUP_RECORDS and not self._closing:
                     left = deadline - time.monotonic()
                     if left <= 0:
                         break
                     self._cond.wait(left)
                 group, self._queue = self._queue, []
             if not group:
-                break
-            if self.error is not None:  # after a failed write nothing more is written
-                self._call(self._done, [], len(group))
-                continue
+                return
             try:
-                self.run_dir.append_many([r for _, r in group])
+                self.run_dir.append_many([r for _, r, _ in group])
                 written = []
-                for pos, result in group:  # the full record leaves memory, the digest goes to disk
+                for pos, result, _ in group:  # the full record leaves memory, the digest goes to disk
                     digest = Finished.of(result)
                     digest.usage = None  # summed by on_written
                     self.digests.put(pos, digest)
                     written.append((result.outcome, result.usage))
             except BaseException as exc:  # every record of the group is reported unwritten
-                self.error = exc
-                self._call(self._done, [], len(group))
+                self._call(self._failed, [done for _, _, done in group], exc)
                 if not isinstance(exc, Exception):
                     raise
                 continue
+            self._call(self._written, [done for _, _, done in group], written)
             del group
-            self._call(self._done, written, len(written))
-        self._call(self._end)
 
     def _call(self, fn: Callable[..., None], *args: Any) -> None:
         try:
             self.loop.call_soon_threadsafe(fn, *args)
-        except RuntimeError:  # the event loop is closed: a run stopped by a signal, nothing to tell
+        except RuntimeError:  # the event loop is closed (a run stopped by a signal): nobody waits any more
             pass
 
-    def _done(self, written: list[tuple[Outcome, Usage]], n: int) -> None:
-        self._pending -= n
-        if written:
-            self.on_written(written)
-        if self._room is not None and (self._pending < PENDING_RECORDS or self.error is not None):
-            self._room.set()
-            self._room = None
+    def _written(self, waiting: list[asyncio.Future[None]], written: list[tuple[Outcome, Usage]]) -> None:
+        self.on_written(written)
+        for done in waiting:
+            if not done.done():
+                done.set_result(None)
 
-    def _end(self) -> None:
-        if not self._finished.done():
-            self._finished.set_result(None)
+    @staticmethod
+    def _failed(waiting: list[asyncio.Future[None]], exc: BaseException) -> None:
+        for done in waiting:
+            if not done.done():
+                done.set_exception(exc)
 
 
 def _skipped(problem: Problem, session: Session, reason: str) -> ProblemResult:

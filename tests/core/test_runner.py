@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
@@ -145,76 +146,36 @@ def test_records_finishing_together_are_written_in_one_group(tmp_path: Path, mon
         asyncio.run(run_session(session, RunDir(tmp_path / "full")))
 
 
-def test_a_worker_goes_on_to_its_next_problem_while_its_record_is_written(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("concurrency", [1, 3])
+def test_every_problem_a_worker_finished_is_on_disk_before_it_starts_another(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, concurrency: int
 ) -> None:
-    """The writer thread writes a finished problem's record while its worker solves the next problem: a
-    disk that answers only once every problem is solved does not stall a run with one worker. Each
-    problem counts as done once on disk, and the progress callback sees every one of them."""
-    import threading
-
-    n = 5
-    session = build_session(config("toy", n, {"*": ["[1, 1]"]}, concurrency=1))
-    solve = session.loop.solve
-    solved: list[str] = []
-    all_solved = threading.Event()
-
-    async def counted(problem: Problem, budget: Any) -> Any:
-        result = await solve(problem, budget)
-        solved.append(problem.id)
-        if len(solved) == n:
-            all_solved.set()
-        return result
-
-    monkeypatch.setattr(session.loop, "solve", counted)
-    append_many = RunDir.append_many
-    waited: list[bool] = []
-
-    def slow_disk(self: RunDir, results: Any) -> None:
-        waited.append(all_solved.wait(timeout=30))  # a worker waiting for its record would make this time out
-        append_many(self, results)
-
-    monkeypatch.setattr(RunDir, "append_many", slow_disk)
-    seen: list[int] = []
-    result = asyncio.run(run_session(session, RunDir(tmp_path), progress=lambda state: seen.append(state.done)))
-    assert waited and all(waited)
-    assert result.state.done == n and seen[-1] == n
-    assert [r.problem_id for r in result.results] == [f"toy-{i}" for i in range(n)]
-
-
-def test_the_records_waiting_for_the_disk_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Workers hand records over without waiting for the disk, up to PENDING_RECORDS not yet written:
-    then a finishing worker waits (memory stays bounded when the disk is slower than the problems)."""
-    import time
-
+    """A worker takes its next problem only once its record is on disk (the writer thread writes it): a
+    run killed during a problem has every problem finished before it by that worker on disk. While other
+    problems are being solved the writer waits a little for more records to write with it (fewer fsyncs);
+    with none being solved (one worker), it writes at once."""
     import modulo.runner as runner_module
 
-    monkeypatch.setattr(runner_module, "PENDING_RECORDS", 3)
-    monkeypatch.setattr(runner_module, "GROUP_RECORDS", 1)
-    session = build_session(config("toy", 12, {"*": ["[1, 1]"]}, concurrency=2))
+    monkeypatch.setattr(runner_module, "GROUP_SECONDS", 2.0 if concurrency == 1 else 0.02)
+    session = build_session(config("toy", 6, {"*": ["[1, 1]"]}, concurrency=concurrency))
     solve = session.loop.solve
-    solved: list[str] = []
+    finished: dict[Any, set[str]] = {}  # worker task -> the problems it finished
+    unwritten: list[set[str]] = []
 
-    async def counted(problem: Problem, budget: Any) -> Any:
+    async def watched(problem: Problem, budget: Any) -> Any:
+        mine = finished.setdefault(asyncio.current_task(), set())
+        unwritten.append(mine - {r.problem_id for r in read_records(tmp_path)})
         result = await solve(problem, budget)
-        solved.append(problem.id)
+        mine.add(problem.id)
         return result
 
-    monkeypatch.setattr(session.loop, "solve", counted)
-    append_many = RunDir.append_many
-    ahead: list[int] = []
-
-    def slow_disk(self: RunDir, results: Any) -> None:
-        time.sleep(0.3)  # problems keep finishing meanwhile, as many as the bound lets them
-        ahead.append(len(solved) - len(list(read_records(self.path))) - len(results))
-        append_many(self, results)
-
-    monkeypatch.setattr(RunDir, "append_many", slow_disk)
-    asyncio.run(run_session(session, RunDir(tmp_path)))
-    assert len(list(read_records(tmp_path))) == 12
-    # finished and not yet written, besides the group being written: at most the bound, plus one problem
-    # per worker finished while it waited
-    assert max(ahead) <= 3 + 2, ahead
+    monkeypatch.setattr(session.loop, "solve", watched)
+    started = time.perf_counter()
+    result = asyncio.run(run_session(session, RunDir(tmp_path)))
+    assert result.state.done == 6 and len(list(read_records(tmp_path))) == 6
+    assert len(unwritten) == 6 and not any(unwritten), unwritten
+    if concurrency == 1:  # no group window waited out (2 s a record)
+        assert time.perf_counter() - started < 6
 
 
 def test_run_json_files_are_written_in_pieces_as_one_dumps_would(tmp_path: Path) -> None:
