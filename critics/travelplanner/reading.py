@@ -128,14 +128,14 @@ class DayReading:
         for field in MEALS:
             value = filled[field]
             if type(value) is str:
-                self._restaurants[value] = _exact(store.exact_restaurants, value)
+                self._restaurants[value] = _exact(store, "restaurants", value)
         value = filled["attraction"]
         if type(value) is str:
             for piece in split_attractions(value):
-                self._attractions[piece] = _exact(store.exact_attractions, piece)
+                self._attractions[piece] = _exact(store, "attractions", piece)
         value = filled["accommodation"]
         if type(value) is str:
-            self._accommodations[value] = _exact(store.exact_accommodations, value)
+            self._accommodations[value] = _exact(store, "accommodations", value)
 
     def text(self, field: str) -> str | None:
         """The field's text, None when missing; Malformed when it is not text."""
@@ -221,17 +221,17 @@ class PlanReading:
         """The restaurants the entry ``value`` names exactly (empty when none or when it is not
         ``<name>, <city>``): :meth:`Store.exact_restaurants` of its name and city."""
         rows = self._restaurants.get(value)
-        return rows if rows is not None else _exact(self.store.exact_restaurants, value)
+        return rows if rows is not None else _exact(self.store, "restaurants", value)
 
     def attractions(self, value: str) -> tuple[Attraction, ...]:
         """The attractions the entry ``value`` names exactly (see :meth:`restaurants`)."""
         rows = self._attractions.get(value)
-        return rows if rows is not None else _exact(self.store.exact_attractions, value)
+        return rows if rows is not None else _exact(self.store, "attractions", value)
 
     def accommodations(self, value: str) -> tuple[Accommodation, ...]:
         """The accommodations the entry ``value`` names exactly (see :meth:`restaurants`)."""
         rows = self._accommodations.get(value)
-        return rows if rows is not None else _exact(self.store.exact_accommodations, value)
+        return rows if rows is not None else _exact(self.store, "accommodations", value)
 
     @property
     def days(self) -> tuple[DayReading, ...]:
@@ -372,9 +372,25 @@ def unless_passed(
     return out
 
 
-def _exact(lookup: Callable[[str, str], tuple[T, ...]], value: str) -> tuple[T, ...]:
-    parsed = strict_name_city(value)
-    return lookup(*parsed) if parsed is not None else ()
+#: the store's exact lookups by table
+_EXACT: dict[str, Callable[[Store, str, str], tuple[Any, ...]]] = {
+    "restaurants": Store.exact_restaurants,
+    "attractions": Store.exact_attractions,
+    "accommodations": Store.exact_accommodations,
+}
+
+
+def _exact(store: Store, table: str, value: str) -> Any:
+    """The rows of ``table`` that the entry ``value`` names exactly (:meth:`Store.exact_restaurants` and the
+    like, of its name and city; empty when it is not ``<name>, <city>``), kept in the store's memo by the
+    entry's text (a plan's entries are looked up again in every iteration)."""
+    key = ("entry", table, value)
+    rows = store._memo.get(key)
+    if rows is None:
+        parsed = strict_name_city(value)
+        rows = _EXACT[table](store, *parsed) if parsed is not None else ()
+        store._memo.put(key, rows)
+    return rows
 
 
 def _snapshot(plan: Any) -> list[dict[str, Any]] | None:
