@@ -17,8 +17,8 @@ every value equal, such as 1 to 1.0, is not seen.)
 
 **Between plans**, per day. A problem's next plan mostly repeats the last one's days, so the work done
 on a day is kept with the day's content: the store's :class:`~critics.travelplanner.store.DayMemo` maps
-each :func:`day_key` (all of the day's fields: names and values, in order) to a :class:`KeptDay`, whose
-``results`` hold, per check, what the check found on that day, under a key naming the check and every
+each :func:`day_key` (all of the day's fields: names and values, in order) to the day's :data:`Results`:
+per check, what the check found on that day, under a key naming the check and every
 other input the day's part of the check reads (the day's number, the day's date, the number of people,
 whether it is the trip's last day); the memo belongs to the store the work reads. A day is kept only
 when every value is a plain string, integer or None (so equal keys mean identical values: ``1``,
@@ -38,7 +38,7 @@ from collections.abc import Callable, Hashable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from .checks import MEALS
+from .checks import DAY_FIELDS, MEALS
 from .store import Accommodation, Attraction, Restaurant, Store
 from .text import PLACEHOLDER_DAY, CityDay, split_attractions, strict_current_city, strict_name_city
 
@@ -82,12 +82,12 @@ class DayReading:
         "unit",
     )
 
-    def __init__(self, day: int, unit: Mapping[str, Any], store: Store, kept: KeptDay | None = None) -> None:
+    def __init__(self, day: int, unit: Mapping[str, Any], store: Store, kept: Results | None = None) -> None:
         self.day = day
         self.unit = unit
-        #: the checks' results on this day's content, kept between plans (:class:`KeptDay`; keyed with the
+        #: the checks' results on this day's content, kept between plans (:data:`Results`; keyed with the
         #: day's number where a result depends on it), None when the day is not kept
-        self.results: dict[Hashable, Any] | None = kept.results if kept is not None else None
+        self.results: Results | None = kept
         texts: dict[str, str | Problem | None] = {}
         filled: dict[str, str | Problem | None] = {}
         for field in TEXT_FIELDS:
@@ -253,8 +253,8 @@ class PlanReading:
         )
 
 
-#: a day's content as a memo key: its (field, value) pairs in order
-DayKey = tuple[tuple[Any, Any], ...]
+#: a day's content as a memo key: its fields in order and their values
+DayKey = tuple[tuple[Any, ...], tuple[Any, ...]]
 
 
 #: the types of the values a kept day may hold (each equal only to itself: 1, 1.0 and True are equal)
@@ -264,26 +264,23 @@ _SCALAR_TYPES = frozenset({str, int, float, bool, type(None)})
 
 
 def day_key(unit: Any) -> DayKey | None:
-    """The day's content as a key of :class:`~critics.travelplanner.store.DayMemo`: its (field, value)
-    pairs, when it is a dict whose values are all strings, integers (not booleans) or None, so that
-    equal keys mean identical days; else None (the day is not kept)."""
-    if type(unit) is dict and {*map(type, unit.values())} <= _PLAIN_TYPES:
-        return tuple(unit.items())
+    """The day's content as a key of :class:`~critics.travelplanner.store.DayMemo`: its fields in order
+    and their values, when it is a dict whose values are all strings, integers (not booleans) or None, so
+    that equal keys mean identical days; else None (the day is not kept). (Few objects: the official
+    fields, the usual ones, are one shared tuple.)"""
+    if type(unit) is dict:
+        values = tuple(unit.values())
+        if _PLAIN_TYPES.issuperset(map(type, values)):
+            fields = tuple(unit)
+            return (DAY_FIELDS if fields == DAY_FIELDS else fields), values
     return None
 
 
-class KeptDay:
-    """A day's content as kept between plans (in the store's memo, under its :func:`day_key`): the checks'
-    results on it, each under a key naming the check and every other input it reads (the day's number,
-    a date, the number of people, ...). Only passes and crash-free results are kept."""
-
-    __slots__ = ("results",)
-
-    def __init__(self) -> None:
-        self.results: dict[Hashable, Any] = {}
-
-
-Kept = tuple[KeptDay | None, ...]
+#: a day's content as kept between plans (in the store's memo, under its :func:`day_key`): the checks'
+#: results on it, each under a key naming the check and every other input it reads (the day's number, a
+#: date, the number of people, ...). Only passes and crash-free results are kept.
+Results = dict[Hashable, Any]
+Kept = tuple[Results | None, ...]
 #: this thread's last plan as read: (plan, snapshot, day keys, store, its kept days)
 _Seen = tuple[Any, list[dict[str, Any]] | None, tuple[DayKey | None, ...], Store | None, Kept | None]
 
@@ -308,9 +305,10 @@ def _seen(plan: Any) -> _Seen | None:
             snapshot = None
             keys.append(None)
             continue
-        keys.append(day_key(unit))
+        key = day_key(unit)
+        keys.append(key)
         if snapshot is not None:
-            if {*map(type, unit.values())} <= _SCALAR_TYPES:
+            if key is not None or _SCALAR_TYPES.issuperset(map(type, unit.values())):
                 snapshot.append(dict(unit))
             else:
                 snapshot = None
@@ -320,7 +318,7 @@ def _seen(plan: Any) -> _Seen | None:
 
 
 def kept_days(plan: Any, store: Store) -> Kept | None:
-    """The :class:`KeptDay` of each day of ``plan`` in ``store``'s memo (None for a day that is not kept),
+    """The :data:`Results` of each day of ``plan`` in ``store``'s memo (None for a day that is not kept),
     found or added once per plan in this thread; None when ``plan`` is not a list or where reuse is off
     (:func:`fresh_readings`)."""
     if getattr(_last, "fresh", False):
@@ -331,13 +329,13 @@ def kept_days(plan: Any, store: Store) -> Kept | None:
     if seen[3] is store and seen[4] is not None:
         return seen[4]
     memo = store.day_memo
-    kept: list[KeptDay | None] = []
+    kept: list[Results | None] = []
     for key in seen[2]:
-        day: KeptDay | None = None
+        day: Results | None = None
         if key is not None:
             day = memo.get(key)
             if day is None:
-                day = KeptDay()
+                day = {}
                 memo.put(key, day)
         kept.append(day)
     out = tuple(kept)
@@ -345,10 +343,9 @@ def kept_days(plan: Any, store: Store) -> Kept | None:
     return out
 
 
-def results_of(kept: Kept | None, day: int) -> dict[Hashable, Any] | None:
+def results_of(kept: Kept | None, day: int) -> Results | None:
     """The kept results of day number ``day`` (from 1), None when the day is not kept."""
-    found = kept[day - 1] if kept is not None else None
-    return found.results if found is not None else None
+    return kept[day - 1] if kept is not None else None
 
 
 #: what a day's results hold for a check the day passes

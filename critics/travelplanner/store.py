@@ -415,7 +415,7 @@ class BoundedMemo(dict[Hashable, Any]):
 
 class DayMemo(BoundedMemo):
     """The checks' work on days, kept between plans (see :mod:`critics.travelplanner.reading`): a day's
-    content -> its :class:`~critics.travelplanner.reading.KeptDay`; the store it reads is the one that
+    content -> its :data:`~critics.travelplanner.reading.Results`; the store it reads is the one that
     holds this memo. Bounded (about 4 KB a day, so 4 to 5 MB at most at the default ``size``)."""
 
     def __init__(self, size: int = 1024) -> None:
