@@ -164,7 +164,13 @@ class Critic(ABC):
             raise CriticError(self.name, exc) from exc
         if not isinstance(verdict, Verdict):
             raise CriticError(self.name, TypeError(f"returned {type(verdict).__name__}, not a Verdict"))
-        update = feedback_update(verdict, self.feedback, self.description, self.name)
+        level = self.feedback
+        if (verdict.hint is None or level == "hint") and (
+            level != "binary" or verdict.passed or verdict.error is not None
+        ):
+            update: dict[str, Any] = {}  # what feedback_update says without a call: the level changes nothing
+        else:
+            update = feedback_update(verdict, level, self.description, self.name)
         if not update and verdict.critic == self.name and verdict.group == self.group:
             return verdict  # labelled by the critic itself and nothing to change: no copy (verdicts are frozen)
         return verdict.model_copy(update={**update, "critic": self.name, "group": self.group})  # one copy
