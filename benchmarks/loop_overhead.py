@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import json
 import math
+import os
 import sys
 import tempfile
 import time
@@ -117,9 +118,11 @@ def main() -> int:
         warm = getattr(session.loop.executor, "warm", None)
         if args.heavy and warm is not None:
             warm()  # start a worker (and its store) before the clock starts, as a long run amortises it
-        t0 = time.perf_counter()
+        load = os.getloadavg()[0]
+        t0, c0 = time.perf_counter(), os.times()
         result = asyncio.run(run_session(session, RunDir(Path(tmp) / "run")))
         wall = time.perf_counter() - t0
+        c1 = os.times()  # (the run closed its session: the heavy workers are killed and reaped)
     calls = result.summary["usage"]["calls"]
     ideal = calls * args.latency / args.concurrency
     chains = math.ceil(args.problems / args.concurrency) * args.budget * args.latency
@@ -135,6 +138,15 @@ def main() -> int:
         "ideal_s": round(ideal, 3),
         "ratio": round(wall / ideal, 4),
         "ideal_if_one_problem_per_slot_s": round(chains, 3),
+        # what the wall is made of on this machine: CPU per call of the event loop's process (during the run)
+        # and of the heavy-critic worker processes (their whole lives: starting up and loading the benchmark
+        # included), and the machine's load when the run started (other work shares the cores)
+        "main_process_cpu_ms_per_call": round(((c1.user - c0.user) + (c1.system - c0.system)) * 1000 / calls, 3),
+        "worker_processes_cpu_ms_per_call_with_start": round(
+            ((c1.children_user - c0.children_user) + (c1.children_system - c0.children_system)) * 1000 / calls, 3
+        ),
+        "load_average_1min_at_start": round(load, 2),
+        "cores": os.cpu_count(),
     }
     if args.json:
         print(json.dumps(out))
