@@ -484,10 +484,10 @@ class HeavyExecutor(CriticExecutor):
     named by a key afterwards), which answers one line per critic as each ends (a verdict it sent
     before as its number alone: a pass says the same on every plan, and the parent keeps what it
     parsed): a critic's deadline counts from the end of the one before it, and past it the worker is
-    killed and the remaining critics go to another. The replies are read on the event loop (no thread has to win the GIL back
-    from a busy loop for each line), at most one batch in flight per worker. A crash (an exception,
-    ``os._exit``, a signal) or a changed plan is a :class:`~modulo.errors.CriticError` of that critic,
-    as in-process.
+    killed and the remaining critics go to another. The replies are read on the event loop (no thread
+    has to win the GIL back from a busy loop for each line), at most one batch in flight per worker. A
+    crash (an exception, ``os._exit``, a signal) or a changed plan is a
+    :class:`~modulo.errors.CriticError` of that critic, as in-process.
     """
 
     kind = "heavy"
