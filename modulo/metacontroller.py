@@ -32,11 +32,11 @@ import operator
 import os
 import time
 from dataclasses import dataclass
-from json.encoder import encode_basestring
 from typing import Any, Literal
 
 from .backprompt import BackpromptContext, BackpromptStrategy
 from .benchmark import Benchmark
+from .canonical import CONTENT_START, escaped, feed, message_bytes, message_end, plain
 from .config import LoopSettings as LoopSettings  # the metacontroller config section
 from .critic import FORMAT_GROUP, Critic
 from .errors import CriticError, LLMError
@@ -769,55 +769,8 @@ def _sha(messages: list[Message]) -> str:
     return hashlib.sha256(canonical_json([m.model_dump() for m in messages]).encode()).hexdigest()
 
 
-#: Message's fields are exactly these two: its canonical JSON is then ``{"content":...,"role":...}``
-_TWO_FIELDS = set(Message.model_fields) == {"role", "content"}
 #: a message text at least this long is kept in its JSON-escaped form for the messages that quote it
 QUOTED_CHARS = 2048
-#: the control characters JSON writes as ``\u00XX`` (the other three have short escapes made below)
-_OTHER_CONTROLS = bytes(c for c in range(32) if c not in b"\n\r\t")
-#: hashlib lets other threads run while it hashes this many bytes or more at once; the event loop's thread
-#: would then wait for the interpreter lock again (up to the switch interval) for a few microseconds'
-#: work: a long piece is fed in shorter slices
-_UNLOCKED_BYTES = 2048
-_SLICE = _UNLOCKED_BYTES - 1
-
-
-def _escaped(text: str) -> bytes:
-    """``encode_basestring(text)[1:-1].encode()``: the body of ``text`` as a JSON string (what
-    :func:`~modulo.types.canonical_json` writes: non-ASCII as is), in UTF-8. Made on the UTF-8 bytes,
-    where the characters JSON escapes are single bytes found by fast scans, not character by character;
-    a text holding a rare control character is escaped by ``encode_basestring``."""
-    raw = text.encode()
-    if len(raw.translate(None, _OTHER_CONTROLS)) != len(raw):
-        return encode_basestring(text)[1:-1].encode()
-    return (
-        raw.replace(b"\\", b"\\\\")
-        .replace(b'"', b'\\"')
-        .replace(b"\n", b"\\n")
-        .replace(b"\r", b"\\r")
-        .replace(b"\t", b"\\t")
-    )
-
-
-def _feed(h: Any, data: bytes) -> None:
-    """``h.update(data)``, in slices short enough that hashlib keeps the interpreter lock."""
-    if len(data) < _UNLOCKED_BYTES:
-        h.update(data)
-        return
-    view = memoryview(data)
-    for at in range(0, len(data), _SLICE):
-        h.update(view[at : at + _SLICE])
-
-
-_ROLES: dict[str, bytes] = {}
-
-
-def _end(role: str) -> bytes:
-    """The end of a message's canonical JSON after its content: ``","role":"<role>"}``."""
-    end = _ROLES.get(role)
-    if end is None:
-        end = _ROLES[role] = ('","role":' + encode_basestring(role) + "}").encode()
-    return end
 
 
 class PromptHasher:
@@ -861,7 +814,7 @@ class PromptHasher:
             piece: bytes | None
             if known is not None and known[0] is m and known[1] is not None:
                 piece = known[1]
-                _feed(h, piece)
+                feed(h, piece)
             else:
                 resumed = self._resume(messages, i, m)
                 if resumed is not None:
@@ -878,22 +831,22 @@ class PromptHasher:
     def _resume(self, messages: list[Message], i: int, m: Message) -> tuple[Any, None] | None:
         """The hash state after message ``i``, resumed from the state after a long text it starts with
         (None when it starts with none); its encoding is not made (None: made if it is ever needed)."""
-        if not _TWO_FIELDS or type(m) is not Message or len(m.content) < QUOTED_CHARS:
+        if not plain(m) or len(m.content) < QUOTED_CHARS:
             return None
         text = m.content
         for before, quoted, _body, state in self._long:
             if len(before) == i and text.startswith(quoted) and all(map(operator.is_, before, messages)):
                 h = state.copy()
-                _feed(h, _escaped(text[len(quoted) :]))
-                h.update(_end(m.role))
+                feed(h, escaped(text[len(quoted) :]))
+                h.update(message_end(m.role))
                 return h, None
         return None
 
     def _encode(self, messages: list[Message], i: int, m: Message, h: Any) -> bytes:
         """``canonical_json(m.model_dump())``, encoded, fed to ``h`` (and a long text remembered)."""
-        if not _TWO_FIELDS or type(m) is not Message:
-            piece = canonical_json(m.model_dump()).encode()
-            _feed(h, piece)
+        if not plain(m):
+            piece = message_bytes(m)
+            feed(h, piece)
             return piece
         text = m.content
         body: bytes | None = None
@@ -901,17 +854,17 @@ class PromptHasher:
             for _before, quoted, quoted_body, _state in self._long:
                 at = text.find(quoted)
                 if at >= 0:
-                    body = b"".join((_escaped(text[:at]), quoted_body, _escaped(text[at + len(quoted) :])))
+                    body = b"".join((escaped(text[:at]), quoted_body, escaped(text[at + len(quoted) :])))
                     break
         if body is None:
-            body = _escaped(text)
-        h.update(b'{"content":"')
-        _feed(h, body)
+            body = escaped(text)
+        h.update(CONTENT_START)
+        feed(h, body)
         if len(text) >= QUOTED_CHARS:  # the first long text stays, the latest joins
             self._long = [*self._long[:1], (tuple(messages[:i]), text, body, h.copy())]
-        end = _end(m.role)
+        end = message_end(m.role)
         h.update(end)
-        return b"".join((b'{"content":"', body, end))
+        return b"".join((CONTENT_START, body, end))
 
 
 #: a metadata value whose JSON is longer than this is left out of the record

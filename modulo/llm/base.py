@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from json.encoder import encode_basestring
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..canonical import feed, messages_bytes, plain
 from ..config import LLMSettings as LLMSettings  # the llm config section: re-exported for the backends
 from ..types import Message, ToolCall, Usage, canonical_json
 
@@ -76,8 +78,22 @@ class LLMRequest(BaseModel):
         the draw number are part of it; requests without them (draw 0) keep the keys they had before
         those existed."""
         exclude = {"tags"} | {name for name in ("tools", "turns", "draw") if not getattr(self, name)}
-        payload = {"backend": backend, **self.model_dump(mode="json", exclude=exclude)}
-        return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
+        if not all(map(plain, self.messages)):
+            payload = {"backend": backend, **self.model_dump(mode="json", exclude=exclude)}
+            return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
+        # the same text, with the messages (most of it) written by modulo.canonical, straight to bytes: the
+        # object's members in the sorted order canonical_json writes them, each value as it writes it
+        payload = {"backend": backend, **self.model_dump(mode="json", exclude=exclude | {"messages"})}
+        h = hashlib.sha256(b"{")
+        for i, name in enumerate(sorted([*payload, "messages"])):
+            head = ("," if i else "") + encode_basestring(name) + ":"
+            if name == "messages":
+                h.update(head.encode())
+                feed(h, messages_bytes(self.messages))
+            else:
+                feed(h, (head + canonical_json(payload[name])).encode())
+        h.update(b"}")
+        return h.hexdigest()
 
 
 class LLMResponse(BaseModel):

@@ -58,7 +58,7 @@ def test_the_prompt_hash_by_parts_is_the_whole_prompts_hash() -> None:
 def test_the_escaped_parts_are_json_s_for_every_character() -> None:
     from json.encoder import encode_basestring
 
-    from modulo.metacontroller import _escaped
+    from modulo.canonical import escaped as _escaped
 
     every = "".join(map(chr, range(0x250))) + "\u2028\u2029\ufe0f\U0001f600 end"
     for text in (every, every[40:], "", "plain", '"\\\n\r\t', "é\n" * 3000):

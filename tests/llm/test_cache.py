@@ -185,3 +185,48 @@ def test_the_server_url_is_part_of_the_cache_identity(tmp_path: Path) -> None:
     assert cache_identity(LLMSettings(name="openai", base_url="http://h/v1/")) == cache_identity(
         LLMSettings(name="openai", base_url="http://h/v1")
     )
+
+
+def test_the_key_is_the_sha_of_the_requests_canonical_json() -> None:
+    """The key is written by parts (the messages straight to bytes); it is the digest of the request's whole
+    canonical JSON, as it always was, so entries cached before it are found."""
+    import hashlib
+
+    from modulo.llm.base import LLMRequest, ToolDecl, ToolTurn
+    from modulo.types import Message, ToolCall, canonical_json
+
+    def whole(req: LLMRequest, backend: str) -> str:
+        exclude = {"tags"} | {name for name in ("tools", "turns", "draw") if not getattr(req, name)}
+        payload = {"backend": backend, **req.model_dump(mode="json", exclude=exclude)}
+        return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
+
+    long = 'Plan "north" \\ é\n\t\x01 \u2028 ' * 400
+    messages = (
+        Message(role="system", content="sys\r"),
+        Message(role="user", content=long),
+        Message(role="assistant", content=""),
+    )
+    requests = [
+        LLMRequest(messages=messages),
+        LLMRequest(
+            messages=messages[1:2],
+            model="m",
+            temperature=0.7,
+            seed=3,
+            max_tokens=10,
+            draw=2,
+            stop=("a", "\x02"),
+            response_schema={"b": 1, "a": [{"z": None, "y": "é"}]},
+            structured_output="schema",
+            sample_index=1,
+            tags={"problem_id": "p"},
+        ),
+        LLMRequest(
+            messages=(),
+            tools=(ToolDecl(name="t", parameters={"q": 1}),),
+            turns=(ToolTurn(text="a", calls=(ToolCall(id="1", name="t", arguments={"k": "v"}),), results=("r",)),),
+        ),
+    ]
+    for req in requests:
+        for backend in ("openai", "openai@http://127.0.0.1:8000", 'odd "name"'):
+            assert req.key(backend) == whole(req, backend)
