@@ -15,6 +15,8 @@ namespace) and their versions land in the run record.
 
 from __future__ import annotations
 
+import operator
+import weakref
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
@@ -211,16 +213,33 @@ class HistoryStrategy(BackpromptStrategy):
     ) -> None:
         super().__init__(include_plan=include_plan, hints=hints, max_plan_chars=max_plan_chars)
         self.k = _window(k)
+        #: id of an attempt's record -> (a weak reference to it, what its turn was made from, the turn): an
+        #: attempt stays in the window for k prompts, and its messages are made once, the same objects each
+        #: time (the prompt hash then reuses their encoding)
+        self._turns: dict[int, tuple[weakref.ref[IterationRecord], tuple[Any, ...], tuple[Message, Message]]] = {}
 
     def _feedback(self, ctx: BackpromptContext, it: IterationRecord) -> str:
         verdicts = _sorted_by_priority([v for v in it.failing if v.error is None], ctx.priorities)
         return self.template(ctx.benchmark).render(failures=self.failures(verdicts), repeat_of=it.repeat_of)
 
+    def _turn(self, ctx: BackpromptContext, it: IterationRecord) -> tuple[Message, Message]:
+        """The attempt's reply and the feedback on it, made again only when what they are made of changed."""
+        basis = (it.raw_reply, it.plan, it.verdicts, it.repeat_of, ctx.problem, ctx.benchmark, ctx.priorities)
+        known = self._turns.get(id(it))
+        if known is not None and known[0]() is it and all(map(operator.is_, known[1], basis)):
+            return known[2]
+        reply = Message(role="assistant", content=it.raw_reply or ctx.benchmark.plan_text(it.plan, ctx.problem))
+        turn = (reply, Message(role="user", content=self._feedback(ctx, it)))
+        key = id(it)
+
+        def forget(_: object) -> None:  # the record is gone: its id may be another's
+            self._turns.pop(key, None)
+
+        self._turns[key] = (weakref.ref(it, forget), basis, turn)
+        return turn
+
     def build(self, ctx: BackpromptContext) -> Backprompt:
         messages = list(ctx.first_prompt)
         for it in ctx.history[-self.k :]:
-            messages.append(
-                Message(role="assistant", content=it.raw_reply or ctx.benchmark.plan_text(it.plan, ctx.problem))
-            )
-            messages.append(Message(role="user", content=self._feedback(ctx, it)))
+            messages.extend(self._turn(ctx, it))
         return Backprompt(messages=messages, text=messages[-1].content)

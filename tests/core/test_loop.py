@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from modulo.backprompt import AllStrategy, FirstStrategy, GroupedStrategy, HistoryStrategy
+from modulo.backprompt import AllStrategy, BackpromptContext, FirstStrategy, GroupedStrategy, HistoryStrategy
 from modulo.errors import CriticError
 from modulo.generators import LLMGenerator
 from modulo.llm.base import LLMResponse
-from modulo.metacontroller import LoopSettings, Metacontroller, RunAborted, best_iteration
+from modulo.metacontroller import LoopSettings, Metacontroller, RunAborted, _sha, best_iteration
 from modulo.reformulate import JSONReformulator, ParserReformulator
 from modulo.testing import FunctionModel, ScriptedModel
 from modulo.types import IterationRecord, Outcome, Usage, Verdict
@@ -181,6 +181,22 @@ def test_strategies_select_feedback() -> None:
     roles = [m.role for m in model.requests[-1].messages]
     assert roles == ["user", "assistant", "user", "assistant", "user"]
     assert result.outcome is Outcome.CERTIFIED
+    # an attempt stays in the window for k prompts: its two messages are made once (the same objects)
+    loop, model = make_loop({"toy-0": ["[1, 1]", "[4, 4]", "[5, 5]", "[2, 3]"]}, strategy=HistoryStrategy(k=2))
+    result = solve(loop)
+    third, fourth = model.requests[2].messages, model.requests[3].messages
+    assert fourth[1] is third[3] and fourth[2] is third[4] and fourth[1].content == "[4, 4]"
+    fresh = HistoryStrategy(k=2).build(
+        BackpromptContext(
+            problem=loop.benchmark.load("dev")[0].planner_view(),
+            benchmark=loop.benchmark,
+            first_prompt=list(fourth[:1]),
+            history=result.iterations[:3],
+            priorities=loop.priorities,
+        )
+    )
+    assert [m.model_dump() for m in fresh.messages] == [m.model_dump() for m in fourth]
+    assert all(it.prompt_sha256 == _sha(it.prompt) for it in result.iterations)
 
 
 def test_best_iteration_ties_go_to_the_earliest_plan() -> None:
