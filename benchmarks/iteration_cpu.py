@@ -308,15 +308,16 @@ def one_run(
     profiles."""
     session = build_session(config(script, limit, budget, work / name))
     with profiled_threads() if profile else nullcontext([]) as profiles:
-        t0, w0 = os.times(), time.perf_counter()
+        t0, w0, m0 = os.times(), time.perf_counter(), time.thread_time()
         result = asyncio.run(run_session(session, RunDir(work / name)))
-        wall, t1 = time.perf_counter() - w0, os.times()
+        wall, t1, main_thread = time.perf_counter() - w0, os.times(), time.thread_time() - m0
     iterations = int(result.summary.get("iterations") or 0)
     return {
         "wall_s": wall,
         "cpu_s": (t1.user - t0.user) + (t1.system - t0.system),
         "user_s": t1.user - t0.user,
         "system_s": t1.system - t0.system,
+        "main_thread_s": main_thread,
         "iterations": iterations,
         "counts": result.summary.get("counts"),
         "profiles": profiles,
@@ -364,6 +365,7 @@ def main() -> int:
             "critics_ms_per_iteration_thread_time": round(spent[0] * per_iter, 4),
             "replayed_cpu_ms_per_iteration": round(replay["cpu_s"] * replay_per_iter, 4),
             "replayed_system_ms_per_iteration": round(replay["system_s"] * replay_per_iter, 4),
+            "replayed_main_thread_ms_per_iteration": round(replay["main_thread_s"] * replay_per_iter, 4),
             "replayed_records_ms_per_iteration": round(parts["records"] * replay_per_iter, 4),
             "replayed_summary_ms_per_iteration": round(parts["summary"] * replay_per_iter, 4),
             "replayed_critic_calls_run": missed[0],
@@ -409,6 +411,10 @@ def main() -> int:
     print(
         f"    of which writing the records {records_ms:.3f} ms, the run's summary and final evaluation "
         f"{summary_ms:.3f} ms, the rest (the loop, the client, the runner) {rest_ms:.3f} ms"
+    )
+    print(
+        f"    the event loop's thread alone (the loop, the client, critic routing, the runner): "
+        f"{out['replayed_main_thread_ms_per_iteration']:.3f} ms"
     )
     if "shares" in out:
         print(f"  profiled: {out['profiled_cpu_ms_per_iteration']:.3f} ms per iteration under cProfile; shares:")
