@@ -45,6 +45,7 @@ from .generators.base import Generation, GenerationContext, Generator
 from .prompts import Template
 from .reformulate import Reformulator
 from .types import (
+    NO_USAGE,
     Abstention,
     IterationRecord,
     Judgement,
@@ -112,6 +113,8 @@ def order_critics(critics: list[Critic]) -> list[Critic]:
 def _sum_usage(calls: list[LLMCall]) -> Usage:
     if len(calls) == 1:
         return calls[0].usage  # the one call's (usages are frozen: shared, never changed)
+    if not calls:
+        return NO_USAGE
     total = Usage()
     for c in calls:
         total = total + c.usage
@@ -329,6 +332,7 @@ class Metacontroller:
                 temperature=temperature,
                 variation=variation,
                 version=version,
+                usage=NO_USAGE,  # what it spent is set when it ends (no Usage built for the default meanwhile)
             )
             history.append(rec)
             try:
@@ -385,7 +389,7 @@ class Metacontroller:
 
             # updates due after this turn; a certified plan with updates still to come meets the next ones now
             due = [u for u in pending if (u.after or 0) <= index]
-            if not due and rec.all_accept and pending:
+            if pending and not due and rec.all_accept:
                 due = [u for u in pending if u.after == pending[0].after]
             due += self.user.updates(in_force, index) if self.user is not None else []
             if rec.answer is not None and rec.answer.update is not None:

@@ -202,6 +202,10 @@ class Usage(BaseModel):
         )
 
 
+#: no usage at all (Usage is frozen: one object serves every place that needs a zero)
+NO_USAGE = Usage()
+
+
 class UsageTally:
     """A running sum of :class:`Usage`, added to in place: ``Usage + Usage`` builds and validates a new
     frozen model, which a loop adding one per model call or iteration pays for every time. The figures

@@ -45,7 +45,7 @@ from ..errors import CacheMissError, ConfigError, LLMError, PermanentLLMError, T
 from ..redact import known as known_secrets
 from ..redact import redact, redact_data, strip_userinfo
 from ..registry import bind_arguments
-from ..types import Fault, LLMCall, Stage, ToolCall, Usage, UsageTally
+from ..types import NO_USAGE, Fault, LLMCall, Stage, ToolCall, Usage, UsageTally
 from .base import LLM, LLMRequest, LLMResponse, LLMSettings, capabilities_of
 from .cache import CACHE_FILE, CACHE_MODES, CacheMode, ResponseCache
 from .faults import EmptyReplyError
@@ -55,8 +55,6 @@ log = logging.getLogger("modulo.llm")
 
 
 _WARNED_UNPRICED: set[str] = set()
-#: no usage at all (Usage is frozen: one object serves every call that spent nothing on failures)
-NO_USAGE = Usage()
 
 
 class RateLimiter:
