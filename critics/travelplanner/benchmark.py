@@ -159,6 +159,7 @@ class TravelPlanner(Benchmark):
         self._lock = threading.Lock()
         self._loaded: dict[str, list[Problem]] = {}
         self._critic_queries: PerProblem[Mapping[str, Any]] = PerProblem(lambda p: frozen_data(self.query_of(p)))
+        self._last_query: tuple[Problem | None, Mapping[str, Any]] = (None, {})
 
     # -- data ------------------------------------------------------------------------------------------
     @property
@@ -238,7 +239,12 @@ class TravelPlanner(Benchmark):
 
     def critic_query(self, problem: Problem) -> Mapping[str, Any]:
         """:meth:`query_of`, read-only, parsed once per problem object and shared by every critic call."""
-        return self._critic_queries(problem)
+        last = self._last_query  # the critics of a batch ask for the same problem one after another
+        if last[0] is problem:
+            return last[1]
+        query = self._critic_queries(problem)
+        self._last_query = (problem, query)  # one assignment: another thread reads the old pair or this one
+        return query
 
     # -- plans -----------------------------------------------------------------------------------------
     def plan_error(self, value: Any) -> str | None:
