@@ -38,11 +38,9 @@ from collections.abc import Callable, Hashable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from .checks import DAY_FIELDS, MEALS
+from .checks import DAY_FIELDS
 from .store import Accommodation, Attraction, Restaurant, Store
-from .text import PLACEHOLDER_DAY, CityDay, split_attractions, strict_current_city, strict_name_city
-
-T = TypeVar("T")
+from .text import PLACEHOLDER_DAY, CityDay, strict_current_city, strict_name_city
 
 Query = Mapping[str, Any]
 #: the fields of a day the strict checks read as text
@@ -70,11 +68,8 @@ class DayReading:
     """One examined day: its number, its fields read as text, and its ``current_city`` read strictly."""
 
     __slots__ = (
-        "_accommodations",
-        "_attractions",
         "_city",
         "_filled",
-        "_restaurants",
         "_texts",
         "day",
         "loose_city",
@@ -82,7 +77,7 @@ class DayReading:
         "unit",
     )
 
-    def __init__(self, day: int, unit: Mapping[str, Any], store: Store, kept: Results | None = None) -> None:
+    def __init__(self, day: int, unit: Mapping[str, Any], kept: Results | None = None) -> None:
         self.day = day
         self.unit = unit
         #: the checks' results on this day's content, kept between plans (:data:`Results`; keyed with the
@@ -121,21 +116,6 @@ class DayReading:
         else:
             city = self.loose_city
         self._city = city
-        # the listings each entry of the day names exactly, looked up once
-        self._restaurants: dict[str, tuple[Restaurant, ...]] = {}
-        self._attractions: dict[str, tuple[Attraction, ...]] = {}
-        self._accommodations: dict[str, tuple[Accommodation, ...]] = {}
-        for field in MEALS:
-            value = filled[field]
-            if type(value) is str:
-                self._restaurants[value] = _exact(store, "restaurants", value)
-        value = filled["attraction"]
-        if type(value) is str:
-            for piece in split_attractions(value):
-                self._attractions[piece] = _exact(store, "attractions", piece)
-        value = filled["accommodation"]
-        if type(value) is str:
-            self._accommodations[value] = _exact(store, "accommodations", value)
 
     def text(self, field: str) -> str | None:
         """The field's text, None when missing; Malformed when it is not text."""
@@ -175,12 +155,9 @@ class PlanReading:
     """A plan read once for every strict check: the trip's examined days (at most ``query["days"]``)."""
 
     __slots__ = (
-        "_accommodations",
-        "_attractions",
         "_days",
         "_error",
         "_n",
-        "_restaurants",
         "_snapshot",
         "plan",
         "query",
@@ -206,32 +183,21 @@ class PlanReading:
                         {"day": i + 1},
                     )
                     break
-                out.append(DayReading(i + 1, unit, store, kept[i] if kept is not None else None))
+                out.append(DayReading(i + 1, unit, kept[i] if kept is not None else None))
         self._days = tuple(out)
-        # the listings every entry of the examined days names exactly
-        self._restaurants: dict[str, tuple[Restaurant, ...]] = {}
-        self._attractions: dict[str, tuple[Attraction, ...]] = {}
-        self._accommodations: dict[str, tuple[Accommodation, ...]] = {}
-        for d in out:
-            self._restaurants.update(d._restaurants)
-            self._attractions.update(d._attractions)
-            self._accommodations.update(d._accommodations)
 
     def restaurants(self, value: str) -> tuple[Restaurant, ...]:
         """The restaurants the entry ``value`` names exactly (empty when none or when it is not
         ``<name>, <city>``): :meth:`Store.exact_restaurants` of its name and city."""
-        rows = self._restaurants.get(value)
-        return rows if rows is not None else _exact(self.store, "restaurants", value)
+        return _exact(self.store, "restaurants", value)  # type: ignore[no-any-return]
 
     def attractions(self, value: str) -> tuple[Attraction, ...]:
         """The attractions the entry ``value`` names exactly (see :meth:`restaurants`)."""
-        rows = self._attractions.get(value)
-        return rows if rows is not None else _exact(self.store, "attractions", value)
+        return _exact(self.store, "attractions", value)  # type: ignore[no-any-return]
 
     def accommodations(self, value: str) -> tuple[Accommodation, ...]:
         """The accommodations the entry ``value`` names exactly (see :meth:`restaurants`)."""
-        rows = self._accommodations.get(value)
-        return rows if rows is not None else _exact(self.store, "accommodations", value)
+        return _exact(self.store, "accommodations", value)  # type: ignore[no-any-return]
 
     @property
     def days(self) -> tuple[DayReading, ...]:

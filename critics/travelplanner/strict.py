@@ -19,8 +19,8 @@ Where the official checks are lenient by accident, these are not:
 * a plan with extra filled days after the trip is incomplete.
 
 Every check reads the plan through one shared reading (:mod:`critics.travelplanner.reading`): the
-days, each field's text, ``current_city`` and the listings each entry names are read once per plan for
-the 13 checks.
+days, each field's text and ``current_city`` are read once per plan for the 13 checks, and the listings
+an entry names once per entry text (kept in the store's memo).
 
 **Invariant: whatever passes strict passes official.** Each check first applies its sound reading; a
 plan that passes it is then also held to the official check, whose purely formal demands (such as
