@@ -4,13 +4,13 @@ loaded machine.
 The same calls ``iteration_cpu.py`` times (the executor's ``call_on_copy``: the format critic, then the 13
 strict critics on one copy of the plan, as a batch runs them), on the same kind of plans (each problem's
 greedy plan, one breakfast changed per iteration, ``iteration_cpu.wrong_plans``), without the loop around
-them: each problem's plans in order, ``--repeat`` passes over the same plans, the critics' per-day memo
-emptied before each pass. Per plan the least CPU (thread time) over the passes counts: that drops the time
-other work on the machine took from this process, and the first pass's loading of the database rows
-(a run pays it once per city; passes after the first find them loaded). The figure is thus lower than
-``iteration_cpu.py``'s, which includes the loading, the garbage collections the loop's own objects cause,
-and a cache shared with the loop; use it to compare changes to the critics, and ``iteration_cpu.py`` for
-the issue's target.
+them: each problem's plans in order, ``--repeat`` passes over the same plans, the critics' memos (per day,
+by fields) emptied before each pass. Per plan the least CPU (thread time) over the passes counts: that
+drops the time other work on the machine took from this process, and the first pass's loading of the rows
+of the database (a run pays it once per city; passes after the first find them loaded). The figure is thus
+lower than ``iteration_cpu.py``'s, which includes the loading, the garbage collections the loop's own
+objects cause, and a cache shared with the loop; use it to compare changes to the critics, and
+``iteration_cpu.py`` for the issue's target.
 
     python benchmarks/critic_cpu.py --limit 180        # PYTHONPATH=/other/checkout measures that checkout
 """
@@ -51,9 +51,10 @@ def main() -> int:
     best: list[float] = [float("inf")] * len(plans)
     per_critic: list[dict[str, float]] = [{} for _ in plans]
     for _ in range(args.repeat):
-        memo = getattr(bench.store, "day_memo", None)
-        if memo is not None:
-            memo.clear()
+        for name in ("day_memo", "field_memo"):  # what the critics keep between plans (where the checkout has it)
+            memo = getattr(bench.store, name, None)
+            if memo is not None:
+                memo.clear()
         for n, (pid, plan) in enumerate(plans):
             problem = problems[pid]
             frozen = FrozenPlan.of(plan)

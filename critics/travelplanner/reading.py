@@ -36,6 +36,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Hashable, Iterator, Mapping
 from contextlib import contextmanager
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 from .checks import DAY_FIELDS
@@ -376,10 +377,68 @@ def reading(query: Query, plan: Any, store: Store) -> PlanReading:
     return new
 
 
+#: what a check returns: (True/False/None, message, details)
+Outcome = tuple[Any, Any, dict[str, Any]]
+
+
+def by_fields(
+    key: str, fields: tuple[str, ...], check: Callable[[Query, Any, Store], Outcome]
+) -> Callable[..., Outcome]:
+    """``check`` (one named ``key``, reading of each examined day only ``fields``, and the query and the store),
+    its outcome kept in the store's ``field_memo`` by those fields' values: a problem's next plan mostly
+    changes other fields, and then the check is not run again. Kept only for a plain plan (a list whose
+    examined days are dicts holding ``fields`` as text) and only an outcome whose details are plain values
+    or lists of them (handed out as copies); nothing is kept or read under :func:`fresh_readings`."""
+
+    def kept(query: Query, plan: Any, store: Store) -> Outcome:
+        n = query.get("days") if type(query) in _QUERY_TYPES else None
+        if type(plan) is not list or type(n) is not int or n < 1 or not plan or getattr(_last, "fresh", False):
+            return check(query, plan, store)
+        values: list[str] = []
+        for day in plan[:n]:
+            if type(day) is not dict:
+                return check(query, plan, store)
+            for field in fields:
+                value = day.get(field)
+                if type(value) is not str:
+                    return check(query, plan, store)
+                values.append(value)
+        memo = store.field_memo
+        memo_key = (key, id(query), tuple(values))
+        found = memo.get(memo_key)
+        if found is not None and found[0] is query:  # (the query is held by the entry: its id is not reused)
+            value, message, details = found[1]
+            return value, message, _copied(details)
+        outcome = check(query, plan, store)
+        if all(_flat(v) for v in outcome[2].values()):
+            memo.put(memo_key, (query, (outcome[0], outcome[1], _copied(outcome[2]))))
+        return outcome
+
+    kept.__name__ = getattr(check, "__name__", key)
+    kept.__doc__ = check.__doc__
+    return kept
+
+
+#: the queries :func:`by_fields` reads its day count from (a parsed query, as the critics read it, or not)
+_QUERY_TYPES = (dict, MappingProxyType)
+
+
+#: the values an outcome kept by :func:`by_fields` may hold in its details (or lists of them)
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
+def _flat(value: Any) -> bool:
+    return type(value) in _PLAIN or (type(value) is list and _PLAIN.issuperset(map(type, value)))
+
+
+def _copied(details: dict[str, Any]) -> dict[str, Any]:
+    return {k: list(v) if type(v) is list else v for k, v in details.items()} if details else {}
+
+
 @contextmanager
 def fresh_readings() -> Iterator[None]:
     """In this thread, every check reads the plan afresh (no reuse): the per-critic reading of before,
-    and no per-day result kept between plans is read or kept."""
+    and no per-day result or outcome by fields kept between plans is read or kept."""
     before = getattr(_last, "fresh", False)
     _last.fresh = True
     try:

@@ -438,6 +438,8 @@ class Store:
         self._memo = BoundedMemo(MEMO_SIZE)
         #: the checks' per-day results (bounded; never the store's own data)
         self.day_memo = DayMemo()
+        #: the checks' outcomes by the few fields of a plan they read (see reading.by_fields)
+        self.field_memo = BoundedMemo(4096)
         meta = dict(self._query("SELECT key, value FROM meta", ()))
         self.fingerprint = str(meta.get("fingerprint", ""))
         self.counts: dict[str, int] = json.loads(meta.get("counts", "{}"))

@@ -50,7 +50,7 @@ from .checks import (
     query_dates,
     run_check,
 )
-from .reading import DayReading, Malformed, PlanReading, reading, unless_passed
+from .reading import DayReading, Malformed, PlanReading, by_fields, reading, unless_passed
 from .store import Accommodation, Store
 from .text import (
     PLACEHOLDER_DAY,
@@ -909,7 +909,21 @@ SOUND_CHECKS: dict[str, CheckFn] = {
     "valid_room_type": room_type,
     "valid_cost": budget,
 }
-CHECKS: dict[str, CheckFn] = {key: _guarded(key, fn) for key, fn in SOUND_CHECKS.items()}
+#: the checks that read (of each examined day, both soundly and officially) only these fields: their
+#: outcomes are kept by those fields' values (:func:`~critics.travelplanner.reading.by_fields`)
+READS_ONLY: dict[str, tuple[str, ...]] = {
+    "is_reasonable_visiting_city": ("current_city",),
+    "is_valid_transportation": ("transportation",),
+    "valid_transportation": ("transportation",),
+    "is_valid_accommodation": ("accommodation",),
+    "valid_room_rule": ("accommodation",),
+    "valid_room_type": ("accommodation",),
+    "is_valid_attractions": ("attraction",),
+}
+CHECKS: dict[str, CheckFn] = {
+    key: by_fields(key, READS_ONLY[key], _guarded(key, fn)) if key in READS_ONLY else _guarded(key, fn)
+    for key, fn in SOUND_CHECKS.items()
+}
 
 
 def check(key: str, query: Query, plan: Any, store: Store) -> CheckResult:

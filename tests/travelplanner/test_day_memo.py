@@ -111,17 +111,29 @@ def _check_chains(
         "strict": _counted(monkeypatch, strict, "_within_sandbox_day"),
         "official": _counted(monkeypatch, official, "_sandbox_day"),
     }
+    # a check kept by the fields it reads (the route): its official guard runs only where they changed
+    route = [0]
+    original = official.CHECKS["is_reasonable_visiting_city"]
+
+    def counting(*args: Any) -> Any:
+        route[0] += 1
+        return original(*args)
+
+    monkeypatch.setitem(official.CHECKS, "is_reasonable_visiting_city", counting)
     for mode in ("strict", "official"):
         tp.store.day_memo.clear()
-        before = day_work[mode][0]
+        tp.store.field_memo.clear()
+        before, route_before = day_work[mode][0], route[0]
         kept = _verdicts(tp, cases, mode)
-        with_memo = day_work[mode][0] - before
+        with_memo, route_kept = day_work[mode][0] - before, route[0] - route_before
         with reading_module.fresh_readings():
             fresh = _verdicts(tp, cases, mode)
-        afresh = day_work[mode][0] - before - with_memo
+        afresh, route_fresh = day_work[mode][0] - before - with_memo, route[0] - route_before - route_kept
         assert kept == fresh, mode
         # the memo was used: most days of an edited plan are the last plan's, worked out once
         assert 0 < with_memo < 0.7 * afresh, (mode, with_memo, afresh)
+        if mode == "strict":  # the route of an edited plan is mostly the last plan's
+            assert 0 < route_kept < 0.7 * route_fresh, (route_kept, route_fresh)
     assert len(tp.store.day_memo) > 0
 
 
