@@ -1,0 +1,112 @@
+"""Critic routing: the CPU one iteration spends getting a plan to its critics and their verdicts back.
+
+The TravelPlanner loop is built as ``benchmarks/iteration_cpu.py`` builds it (all 14 critics, strict),
+then each bound critic is replaced by a stand-in with the same name, group, priority and declarations
+(``inline``, ``heavy``) whose check returns a fixed, labelled verdict: what ``Metacontroller._critique``
+then costs is the routing alone (the format gate, the executor's split, the plan's copy and the check
+that each critic left it unchanged, deadlines, hand-offs to worker threads and back), not the critics'
+own work. CPU of the whole process (every thread: a hand-off costs on both sides), per iteration, the
+median of five rounds; steadier on a loaded machine than the whole loop's figures.
+
+    python benchmarks/critic_routing.py                  # 20,000 iterations
+    python benchmarks/critic_routing.py --no-inline      # metacontroller.inline_critics=false
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from modulo.build import build_session
+from modulo.critic import Critic
+from modulo.executor import FrozenPlan, ThreadExecutor
+from modulo.types import PlanJSON, Problem, Verdict, canonical_json
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from iteration_cpu import config, wrong_plans  # the same loop and plans
+
+
+def stand_in(critic: Critic) -> Critic:
+    """A critic declared as ``critic`` is, whose check returns a fixed verdict labelled as its own."""
+    verdict = Verdict(critic=critic.name, group=critic.group, passed=True)
+
+    def check(self: Critic, problem: Problem, plan: PlanJSON) -> Verdict:
+        return verdict
+
+    attrs: dict[str, Any] = {
+        "name": critic.name,
+        "group": critic.group,
+        "priority": critic.priority,
+        "inline": getattr(critic, "inline", False),  # the bound instance's (format: its benchmark's say)
+        "heavy": getattr(critic, "heavy", False),
+        "check": check,
+    }
+    made: Critic = type(f"StandIn_{critic.name}", (Critic,), attrs)()
+    return made
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--iterations", type=int, default=20_000)
+    ap.add_argument("--no-inline", action="store_true", help="every critic in the worker thread")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+
+    script, _ = wrong_plans(1, 1)
+    with tempfile.TemporaryDirectory(prefix="modulo-critic-routing-") as tmp:
+        session = build_session(config(script, 1, 1, Path(tmp) / "run"))
+    loop = session.loop
+    if args.no_inline:
+        loop.executor = ThreadExecutor(inline=False)
+    loop.critics = [stand_in(c) for c in loop.critics]
+    problem = next(p for p in loop.benchmark.load("validation") if p.id in script)
+    view = problem.planner_view()
+    text = canonical_json(json.loads(script[problem.id][0]))
+    rounds = 5
+    per_round = max(1, args.iterations // rounds)
+
+    async def run() -> list[float]:
+        for _ in range(200):  # warm: the routes remembered, the worker thread started
+            await loop._critique(view, FrozenPlan(text), None)
+        out = []
+        for _ in range(rounds):
+            t0 = time.process_time()
+            for _ in range(per_round):
+                verdicts, gated = await loop._critique(view, FrozenPlan(text), None)
+            out.append((time.process_time() - t0) / per_round * 1e6)
+        assert len(verdicts) == len(loop.critics) and not gated and all(v.passed for v in verdicts)
+        return out
+
+    try:
+        samples = asyncio.run(run())
+    finally:
+        loop.executor.close()
+    executor = loop.executor
+    inline = [c.name for c in loop.critics if isinstance(executor, ThreadExecutor) and executor.runs_inline(c)]
+    out = {
+        "critics": len(loop.critics),
+        "inline": inline,
+        "iterations": per_round * rounds,
+        "us_per_iteration_median": round(statistics.median(samples), 2),
+        "us_per_iteration_min": round(min(samples), 2),
+    }
+    print(f"TravelPlanner's {out['critics']} critics as stand-ins, {out['iterations']:,} iterations")
+    print(f"  on the event loop's thread: {', '.join(inline) or 'none'}")
+    print(
+        f"  routing CPU per iteration (whole process): {out['us_per_iteration_median']:.1f} us "
+        f"(median of {rounds} rounds; least {out['us_per_iteration_min']:.1f} us)"
+    )
+    if args.json:
+        print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
