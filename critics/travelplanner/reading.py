@@ -388,7 +388,7 @@ def by_fields(
     its outcome kept in the store's ``field_memo`` by those fields' values: a problem's next plan mostly
     changes other fields, and then the check is not run again. Kept only for a plain plan (a list whose
     examined days are dicts holding ``fields`` as text) and only an outcome whose details are plain values
-    or lists of them (handed out as copies); nothing is kept or read under :func:`fresh_readings`."""
+    or lists or dicts of them (handed out as copies); nothing is kept or read under :func:`fresh_readings`."""
 
     def kept(query: Query, plan: Any, store: Store) -> Outcome:
         n = query.get("days") if type(query) in _QUERY_TYPES else None
@@ -423,16 +423,23 @@ def by_fields(
 _QUERY_TYPES = (dict, MappingProxyType)
 
 
-#: the values an outcome kept by :func:`by_fields` may hold in its details (or lists of them)
+#: the values an outcome kept by :func:`by_fields` may hold in its details (or lists or dicts of them)
 _PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
 def _flat(value: Any) -> bool:
-    return type(value) in _PLAIN or (type(value) is list and _PLAIN.issuperset(map(type, value)))
+    """A plain value, or a list or dict of plain values."""
+    kind = type(value)
+    if kind is list:
+        return _PLAIN.issuperset(map(type, value))
+    if kind is dict:
+        return _PLAIN.issuperset(map(type, value.values()))
+    return kind in _PLAIN
 
 
 def _copied(details: dict[str, Any]) -> dict[str, Any]:
-    return {k: list(v) if type(v) is list else v for k, v in details.items()} if details else {}
+    """``details`` (of :func:`_flat` values) with its lists and dicts copied."""
+    return {k: v.copy() if type(v) in (list, dict) else v for k, v in details.items()} if details else {}
 
 
 @contextmanager

@@ -919,6 +919,8 @@ READS_ONLY: dict[str, tuple[str, ...]] = {
     "valid_room_rule": ("accommodation",),
     "valid_room_type": ("accommodation",),
     "is_valid_attractions": ("attraction",),
+    "is_valid_restaurants": MEALS,
+    "valid_cuisine": MEALS,
 }
 CHECKS: dict[str, CheckFn] = {
     key: by_fields(key, READS_ONLY[key], _guarded(key, fn)) if key in READS_ONLY else _guarded(key, fn)

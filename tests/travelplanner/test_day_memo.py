@@ -266,3 +266,23 @@ def test_a_small_store_memo_stays_bounded_and_changes_no_verdict(
             tp.store.day_memo.clear()
             assert _verdicts(tp, cases, mode) == kept, mode
             assert 0 < len(tp.store._memo) <= 40
+
+
+def test_an_outcome_kept_by_fields_is_handed_out_as_a_copy(tp: TravelPlanner) -> None:
+    """The route check's outcome, kept by the plan's current cities, serves an equal route of another plan
+    object; what a caller does to the details it got changes neither the kept outcome nor the next one."""
+    from critics.travelplanner.greedy import GreedyGenerator
+
+    problem = tp.load("validation")[0]
+    query = tp.critic_query(problem)
+    plan = GreedyGenerator(benchmark=tp).plan(problem)
+    tp.store.field_memo.clear()
+    first = strict.check("is_reasonable_visiting_city", query, plan, tp.store)
+    assert first.passed and first.details["cities"] and len(tp.store.field_memo) == 1
+    other = copy.deepcopy(plan)
+    other[-1]["lunch"] = "Another Diner, " + str(other[-1]["current_city"])  # a field the route does not read
+    first.details["cities"].append("Atlantis")
+    again = strict.check("is_reasonable_visiting_city", query, other, tp.store)
+    assert again.details["cities"] and "Atlantis" not in again.details["cities"] and len(tp.store.field_memo) == 1
+    with reading_module.fresh_readings():
+        assert strict.check("is_reasonable_visiting_city", query, other, tp.store) == again
