@@ -14,7 +14,10 @@ from modulo.types import PlanJSON, Problem, Verdict
     description="the reply became a plan that fits the benchmark's schema and structure",
 )
 def format_critic(problem: Problem, plan: PlanJSON, *, benchmark: Benchmark) -> Verdict:
-    """The plan validates against the benchmark's schema and passes its structural checks."""
+    """The plan validates against the benchmark's schema and passes its structural checks.
+
+    It runs the benchmark's own checks, so it is not declared ``inline``: the binding makes the instance
+    bound for a benchmark that declares them quick (``Benchmark.quick_format``) run inline."""
     if plan is None:
         return Verdict.fail("No plan could be read from your answer.")
     error = benchmark.plan_error(plan)
