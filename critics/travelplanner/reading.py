@@ -33,8 +33,10 @@ objects that set off the interpreter's full garbage collections within critic ca
 
 from __future__ import annotations
 
+import itertools
+import operator
 import threading
-from collections.abc import Callable, Hashable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from types import MappingProxyType
 from typing import Any, TypeVar
@@ -390,21 +392,24 @@ def by_fields(
     examined days are dicts holding ``fields`` as text) and only an outcome whose details are plain values
     or lists or dicts of them (handed out as copies); nothing is kept or read under :func:`fresh_readings`."""
 
+    read = operator.itemgetter(*fields)
+    flat: Callable[[Any], Iterable[Any]] = (lambda v: v) if len(fields) == 1 else itertools.chain.from_iterable
+
     def kept(query: Query, plan: Any, store: Store) -> Outcome:
         n = query.get("days") if type(query) in _QUERY_TYPES else None
         if type(plan) is not list or type(n) is not int or n < 1 or not plan or getattr(_last, "fresh", False):
             return check(query, plan, store)
-        values: list[str] = []
-        for day in plan[:n]:
-            if type(day) is not dict:
-                return check(query, plan, store)
-            for field in fields:
-                value = day.get(field)
-                if type(value) is not str:
-                    return check(query, plan, store)
-                values.append(value)
+        examined = plan[:n]
+        if not _DICTS.issuperset(map(type, examined)):
+            return check(query, plan, store)
+        try:
+            values = tuple(map(read, examined))
+        except KeyError:  # a day without one of the fields
+            return check(query, plan, store)
+        if not _TEXTS.issuperset(map(type, flat(values))):
+            return check(query, plan, store)
         memo = store.field_memo
-        memo_key = (key, id(query), tuple(values))
+        memo_key = (key, id(query), values)
         found = memo.get(memo_key)
         if found is not None and found[0] is query:  # (the query is held by the entry: its id is not reused)
             value, message, details = found[1]
@@ -421,6 +426,8 @@ def by_fields(
 
 #: the queries :func:`by_fields` reads its day count from (a parsed query, as the critics read it, or not)
 _QUERY_TYPES = (dict, MappingProxyType)
+_DICTS = frozenset({dict})
+_TEXTS = frozenset({str})
 
 
 #: the values an outcome kept by :func:`by_fields` may hold in its details (or lists or dicts of them)
