@@ -19,11 +19,6 @@ from .types import Message, canonical_json
 TWO_FIELDS = set(Message.model_fields) == {"role", "content"}
 #: the control characters JSON writes as ``\u00XX`` (the other three have short escapes, made below)
 _OTHER_CONTROLS = bytes(c for c in range(32) if c not in b"\n\r\t")
-#: hashlib lets other threads run while it hashes this many bytes or more at once; the event loop's thread
-#: would then wait for the interpreter lock again (up to the switch interval) for a few microseconds'
-#: work: a long piece is fed in shorter slices
-_UNLOCKED_BYTES = 2048
-_SLICE = _UNLOCKED_BYTES - 1
 #: the start of a message's canonical JSON, up to its content
 CONTENT_START = b'{"content":"'
 
@@ -42,16 +37,6 @@ def escaped(text: str) -> bytes:
         .replace(b"\r", b"\\r")
         .replace(b"\t", b"\\t")
     )
-
-
-def feed(h: Any, data: bytes) -> None:
-    """``h.update(data)``, in slices short enough that hashlib keeps the interpreter lock."""
-    if len(data) < _UNLOCKED_BYTES:
-        h.update(data)
-        return
-    view = memoryview(data)
-    for at in range(0, len(data), _SLICE):
-        h.update(view[at : at + _SLICE])
 
 
 _ENDS: dict[str, bytes] = {}

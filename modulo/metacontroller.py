@@ -36,12 +36,13 @@ from typing import Any, Literal
 
 from .backprompt import BackpromptContext, BackpromptStrategy
 from .benchmark import Benchmark
-from .canonical import CONTENT_START, escaped, feed, message_bytes, message_end, plain
+from .canonical import CONTENT_START, escaped, message_bytes, message_end, plain
 from .config import LoopSettings as LoopSettings  # the metacontroller config section
 from .critic import FORMAT_GROUP, Critic
 from .errors import CriticError, LLMError
 from .executor import CriticDeadlines, CriticExecutor, FrozenPlan, ThreadExecutor, never_stop, stop_at_error
 from .generators.base import Generation, GenerationContext, Generator
+from .hashing import feed
 from .prompts import Template
 from .reformulate import Reformulator
 from .types import (

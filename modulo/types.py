@@ -7,13 +7,13 @@ read back, replayed and reported on without importing any benchmark.
 from __future__ import annotations
 
 import enum
-import hashlib
 import json
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from .hashing import sha256_hex
 from .recordformat import expand_record
 
 #: A plan is the benchmark's JSON value (TravelPlanner: a list of day objects).
@@ -58,7 +58,7 @@ def plan_fingerprint(plan: PlanJSON) -> str:
 
 def text_fingerprint(canonical: str) -> str:
     """:func:`plan_fingerprint` of the plan whose :func:`canonical_json` text is ``canonical``."""
-    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+    return sha256_hex(canonical.encode())[:16]  # a plan's text is often over 2 KB: hashed keeping the GIL
 
 
 class ProblemUpdate(BaseModel):

@@ -16,8 +16,9 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..canonical import feed, messages_bytes, plain
+from ..canonical import messages_bytes, plain
 from ..config import LLMSettings as LLMSettings  # the llm config section: re-exported for the backends
+from ..hashing import feed
 from ..types import Message, ToolCall, Usage, canonical_json
 
 

@@ -65,6 +65,19 @@ def test_the_escaped_parts_are_json_s_for_every_character() -> None:
         assert _escaped(text) == encode_basestring(text)[1:-1].encode()
 
 
+def test_hashing_in_slices_gives_hashlibs_digest() -> None:
+    import hashlib
+
+    from modulo.hashing import feed, sha256_hex
+
+    for n in (0, 1, 2046, 2047, 2048, 2049, 4094, 4095, 10_000):
+        data = bytes(range(256)) * (n // 256) + bytes(n % 256)
+        assert sha256_hex(data) == hashlib.sha256(data).hexdigest()
+        h = hashlib.sha256(b"[")
+        feed(h, data)
+        assert h.hexdigest() == hashlib.sha256(b"[" + data).hexdigest()
+
+
 def test_a_usage_tally_sums_as_usage_plus_does() -> None:
     parts = [Usage(calls=1, input_tokens=7, output_tokens=3, cost_usd=0.1), Usage(failed_calls=2, cost_usd=0.2)]
     parts += [Usage(cached_calls=1, calls=1, cached_cost_usd=1e-7 * k) for k in range(5)]
