@@ -60,16 +60,16 @@ COMPONENTS: list[tuple[str, tuple[str, ...]]] = [
     ("critics", ("/critics/", "/modulo/critic.py", "executor.py:call_on_copy", "executor.py:call_critic")),
     ("critic routing", ("/modulo/executor.py", "/modulo/sandbox.py")),
     ("llm client and backend", ("/modulo/llm/",)),
-    ("generator and reformulator", ("/modulo/generator.py", "/modulo/generators.py", "/modulo/reformulate.py",
-                                    "/modulo/prompts.py", "/jinja2/")),
+    ("generator and reformulator", ("/modulo/generators/", "/modulo/reformulate.py", "/modulo/prompts.py",
+                                    "/jinja2/")),
     ("loop", ("/modulo/metacontroller.py", "/modulo/backprompt.py")),
     ("runner and records", ("/modulo/runner.py", "/modulo/runs.py", "/modulo/reports/")),
     ("other core code", ("/modulo/",)),
 ]  # fmt: skip
-#: the core's shared helpers (data types, Verdict.ok, canonical_json, the Benchmark base class's hooks and
-#: PerProblem), charged like library code to whoever called them: a critic building its verdict, the
-#: loop encoding a plan
-SHARED = ("/modulo/types.py", "/modulo/benchmark.py")
+#: the core's shared helpers (data types, Verdict.ok, canonical_json and its byte-level pieces, hashing,
+#: the Benchmark base class's hooks and PerProblem), charged like library code to whoever called them: a
+#: critic building its verdict, the loop encoding a plan
+SHARED = ("/modulo/types.py", "/modulo/benchmark.py", "/modulo/canonical.py", "/modulo/hashing.py")
 #: time in any other file (the standard library, json, pydantic, sqlite3) goes to its callers;
 #: what no component called: the event loop, thread start-up, the profiler itself
 OTHER = "event loop and threads"
