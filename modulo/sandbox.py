@@ -691,8 +691,9 @@ class _Reply(BaseModel):
 #: how a heavy-critic worker's reply line starts when it names a verdict it sent before by its number
 SAME_VERDICT = b'{"same": '
 #: verdicts a heavy-critic worker numbers (identical verdicts recur: a pass says the same on every plan);
-#: past this, new ones are sent whole each time (both sides' tables stay bounded)
-MAX_NUMBERED = 4096
+#: past this, new ones are sent whole each time (both sides' tables stay bounded: the parent keeps at most
+#: this many verdicts per worker, a few MB)
+MAX_NUMBERED = 1024
 
 
 class WorkerError(RuntimeError):
