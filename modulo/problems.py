@@ -213,6 +213,7 @@ def select_problems(
         raise ConfigError(f"benchmark.ids: {missing} not in {where} (ids look like {list(seen)[:3]})")
     order = list(dict.fromkeys(wanted))[:limit]  # an id given twice runs once, at its first place
     if picked.ids == order:
+        picked._ids = order  # the caller's id strings, not a copy of each read from the stream
         return picked
     out = ProblemSet.spooled(picked.get(i) for i in order) if spool else ProblemSet(picked.get(i) for i in order)
     picked.close()

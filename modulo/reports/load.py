@@ -603,19 +603,23 @@ class RecordStore(Mapping[str, ProblemResult]):
     :func:`read_records` orders its dict; a problem recorded twice keeps its last record. The record
     last read is kept, so asking for it again (``in``, then ``[]``) reads nothing."""
 
-    def __init__(self, records: Iterable[ProblemResult] = (), notes: list[str] | None = None) -> None:
+    def __init__(
+        self, records: Iterable[ProblemResult] = (), notes: list[str] | None = None, ids: Iterable[str] = ()
+    ) -> None:
         self._spool: Spool[ProblemResult] = Spool(prefix="modulo-records-")
         self._at: dict[str, int] = {}
         self._outcomes = bytearray()  # by spool position: the outcome's index in _OUTCOMES
         self._last: tuple[int, ProblemResult] | None = None
+        # the keys are the string objects of ``ids`` (the run's problem ids) where they are among them:
+        # one string per problem held, not another read from each record
+        same = {i: i for i in ids}
         for rec in records:
-            if rec.problem_id in self._at:
+            pid = same.get(rec.problem_id, rec.problem_id)
+            if pid in self._at:
                 if notes is not None:
-                    notes.append(
-                        f"records.jsonl: problem {rec.problem_id} recorded more than once; the last record is used"
-                    )
-                del self._at[rec.problem_id]
-            self._at[rec.problem_id] = self._spool.append(rec)
+                    notes.append(f"records.jsonl: problem {pid} recorded more than once; the last record is used")
+                del self._at[pid]
+            self._at[pid] = self._spool.append(rec)
             self._outcomes.append(_OUTCOMES.index(rec.outcome))
 
     def __getitem__(self, problem_id: str) -> ProblemResult:
@@ -694,7 +698,7 @@ def load_run(
         notes.append(f"{len(derived)} problem(s) carry data the benchmark derived, not official data: {shown}")
     records: Mapping[str, ProblemResult] = {}
     if with_records and on_disk:
-        records = RecordStore(iter_records(path / RECORDS_FILE, notes, light=light, only=only), notes)
+        records = RecordStore(iter_records(path / RECORDS_FILE, notes, light=light, only=only), notes, info.problem_ids)
     elif with_records:
         records = read_records(path / RECORDS_FILE, notes, light=light, only=only)
     run = RunData(path=path, info=info, records=records, notes=notes)

@@ -76,10 +76,8 @@ def headline_rows(
         specs = run.metric_specs()
         keys = [s.key for s in specs]
         info = constraint_info(run, keys)
-        plans = [
-            run.records[str(r.get("problem_id"))].best_plan if str(r.get("problem_id")) in run.records else None
-            for r in per_problem
-        ]
+        # whether each row's problem delivered a plan (a byte each: the plans themselves are not kept)
+        delivered = bytearray(_delivered(run, str(r.get("problem_id"))) for r in per_problem)
         found: dict[str, Parts] = {}
         for spec in specs:
             raw = metrics.get(spec.key)
@@ -98,7 +96,7 @@ def headline_rows(
                 value,
                 per_problem,
                 groups=info.groups,
-                plans=plans,
+                delivered_flags=delivered,
                 primary=run.primary_metric(),
                 metric_keys=keys,
                 columns=info.columns,
@@ -115,6 +113,10 @@ def headline_rows(
         row.values = {s.key: row.values[s.key] for s in specs}
         out.append(row)
     return out
+
+
+def _delivered(run: RunData, problem_id: str) -> bool:
+    return problem_id in run.records and run.records[problem_id].best_plan is not None
 
 
 # -- Table 4 ---------------------------------------------------------------------------------------

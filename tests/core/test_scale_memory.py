@@ -167,6 +167,10 @@ def test_problem_set_is_the_selected_list(spool: bool) -> None:
     chosen = select_problems(iter(every), "toy/dev", ids=["toy-5", "toy-1", "toy-5"], spool=spool)
     assert chosen.ids == ["toy-5", "toy-1"] and list(chosen) == [every[5], every[1]]
     assert select_problems(iter(every), "toy/dev", ids=["toy-5", "toy-1"], limit=1, spool=spool).ids == ["toy-5"]
+    # ids in the stream's order: the caller's strings are kept (a report's run.json ids), not a copy of each
+    wanted = ["".join(("toy-", str(i))) for i in (1, 5)]
+    kept = select_problems(iter(every), "toy/dev", ids=wanted, spool=spool)
+    assert kept.ids == wanted and all(a is b for a, b in zip(kept.ids, wanted, strict=True))
 
 
 def test_problem_set_selection_errors() -> None:

@@ -162,6 +162,11 @@ def test_records_on_disk_read_as_the_records_in_memory(tmp_path: Path, make_run:
         assert pid in on_disk and on_disk[pid] == rec and on_disk.outcome(pid) == rec.outcome
     assert "nope" not in on_disk and on_disk.get("nope") is None
     on_disk.close()
+    # keyed by the run's own id strings where given (one string per problem held, not one more per record)
+    ids = ["".join(pid) for pid in in_memory]  # equal strings, other objects
+    shared = RecordStore(iter_records(path, [], light=True), [], ids)
+    assert list(shared) == list(in_memory) and all(a is b for a, b in zip(shared, ids, strict=True))
+    shared.close()
 
 
 @pytest.mark.parametrize("chunk", [3, 64, 1 << 20])
