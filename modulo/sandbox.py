@@ -533,10 +533,12 @@ class HeavyExecutor(CriticExecutor):
     ) -> list[Outcome]:
         return await self.inner.run_all(critics, problem, frozen, timeouts, stop)
 
-    def warm(self) -> None:
-        """Start one worker now (its start, seconds for a benchmark with a database, is never part of a
-        critic's deadline either way)."""
-        self._pool.release(self._acquire())
+    def warm(self, workers: int = 1) -> None:
+        """Start ``workers`` workers now (at most the pool's size; a start, seconds for a benchmark with a
+        database, is never part of a critic's deadline either way)."""
+        started = [self._acquire() for _ in range(min(workers, self.limits.workers))]
+        for worker in started:
+            self._pool.release(worker)
 
     def _acquire(self) -> _Worker:
         try:

@@ -216,3 +216,12 @@ def test_a_reply_line_naming_an_unknown_number_or_not_a_reply_is_that_critics_er
     verdict = HeavyExecutor._outcome(critic, line, numbered)
     assert isinstance(verdict, Verdict) and (verdict.critic, verdict.group) == (critic.name, critic.group)
     assert HeavyExecutor._outcome(critic, b'{"same": 0}', numbered) == verdict
+
+
+def test_warm_starts_as_many_workers_as_asked_up_to_the_pools_size() -> None:
+    ex = HeavyExecutor(["heavy_count"], SandboxSpec(benchmark=BENCH, imports=(heavy_plugin.__name__,)), workers=2)
+    try:
+        ex.warm(3)
+        assert len(ex._pool._idle) == 2 and len({w.proc.pid for w in ex._pool._idle}) == 2
+    finally:
+        ex.close()
