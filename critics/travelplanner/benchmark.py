@@ -42,7 +42,7 @@ from .evaluate import (
     summarise,
 )
 from .planformat import parse_text, plan_rows, render_text
-from .store import FULL_FLIGHTS, Sources, Store
+from .store import FULL_FLIGHTS, BoundedMemo, Sources, Store
 from .tools import TravelPlannerTools
 
 
@@ -102,6 +102,9 @@ _METRICS = (
 )
 
 
+#: how many plan evaluations a benchmark keeps for the next evaluation of the same problem and plan
+EVALUATIONS_KEPT = 2048
+
 #: the TravelPlanner paper's greedy-search figures on validation (also quoted by the LLM-Modulo paper)
 PAPER_GREEDY_VALIDATION = {
     "delivery_rate": 1.0,
@@ -160,6 +163,8 @@ class TravelPlanner(Benchmark):
         self._loaded: dict[str, list[Problem]] = {}
         self._critic_queries: PerProblem[Mapping[str, Any]] = PerProblem(lambda p: frozen_data(self.query_of(p)))
         self._last_query: tuple[Problem | None, Mapping[str, Any]] = (None, {})
+        #: the last plans evaluated: (problem object, mode) -> (the problem, the plan's text, its evaluation)
+        self._evaluations = BoundedMemo(EVALUATIONS_KEPT)
 
     # -- data ------------------------------------------------------------------------------------------
     @property
@@ -344,10 +349,7 @@ class TravelPlanner(Benchmark):
             raise ConfigError(f"evaluate: {len(problems)} problems but {len(plans)} plans")
         if mode not in MODES:
             raise ConfigError(f"evaluate: mode must be one of {list(MODES)}, not {mode!r}")
-        evaluations = [
-            evaluate_plan(self.critic_query(p), plan, self.store, mode=mode, id=p.id, idx=p.metadata.get("idx"))
-            for p, plan in zip(problems, plans, strict=True)
-        ]
+        evaluations = [self._evaluation(p, plan, mode) for p, plan in zip(problems, plans, strict=True)]
         splits = {str(p.metadata.get("split")) for p in problems}
         distinct = len({p.id for p in problems}) == len(problems)
         split = official_split_of(splits, len(problems)) if distinct else None
@@ -356,6 +358,24 @@ class TravelPlanner(Benchmark):
         for row, p in zip(rows, problems, strict=True):
             row["derived"] = bool(p.metadata.get("derived"))  # reference information derived, not official
         return EvalResult(metrics=summary.metrics, per_problem=rows, tables=summary.tables)
+
+    def _evaluation(self, problem: Problem, plan: PlanJSON | None, mode: str) -> PlanEvaluation:
+        """:func:`evaluate_plan` of ``plan`` for ``problem`` (read as the critics read it). The last
+        evaluations are kept (a bounded number, by the problem object, the mode and the plan's canonical
+        text, for plans of plain days): a run's summary evaluates the delivered plans and then, where some
+        problem's first plan is not its delivered one, every first plan, which is mostly the same plan again."""
+        text = canonical_json(plan) if _plain_plan(plan) else None  # (plain: equal texts mean equal plans)
+        key = (id(problem), mode)
+        kept = self._evaluations.get(key)
+        if text is not None and kept is not None and kept[0] is problem and kept[1] == text:
+            found: PlanEvaluation = kept[2]  # never changed once made: the rows and figures are made afresh
+            return found
+        ev = evaluate_plan(
+            self.critic_query(problem), plan, self.store, mode=mode, id=problem.id, idx=problem.metadata.get("idx")
+        )
+        if text is not None:
+            self._evaluations.put(key, (problem, text, ev))
+        return ev
 
     def evaluate_command(self) -> click.Command:
         return evaluate_command(self)

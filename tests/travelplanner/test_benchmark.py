@@ -84,6 +84,34 @@ def test_render_text_layout() -> None:
     )
 
 
+def test_a_plan_evaluated_again_gets_its_kept_evaluation(tp: TravelPlanner, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same problem objects and equal plans (as a run's summary asks for the delivered and the first
+    plans) are evaluated once per mode; a plan changed in place, in any field, is evaluated again."""
+    import critics.travelplanner.benchmark as module
+    from critics.travelplanner.greedy import GreedyGenerator
+
+    problems = tp.load("validation")[:4]
+    plans = [GreedyGenerator(benchmark=tp).plan(p) for p in problems]
+    calls = [0]
+    original = module.evaluate_plan
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        calls[0] += 1
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(module, "evaluate_plan", counting)
+    first = tp.evaluate(problems, plans)
+    again = tp.evaluate(problems, copy.deepcopy(plans))
+    assert calls[0] == 4 and again == first
+    tp.evaluate(problems, plans, mode="strict")
+    assert calls[0] == 8
+    plans[0][1]["lunch"] = "No Such Diner, Nowhere"
+    changed = tp.evaluate(problems, plans)
+    assert calls[0] == 9 and changed.per_problem[1:] == first.per_problem[1:]
+    monkeypatch.setattr(tp, "_evaluations", module.BoundedMemo(8))  # nothing kept: worked out afresh
+    assert tp.evaluate(problems, plans) == changed and changed.per_problem[0] != first.per_problem[0]
+
+
 def test_evaluate_arguments(tp: TravelPlanner) -> None:
     problems = tp.load("train")[:3]
     with pytest.raises(ConfigError):
