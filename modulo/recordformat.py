@@ -147,7 +147,10 @@ class _VerdictTable:
 def _fields(model: BaseModel) -> dict[str, Any]:
     """A model's field values by name, in the model's order (what its JSON has, before encoding)."""
     values = model.__dict__
-    return {key: values[key] for key in _field_names(type(model))}
+    names = _field_names(type(model))
+    if len(values) == len(names):  # validation fills every field, in the model's order: a copy will do
+        return values.copy()
+    return {key: values[key] for key in names}
 
 
 @functools.cache
