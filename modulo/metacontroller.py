@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import operator
 import os
 import time
 from dataclasses import dataclass
@@ -36,13 +35,12 @@ from typing import Any, Literal
 
 from .backprompt import BackpromptContext, BackpromptStrategy
 from .benchmark import Benchmark
-from .canonical import CONTENT_START, escaped, message_bytes, message_end, plain
+from .canonical import PromptHasher as PromptHasher  # the loop's prompt hash (tests import it from here)
 from .config import LoopSettings as LoopSettings  # the metacontroller config section
 from .critic import FORMAT_GROUP, Critic
 from .errors import CriticError, LLMError
 from .executor import CriticDeadlines, CriticExecutor, FrozenPlan, ThreadExecutor, never_stop, stop_at_error
 from .generators.base import Generation, GenerationContext, Generator
-from .hashing import feed
 from .prompts import Template
 from .reformulate import Reformulator
 from .types import (
@@ -772,104 +770,6 @@ def _served(calls: list[LLMCall]) -> Literal["fresh", "cache", "mixed", "none"]:
 def _sha(messages: list[Message]) -> str:
     """SHA-256 of the canonical JSON of the messages (what :class:`PromptHasher` computes by parts)."""
     return hashlib.sha256(canonical_json([m.model_dump() for m in messages]).encode()).hexdigest()
-
-
-#: a message text at least this long is kept in its JSON-escaped form for the messages that quote it
-QUOTED_CHARS = 2048
-
-
-class PromptHasher:
-    """:func:`_sha` of one problem's prompts, iteration after iteration, hashing as little as it can:
-
-    * the prompt of iteration k often starts with the very messages of iteration k-1 (the system
-      message, the first prompt a conversation keeps): the hash state after each message of the last
-      prompt is kept, and a prompt that starts with the same message objects resumes from it;
-    * a new message that *starts with* a long text seen before (the ``all`` backprompt puts the original
-      request first) resumes from the hash state kept after that text, so the request is neither
-      escaped nor hashed again: only the feedback after it is;
-    * a message seen before (the same object, in another place) reuses its encoding, and a new message
-      that quotes a long text seen before elsewhere reuses that text's escaped form (JSON escapes
-      character by character, so the escaped parts join into the whole's).
-
-    The value is exactly :func:`_sha`'s. It keeps the last prompt's messages with their hash states and
-    two long texts (the first, usually the request, and the latest) with theirs: bounded memory."""
-
-    def __init__(self) -> None:
-        #: message id -> (the message, its encoding; None when it was hashed by resuming: encode again)
-        self._pieces: dict[int, tuple[Message, bytes | None]] = {}
-        #: the last prompt's messages, each with the hash state after it
-        self._states: list[tuple[Message, Any]] = []
-        #: long texts seen: (the messages before, the text, its escaped UTF-8 body, the hash state after
-        #: ``[<messages before>,{"content":"<body>``)
-        self._long: list[tuple[tuple[Message, ...], str, bytes, Any]] = []
-
-    def sha(self, messages: list[Message]) -> str:
-        states = self._states
-        k = 0
-        while k < len(messages) and k < len(states) and messages[k] is states[k][0]:
-            k += 1
-        h = states[k - 1][1].copy() if k else hashlib.sha256(b"[")
-        kept = states[:k]
-        pieces = {id(m): self._pieces[id(m)] for m, _ in kept if id(m) in self._pieces}
-        for i in range(k, len(messages)):
-            m = messages[i]
-            if i:
-                h.update(b",")
-            known = self._pieces.get(id(m))
-            piece: bytes | None
-            if known is not None and known[0] is m and known[1] is not None:
-                piece = known[1]
-                feed(h, piece)
-            else:
-                resumed = self._resume(messages, i, m)
-                if resumed is not None:
-                    h, piece = resumed
-                else:
-                    piece = self._encode(messages, i, m, h)
-            pieces[id(m)] = (m, piece)
-            kept.append((m, h.copy()))
-        h.update(b"]")
-        self._pieces = pieces
-        self._states = kept
-        return h.hexdigest()
-
-    def _resume(self, messages: list[Message], i: int, m: Message) -> tuple[Any, None] | None:
-        """The hash state after message ``i``, resumed from the state after a long text it starts with
-        (None when it starts with none); its encoding is not made (None: made if it is ever needed)."""
-        if not plain(m) or len(m.content) < QUOTED_CHARS:
-            return None
-        text = m.content
-        for before, quoted, _body, state in self._long:
-            if len(before) == i and text.startswith(quoted) and all(map(operator.is_, before, messages)):
-                h = state.copy()
-                feed(h, escaped(text[len(quoted) :]))
-                h.update(message_end(m.role))
-                return h, None
-        return None
-
-    def _encode(self, messages: list[Message], i: int, m: Message, h: Any) -> bytes:
-        """``canonical_json(m.model_dump())``, encoded, fed to ``h`` (and a long text remembered)."""
-        if not plain(m):
-            piece = message_bytes(m)
-            feed(h, piece)
-            return piece
-        text = m.content
-        body: bytes | None = None
-        if len(text) >= QUOTED_CHARS:
-            for _before, quoted, quoted_body, _state in self._long:
-                at = text.find(quoted)
-                if at >= 0:
-                    body = b"".join((escaped(text[:at]), quoted_body, escaped(text[at + len(quoted) :])))
-                    break
-        if body is None:
-            body = escaped(text)
-        h.update(CONTENT_START)
-        feed(h, body)
-        if len(text) >= QUOTED_CHARS:  # the first long text stays, the latest joins
-            self._long = [*self._long[:1], (tuple(messages[:i]), text, body, h.copy())]
-        end = message_end(m.role)
-        h.update(end)
-        return b"".join((CONTENT_START, body, end))
 
 
 #: a metadata value whose JSON is longer than this is left out of the record

@@ -77,24 +77,34 @@ class LLMRequest(BaseModel):
     def key(self, backend: str) -> str:
         """Content address of (backend, request), tags excluded. The tools offered, the tool turns and
         the draw number are part of it; requests without them (draw 0) keep the keys they had before
-        those existed."""
-        exclude = {"tags"} | {name for name in ("tools", "turns", "draw") if not getattr(self, name)}
-        if not all(map(plain, self.messages)):
+        those existed: the SHA-256 of the canonical JSON of ``{"backend": backend, **the request's fields}``."""
+        parts = self.key_parts(backend)
+        if parts is None:
+            exclude = {"tags"} | {name for name in ("tools", "turns", "draw") if not getattr(self, name)}
             payload = {"backend": backend, **self.model_dump(mode="json", exclude=exclude)}
             return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
-        # the same text, with the messages (most of it) written by modulo.canonical, straight to bytes: the
-        # object's members in the sorted order canonical_json writes them, each value as it writes it
-        payload = {"backend": backend, **self.model_dump(mode="json", exclude=exclude | {"messages"})}
-        h = hashlib.sha256(b"{")
-        for i, name in enumerate(sorted([*payload, "messages"])):
-            head = ("," if i else "") + encode_basestring(name) + ":"
-            if name == "messages":
-                h.update(head.encode())
-                feed(h, messages_bytes(self.messages))
-            else:
-                feed(h, (head + canonical_json(payload[name])).encode())
-        h.update(b"}")
+        head, tail = parts
+        h = hashlib.sha256(head)
+        feed(h, messages_bytes(self.messages))
+        h.update(tail)
         return h.hexdigest()
+
+    def key_parts(self, backend: str) -> tuple[bytes, bytes] | None:
+        """The text :meth:`key` hashes, but for the messages' list: what comes before it and after it (the
+        members of the object in the sorted order canonical_json writes them, each value as it writes
+        it), so that the messages (most of it) can be written and hashed by :mod:`modulo.canonical`.
+        None when a message is not a plain :class:`Message` (then the whole is encoded as JSON)."""
+        if not all(map(plain, self.messages)):
+            return None
+        exclude = {"tags", "messages"} | {name for name in ("tools", "turns", "draw") if not getattr(self, name)}
+        payload = {"backend": backend, **self.model_dump(mode="json", exclude=exclude)}
+        names = sorted(payload)
+        at = sum(1 for name in names if name < "messages")
+        members = [encode_basestring(name) + ":" + canonical_json(payload[name]) for name in names]
+        before, after = members[:at], members[at:]
+        head = "{" + "".join(m + "," for m in before) + '"messages":'
+        tail = "".join("," + m for m in after) + "}"
+        return head.encode(), tail.encode()
 
 
 class LLMResponse(BaseModel):

@@ -34,6 +34,7 @@ import json
 import logging
 import random
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ from typing import Any
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
 from .. import components
+from ..canonical import PromptHasher
 from ..errors import CacheMissError, ConfigError, LLMError, PermanentLLMError, TransientLLMError
 from ..redact import known as known_secrets
 from ..redact import redact, redact_data, strip_userinfo
@@ -88,6 +90,36 @@ class RateLimiter:
                     self._tokens -= 1.0
                     return
                 await asyncio.sleep((1.0 - self._tokens) / self.rate)
+
+
+class RequestKeys:
+    """:meth:`LLMRequest.key` for the requests of many problems, each problem's hashed by a
+    :class:`~modulo.canonical.PromptHasher` of its own (the members before the messages as its head): a
+    backprompt that starts with the problem's request resumes from the hash state after it, so the long
+    request is neither escaped nor hashed again. The same keys; at most ``size`` problems remembered (the
+    least recently asked for are forgotten, and their next key is hashed whole)."""
+
+    def __init__(self, size: int = 128) -> None:
+        self.size = size
+        self._hashers: OrderedDict[tuple[str, bytes], PromptHasher] = OrderedDict()
+
+    def key(self, request: LLMRequest, backend: str) -> str:
+        parts = request.key_parts(backend)
+        if parts is None:
+            return request.key(backend)
+        head, tail = parts
+        who = (request.tags.get("problem_id", ""), head)
+        hasher = self._hashers.get(who)
+        if hasher is None:
+            hasher = self._hashers[who] = PromptHasher(head)
+            if len(self._hashers) > self.size:
+                self._hashers.popitem(last=False)
+        else:
+            self._hashers.move_to_end(who)
+        h = hasher.state(request.messages)
+        h.update(tail)
+        digest: str = h.hexdigest()
+        return digest
 
 
 class LLMClient:
@@ -139,6 +171,8 @@ class LLMClient:
         self._limiter: RateLimiter | None = None
         #: calls waiting for a free slot
         self._queued = 0
+        #: the cache keys of the requests, by the parts that changed since each problem's last one
+        self._keys = RequestKeys()
 
     def __repr__(self) -> str:
         return (
@@ -228,7 +262,7 @@ class LLMClient:
         started = time.monotonic()
         faults: list[Fault] = []
         spent = NO_USAGE  # what failed attempts cost (a new Usage only when one fails)
-        key = request.key(self.cache_id) if self.cache is not None and self.cache_mode != "off" else ""
+        key = self._keys.key(request, self.cache_id) if self.cache is not None and self.cache_mode != "off" else ""
 
         if key:
             assert self.cache is not None

@@ -230,3 +230,28 @@ def test_the_key_is_the_sha_of_the_requests_canonical_json() -> None:
     for req in requests:
         for backend in ("openai", "openai@http://127.0.0.1:8000", 'odd "name"'):
             assert req.key(backend) == whole(req, backend)
+
+
+def test_keys_by_the_parts_that_changed_are_the_whole_keys() -> None:
+    """The client hashes each problem's requests by the parts that changed since its last one (a backprompt
+    resumes after the request it starts with): every key is the request's own, problems interleaved, a
+    request that changed the members before the messages included, and with few problems remembered."""
+    from modulo.llm.base import LLMRequest
+    from modulo.llm.client import RequestKeys
+    from modulo.types import Message
+
+    system = Message(role="system", content="You plan trips.")
+    for size in (128, 1):
+        keys = RequestKeys(size=size)
+        for round_ in range(4):
+            for p in ("p1", "p2", "p3"):
+                request_text = f'Plan a trip for {p} é "north"\n' + "day " * 1500
+                first = Message(role="user", content=request_text)
+                if round_ == 0:
+                    messages: tuple[Message, ...] = (system, first)
+                else:
+                    feedback = f'\n\nYour plan {round_} failed: "x"\t\x01 é\n' + "y" * 40 * round_
+                    messages = (system, Message(role="user", content=request_text + feedback))
+                for draw in (0, round_ % 2):
+                    req = LLMRequest(messages=messages, model="m", draw=draw, tags={"problem_id": p})
+                    assert keys.key(req, "openai") == req.key("openai")
