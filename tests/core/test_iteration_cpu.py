@@ -88,6 +88,8 @@ def test_a_usage_tally_sums_as_usage_plus_does() -> None:
     assert tally.usage() == total and tally.total_tokens == total.total_tokens == 10
     assert tally.cost_usd == total.cost_usd  # the same floats, added in the same order
     assert UsageTally().usage() == Usage()
+    # every figure of Usage is tallied (a field added to Usage and not here would be dropped from totals)
+    assert set(UsageTally.__slots__) == set(Usage.model_fields)
 
 
 def test_a_rendered_template_ends_in_one_newline_whether_or_not_it_is_copied() -> None:
