@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -198,3 +199,31 @@ def test_run_json_files_are_written_in_pieces_as_one_dumps_would(tmp_path: Path)
     runs._atomic_write(tmp_path / "small.json", runs._json_pieces(data, size=4096))  # many pieces
     text = (tmp_path / "small.json").read_text(encoding="utf-8")
     assert text == whole and secret not in text and text.count(REDACTED) == len(range(0, 3000, 97))
+
+
+class ThresholdToy(toy.Toy):
+    """Notes the collector's first threshold whenever a prompt is built (that is, during the run)."""
+
+    name = "toy_gc"
+    seen: ClassVar[list[int]] = []
+
+    def prompt_variables(self, problem: Problem) -> dict[str, Any]:
+        ThresholdToy.seen.append(gc.get_threshold()[0])
+        return super().prompt_variables(problem)
+
+    def critic_names(self) -> list[str]:
+        return ["format"]
+
+
+@pytest.mark.parametrize("threshold", [20_000, 1234, None])
+def test_the_collector_threshold_holds_during_the_run_and_is_restored(tmp_path: Path, threshold: int | None) -> None:
+    components.benchmarks.register("toy_gc", ThresholdToy, replace=True)
+    before = gc.get_threshold()
+    ThresholdToy.seen = []
+    try:
+        session = build_session(config("toy_gc", 2, {"*": ["[1, 2]"]}, gc_threshold=threshold))
+        asyncio.run(run_session(session, RunDir(tmp_path)))
+    finally:
+        components.benchmarks.unregister("toy_gc")
+    assert ThresholdToy.seen and set(ThresholdToy.seen) == {before[0] if threshold is None else threshold}
+    assert gc.get_threshold() == before
