@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from json.encoder import encode_basestring
 from typing import Any
 
+from pydantic import TypeAdapter
+
 from .hashing import feed
 from .types import Message, canonical_json
 
@@ -176,3 +178,94 @@ class PromptHasher:
         end = message_end(m.role)
         h.update(end)
         return b"".join((CONTENT_START, body, end))
+
+
+#: the leaf types a :class:`FrozenObject` holds: immutable, and written by JSON as they are
+_JSON_LEAVES = frozenset({str, int, float, bool, type(None)})
+
+
+def _frozen(value: Any) -> Any:
+    if type(value) in _JSON_LEAVES or type(value) is FrozenObject or type(value) is FrozenArray:
+        return value
+    if isinstance(value, dict):
+        return FrozenObject(value)
+    if isinstance(value, (list, tuple)):
+        return FrozenArray(value)
+    raise TypeError(f"a frozen JSON value holds no {type(value).__name__}")
+
+
+class _Frozen:
+    """What a read-only container does: refuse every change, copy as itself, pickle as its plain kind."""
+
+    __slots__ = ()
+    #: the plain container it is one of (pickled as one, and frozen again when loaded)
+    _plain: type[Any]
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(f"a {type(self).__name__} is read-only")
+
+    def __copy__(self) -> Any:
+        return self
+
+    def __deepcopy__(self, memo: Any) -> Any:
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self._plain(self),))
+
+
+class FrozenArray(_Frozen, list[Any]):
+    """A read-only JSON array: a ``list`` (JSON writes it as one; ``isinstance(x, list)`` holds) of frozen
+    values (see :class:`FrozenObject`) that no list method can change."""
+
+    __slots__ = ()
+    _plain = list
+
+    def __init__(self, items: Any = ()) -> None:
+        list.__init__(self, map(_frozen, items))
+
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _Frozen._read_only
+    append = extend = insert = pop = remove = clear = sort = reverse = _Frozen._read_only
+
+
+class FrozenObject(_Frozen, dict[str, Any]):
+    """A read-only JSON object: a ``dict`` whose values are JSON leaves (str, int, float, bool, None, their
+    exact types) or frozen objects and arrays, copied and frozen on construction (anything else raises
+    TypeError), that no dict method can change. Since it cannot change, what is computed from it can be
+    kept with it: :attr:`canonical` is made once (an LLM request's response schema, in every cache key)."""
+
+    __slots__ = ("_canonical",)
+    _plain = dict
+
+    def __init__(self, items: Any = ()) -> None:
+        pairs = dict(items).items()
+        if not all(type(k) is str for k, _ in pairs):
+            raise TypeError("a frozen JSON object's keys are strings")
+        dict.__init__(self, ((k, _frozen(v)) for k, v in pairs))
+        self._canonical: str | None = None
+
+    __setitem__ = __delitem__ = __ior__ = _Frozen._read_only
+    pop = popitem = setdefault = update = clear = _Frozen._read_only
+
+    @property
+    def canonical(self) -> str:
+        """``canonical_json`` of the object as pydantic writes a ``dict[str, Any]`` field of it in JSON mode
+        (what a model's ``model_dump(mode="json")`` holds), made on first use and kept."""
+        text = self._canonical
+        if text is None:
+            text = self._canonical = canonical_json(_JSON_OBJECT.dump_python(self, mode="json"))
+        return text
+
+
+_JSON_OBJECT: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
+
+
+def frozen_object(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``value`` as a :class:`FrozenObject` (itself when it is one), or ``value`` unchanged when it holds
+    something else than JSON leaves, objects and arrays (or is None)."""
+    if value is None or type(value) is FrozenObject:
+        return value
+    try:
+        return FrozenObject(value)
+    except (TypeError, RecursionError):  # another type, or a cycle: kept as it is
+        return value

@@ -36,6 +36,7 @@ from typing import Any, Literal
 from .backprompt import BackpromptContext, BackpromptStrategy
 from .benchmark import Benchmark
 from .canonical import PromptHasher as PromptHasher  # the loop's prompt hash (tests import it from here)
+from .canonical import frozen_object
 from .config import LoopSettings as LoopSettings  # the metacontroller config section
 from .critic import FORMAT_GROUP, Critic
 from .errors import CriticError, LLMError
@@ -150,7 +151,9 @@ class Metacontroller:
         self._timeout_lists: dict[int, tuple[list[Critic], CriticDeadlines, list[float]]] = {}
         self.executor = executor or ThreadExecutor(inline=self.settings.inline_critics)
         self.priorities = {c.name: c.priority for c in self.critics}
-        self._schema = benchmark.plan_json_schema()
+        #: the plan's JSON Schema, read-only: every generation request carries this one object, whose
+        #: canonical JSON the LLM cache key then encodes once (not once per request)
+        self._schema = frozen_object(benchmark.plan_json_schema())
         #: the user who answers questions (None: questions get :data:`NO_USER_REPLY`)
         self.user = user
         #: the model client a simulated user calls (default: the planner's)

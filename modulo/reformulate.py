@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .benchmark import Benchmark
+from .canonical import frozen_object
 from .errors import ConfigError, PlanFormatError
 from .llm.base import LLMRequest, LLMSettings
 from .prompts import Template
@@ -203,6 +204,10 @@ class LLMReformulator(Reformulator):
         self.client = client
         self.settings = settings
         self.template: Template = benchmark.template("reformulate")
+        #: the plan's JSON Schema, read-only and shared by every request (encoded for the cache key once),
+        #: and as the prompt shows it
+        self.schema = frozen_object(benchmark.plan_json_schema())
+        self.schema_text = json.dumps(self.schema, indent=1) if self.schema else "(any JSON)"
 
     def templates(self) -> dict[str, str]:
         return {"reformulate": self.template.label}
@@ -212,9 +217,9 @@ class LLMReformulator(Reformulator):
     ) -> Reformulation:
         if not text or not text.strip():
             return Reformulation(error="the answer is empty")
-        schema = self.benchmark.plan_json_schema()
+        schema = self.schema
         variables = {**self.benchmark.prompt_variables(problem), "problem": problem, "reply": text}
-        variables["schema"] = json.dumps(schema, indent=1) if schema else "(any JSON)"
+        variables["schema"] = self.schema_text
         prompt = self.template.render(**variables)
         request = LLMRequest(
             messages=(Message(role="user", content=prompt),),

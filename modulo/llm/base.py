@@ -12,11 +12,11 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from json.encoder import encode_basestring
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidatorFunctionWrapHandler, WrapValidator
 
-from ..canonical import messages_bytes, plain
+from ..canonical import FrozenObject, messages_bytes, plain
 from ..config import LLMSettings as LLMSettings  # the llm config section: re-exported for the backends
 from ..hashing import feed
 from ..types import Message, ToolCall, Usage, canonical_json
@@ -47,6 +47,12 @@ class ToolTurn(BaseModel):
     feedback: str = ""
 
 
+def _keep_frozen(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    """A :class:`~modulo.canonical.FrozenObject` is kept as it is (the same object: its canonical JSON is made
+    once for every request that carries it); anything else is validated (and copied) as a dict."""
+    return value if type(value) is FrozenObject else handler(value)
+
+
 class LLMRequest(BaseModel):
     """Everything that determines a reply. Its :meth:`key` addresses the response cache."""
 
@@ -58,8 +64,11 @@ class LLMRequest(BaseModel):
     max_tokens: int | None = None
     seed: int | None = None
     stop: tuple[str, ...] = ()
-    #: JSON Schema the reply must follow (structured output), when the caller wants one
-    response_schema: dict[str, Any] | None = None
+    #: JSON Schema the reply must follow (structured output), when the caller wants one. A caller that sends
+    #: one schema with many requests hands a :class:`~modulo.canonical.FrozenObject` of it
+    #: (:func:`~modulo.canonical.frozen_object`): read-only, carried by identity, encoded for the cache
+    #: key once; a plain dict is copied, and encoded for each key.
+    response_schema: Annotated[dict[str, Any] | None, WrapValidator(_keep_frozen)] = None
     #: "schema": constrain to response_schema; "json": any JSON object; "off": free text
     structured_output: Literal["schema", "json", "off"] = "off"
     #: sample number of the run (``run.sample``): another index is a deliberate fresh sample
@@ -97,10 +106,16 @@ class LLMRequest(BaseModel):
         if not all(map(plain, self.messages)):
             return None
         exclude = {"tags", "messages"} | {name for name in ("tools", "turns", "draw") if not getattr(self, name)}
+        schema = self.response_schema
+        if type(schema) is FrozenObject:  # its canonical JSON, made once (the text below would make)
+            exclude.add("response_schema")
         payload = {"backend": backend, **self.model_dump(mode="json", exclude=exclude)}
-        names = sorted(payload)
+        texts = {name: canonical_json(value) for name, value in payload.items()}
+        if type(schema) is FrozenObject:
+            texts["response_schema"] = schema.canonical
+        names = sorted(texts)
         at = sum(1 for name in names if name < "messages")
-        members = [encode_basestring(name) + ":" + canonical_json(payload[name]) for name in names]
+        members = [encode_basestring(name) + ":" + texts[name] for name in names]
         before, after = members[:at], members[at:]
         head = "{" + "".join(m + "," for m in before) + '"messages":'
         tail = "".join("," + m for m in after) + "}"

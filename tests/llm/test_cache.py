@@ -192,6 +192,7 @@ def test_the_key_is_the_sha_of_the_requests_canonical_json() -> None:
     canonical JSON, as it always was, so entries cached before it are found."""
     import hashlib
 
+    from modulo.canonical import frozen_object
     from modulo.llm.base import LLMRequest, ToolDecl, ToolTurn
     from modulo.types import Message, ToolCall, canonical_json
 
@@ -220,6 +221,11 @@ def test_the_key_is_the_sha_of_the_requests_canonical_json() -> None:
             structured_output="schema",
             sample_index=1,
             tags={"problem_id": "p"},
+        ),
+        LLMRequest(  # a read-only schema: its canonical JSON made once, the same key as the dict's
+            messages=messages,
+            response_schema=frozen_object({"b": 1, "a": [{"z": None, "y": "é", "f": 1.0}], "t": [True, 2.5e-8]}),
+            structured_output="schema",
         ),
         LLMRequest(
             messages=(),
@@ -255,3 +261,107 @@ def test_keys_by_the_parts_that_changed_are_the_whole_keys() -> None:
                 for draw in (0, round_ % 2):
                     req = LLMRequest(messages=messages, model="m", draw=draw, tags={"problem_id": p})
                     assert keys.key(req, "openai") == req.key("openai")
+
+
+def test_a_read_only_schema_keys_the_request_as_its_dict_does_and_every_change_changes_it() -> None:
+    """A response schema handed as a FrozenObject (the loop's plan schema, one object for every request) is
+    encoded for the cache key once; the key is the plain dict's, and any schema that differs, by a value's
+    type too (1 and 1.0, 1 and True, which compare equal), gets another (keys' order does not count)."""
+    import copy
+    import pickle
+
+    from modulo.canonical import FrozenObject, frozen_object
+    from modulo.llm.base import LLMRequest
+    from modulo.llm.client import RequestKeys
+    from modulo.types import Message
+
+    messages = (Message(role="user", content="Plan a trip " * 300),)
+
+    def keys(schema: dict[str, object] | None) -> set[str]:
+        req = LLMRequest(messages=messages, model="m", response_schema=schema, structured_output="schema")
+        assert RequestKeys().key(req, "openai") == req.key("openai")  # by parts as whole
+        return {req.key("openai"), req.model_copy(update={"seed": 1}).key("x")}
+
+    base = {"type": "object", "properties": {"days": {"type": "array", "minItems": 1}}, "required": ["days"]}
+    frozen = frozen_object(base)
+    assert type(frozen) is FrozenObject and frozen == base
+    assert len(keys(frozen)) == 2 and keys(frozen) == keys(base)  # the plain dict's keys, byte for byte
+    assert keys(frozen_object(dict(reversed(base.items())))) == keys(frozen)
+    variants = [
+        {**base, "properties": {"days": {"type": "array", "minItems": 1.0}}},
+        {**base, "properties": {"days": {"type": "array", "minItems": True}}},
+        {**base, "required": ["days", "x"]},
+        {**base, "required": "days"},
+        {**base, "extra": None},
+    ]
+    seen = [keys(frozen)]
+    for variant in variants:
+        assert keys(frozen_object(variant)) == keys(variant)
+        assert all(keys(variant).isdisjoint(other) for other in seen), variant
+        seen.append(keys(variant))
+    # a request keeps the very object (no copy), which nothing can change after its key was made
+    req = LLMRequest(messages=messages, response_schema=frozen)
+    assert req.response_schema is frozen and req.model_copy(update={"draw": 1}).response_schema is frozen
+    nested = frozen["properties"]["days"]
+    for change in (
+        lambda: frozen.__setitem__("type", "array"),
+        lambda: frozen.update(extra=1),
+        lambda: frozen.pop("type"),
+        lambda: nested.__setitem__("minItems", 1.0),
+        lambda: frozen["required"].append("x"),
+        lambda: frozen["required"].__iadd__(["x"]),
+    ):
+        with pytest.raises(TypeError, match="read-only"):
+            change()
+    assert frozen == base and copy.deepcopy(frozen) is frozen
+    assert pickle.loads(pickle.dumps(frozen)) == base and type(pickle.loads(pickle.dumps(frozen))) is FrozenObject
+    # what is not plain JSON stays a dict (encoded for each key, as before); the request copies it
+    odd = {"type": "object", "enum": {1, 2}}
+    assert frozen_object(odd) is odd and frozen_object({1: "a"}) == {1: "a"} and frozen_object(None) is None
+    # a dump of the request holds plain dicts and lists (records never see the read-only types)
+    dumped = req.model_dump()["response_schema"]
+    assert type(dumped) is dict and type(dumped["required"]) is list
+
+
+def test_the_loop_and_the_reformulator_send_one_read_only_schema_with_every_request(tmp_path: Path) -> None:
+    """The plan's schema is frozen once per loop (and per reformulator) and every request carries that
+    object: its canonical JSON is encoded for the cache key once, and no request can change it for the next."""
+    import json
+
+    from modulo.build import build_session
+    from modulo.canonical import FrozenObject
+    from modulo.config import ModuloConfig
+    from modulo.llm.base import LLMRequest
+    from modulo.runner import run_session
+    from modulo.runs import RunDir
+
+    cfg = ModuloConfig()
+    cfg.benchmark.name = "synth/tasks"
+    cfg.benchmark.args = {"n": 2}
+    cfg.critics = ["format", "synth_task_coverage"]
+    cfg.reformulator.mode = "llm"
+    cfg.generator.prompt = "json"
+    cfg.llm.structured_output = "schema"
+    cfg.metacontroller.max_iterations = 2
+    cfg.llm.args = {"replies": {"*": [json.dumps({"schedule": []})] * 8}}
+    cfg.cache.mode = "off"
+    cfg.run.dir = str(tmp_path / "run")
+    cfg.run.progress = False
+    cfg.run.report = False
+    session = build_session(cfg)
+    sent: list[LLMRequest] = []
+    backend = session.loop.llm.backend
+    complete = backend.complete
+
+    async def capture(request: LLMRequest) -> object:
+        sent.append(request)
+        return await complete(request)
+
+    backend.complete = capture
+    asyncio.run(run_session(session, RunDir(tmp_path / "run")))
+    stages = {r.tags["stage"] for r in sent}
+    assert stages == {"generate", "reformulate"}, stages
+    schemas = {stage: {id(r.response_schema) for r in sent if r.tags["stage"] == stage} for stage in stages}
+    assert all(len(ids) == 1 for ids in schemas.values()), schemas  # one object for all of a stage's requests
+    assert all(type(r.response_schema) is FrozenObject for r in sent)
+    assert sent[0].response_schema == session.benchmark.plan_json_schema()
