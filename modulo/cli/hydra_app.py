@@ -105,9 +105,14 @@ def _task(check: bool, save_hydra: bool = False) -> Callable[[DictConfig], Any]:
     run it in other processes, where a module-level flag set by the parent would read its default."""
 
     def modulo_task(cfg: DictConfig) -> Any:
+        _TASKS_STARTED[0] += 1
         return _main(cfg, check=check, save_hydra=save_hydra)
 
     return modulo_task
+
+
+#: tasks started in this process (:func:`run_hydra` tells Hydra's own errors, before any task, from a task's)
+_TASKS_STARTED = [0]
 
 
 QUIET_LOGGERS = ("httpx", "httpx2", "httpcore", "openai", "anthropic", "urllib3", "aiohttp")
@@ -467,10 +472,21 @@ def run_hydra(argv: list[str], *, check: bool = False) -> None:
         os.close(handle)
         status = Path(name)
         os.environ[SWEEP_STATUS_ENV] = name
+    started = _TASKS_STARTED[0]
     try:
         if lock is not None:
             lock.acquire()
-        app()
+        try:
+            app()
+        except SystemExit as exc:
+            from .console import EXIT_ERRORS, EXIT_NOT_STARTED
+
+            # Hydra exits 1 after printing its own error (an override naming no key, a value it cannot parse),
+            # before any task ran: nothing ran, which is exit 2, not 1 ("done, but not all well")
+            ran = _TASKS_STARTED[0] > started or (status is not None and status.stat().st_size > 0)
+            if exc.code == EXIT_ERRORS and not ran:
+                raise SystemExit(EXIT_NOT_STARTED) from None
+            raise
         code = report_sweep(status) if status is not None else 0
     finally:
         sys.argv = old

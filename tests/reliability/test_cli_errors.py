@@ -132,10 +132,21 @@ def test_configuration_typos(tmp_path: Path, override: str, fragments: list[str]
     code, out = modulo(None, tmp_path, "check", *benchmark_override("synth/tasks"), "benchmark.split=generated",
                        "++benchmark.n=2", *NO_LLM, override)  # fmt: skip
     clean_error(code, out, *fragments)
+    assert code == 2, out  # nothing ran (1 would say a run finished with errors), Hydra's own errors included
 
 
 def test_a_run_with_typos_makes_no_call_and_writes_no_records(tmp_path: Path) -> None:
     code, out = modulo(None, tmp_path, "run", *benchmark_override("synth/tasks"), "benchmark.split=generated",
                        "++benchmark.n=2", *NO_LLM, f"run.dir={tmp_path / 'run'}", "critics=[formt]")  # fmt: skip
     clean_error(code, out, "formt", "Did you mean 'format'")
+    assert code == 2, out
+    assert not (tmp_path / "run" / "records.jsonl").exists()
+
+
+@pytest.mark.parametrize("command", ["run", "check"])
+def test_a_key_hydra_refuses_exits_2_as_every_typo_does(tmp_path: Path, command: str) -> None:
+    code, out = modulo(None, tmp_path, command, *benchmark_override("synth/tasks"), "benchmark.split=generated",
+                       "++benchmark.n=2", *NO_LLM, f"run.dir={tmp_path / 'run'}", "run.gc_treshold=5")  # fmt: skip
+    clean_error(code, out, "gc_treshold")
+    assert code == 2, out
     assert not (tmp_path / "run" / "records.jsonl").exists()
