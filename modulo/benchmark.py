@@ -142,6 +142,20 @@ class EvalResult:
     tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class FinalPlan:
+    """A problem's final plan as a run's evaluation hands it to :meth:`Benchmark.evaluate_final`."""
+
+    problem: Problem
+    plan: PlanJSON | None
+    #: the critics (registered names) whose verdict on this very plan, judged in this process against
+    #: this very problem (the version in force at the end of the loop), passed it: applicable, passed,
+    #: no error. Empty when that is not known (a problem resumed from an earlier run, a plan judged
+    #: against an earlier version of the problem only, no critic). A benchmark may take a check of its
+    #: evaluator as done where such a pass provably gives its answer (see :meth:`Benchmark.evaluate_final`).
+    passed_by: frozenset[str] = frozenset()
+
+
 class Benchmark(ABC):
     """Base class of every benchmark. Subclasses set the class attributes and implement ``load``."""
 
@@ -381,6 +395,18 @@ class Benchmark(ABC):
             problems.append(problem)
             plans.append(plan)
         return self.evaluate(problems, plans)
+
+    def evaluate_final(self, finals: Iterable[FinalPlan]) -> EvalResult:
+        """:meth:`evaluate_stream` of a run's final plans, each with the critics that passed it
+        (:attr:`FinalPlan.passed_by`): how a run evaluates its problems, once for the summary, the
+        evaluation and the console's table.
+
+        The default ignores what the critics said. A benchmark whose critics run its evaluator's own checks
+        (or checks held to them) may override it to skip a check a critic already passed on the very same
+        plan and problem, where the answer is provably the one the check would give; the result must equal
+        :meth:`evaluate_stream` on the same (problem, plan) pairs.
+        """
+        return self.evaluate_stream((final.problem, final.plan) for final in finals)
 
     def prove_unsolvable(self, problem: Problem) -> str | None:
         """An explanation when ``problem`` provably has no valid plan, else None (the default: unknown)."""

@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from .benchmark import FinalPlan
 from .build import Session
 from .metacontroller import RunAborted, RunBudget, best_iteration
 from .problems import Spool
@@ -85,12 +86,24 @@ class Finished:
     usage: Usage | None
     #: the updates applied to the problem during the loop (the evaluator scores the problem they made)
     updates: tuple[ProblemUpdate, ...] = ()
+    #: the critics that passed the delivered plan / the first plan, judged in this process against the
+    #: problem in force at the end (see :attr:`modulo.benchmark.FinalPlan.passed_by`); empty when unknown
+    best_passed_by: tuple[str, ...] = ()
+    first_passed_by: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, result: ProblemResult) -> Finished:
+    def of(cls, result: ProblemResult, *, judged_here: bool = True) -> Finished:
+        """The digest of ``result``; ``judged_here``: its verdicts were given in this process (else, a
+        problem resumed from an earlier process, no critic's pass is handed to the evaluation)."""
         first = best_iteration(result.iterations, 1)
         final = result.iterations[-1].version_after if result.iterations else 0
         judged = result.iterations[0].judged_at(final) if result.iterations else None
+        best_passed_by: tuple[str, ...] = ()
+        first_passed_by: tuple[str, ...] = ()
+        if judged_here and result.iterations:
+            best = _at(result.iterations, result.best_iteration)
+            best_passed_by = _passed_by(best, final)
+            first_passed_by = best_passed_by if first is best else _passed_by(first, final)
         return cls(
             problem_id=result.problem_id,
             outcome=result.outcome,
@@ -104,11 +117,32 @@ class Finished:
             any_accepted=result.best_certified,
             updates=tuple(result.updates),
             usage=result.usage,
+            best_passed_by=best_passed_by,
+            first_passed_by=first_passed_by,
         )
 
 
 def _plan(it: IterationRecord | None) -> PlanJSON:
     return it.plan if it is not None else None
+
+
+def _at(iterations: list[IterationRecord], index: int | None) -> IterationRecord | None:
+    """The iteration numbered ``index`` (None: none)."""
+    if index is None:
+        return None
+    for it in reversed(iterations):  # numbered in order: the delivered plan is mostly a late one
+        if it.index == index:
+            return it
+    return None
+
+
+def _passed_by(it: IterationRecord | None, version: int) -> tuple[str, ...]:
+    """The critics whose verdict on ``it``'s plan, judged against version ``version`` of the problem, passed
+    it (applicable, no error)."""
+    judged = it.judged_at(version) if it is not None else None
+    if judged is None:
+        return ()
+    return tuple(v.critic for v in judged.verdicts if v.passed and v.applicable and v.error is None)
 
 
 @dataclass(repr=False)
@@ -171,7 +205,9 @@ async def run_session(
     digests = _Digests(problems.ids)
     # the finished problems already there: their records read one at a time, each digest put on disk
     # at once (the id -> spool position map of the resumed problems is the only thing held meanwhile)
-    previous = run_dir.prepare_digests(session.info, config_yaml, lambda r: digests.spool.append(Finished.of(r)))
+    previous = run_dir.prepare_digests(
+        session.info, config_yaml, lambda r: digests.spool.append(Finished.of(r, judged_here=False))
+    )
     spent = 0.0
     usage = Usage()  # of the problems finished in this run directory (the summary's usage)
     state = RunState(total=len(problems))
@@ -391,18 +427,20 @@ def _skipped(problem: Problem, session: Session, reason: str) -> ProblemResult:
     )
 
 
-def _evaluate(session: Session, digests: _Digests, plan: Callable[[Finished], PlanJSON]) -> Any:
-    """The benchmark's evaluation of ``plan(r)`` for each scored problem (not ended ``error``), the
-    problems and their digests read one at a time in run order (a benchmark that streams its
-    evaluation holds none of them)."""
-    # each problem as the updates of its loop left it: the final plan is judged against that request
-    pairs = (
-        (in_force(session.benchmark, p, d.updates), plan(d))
-        for p, (_, d) in zip(session.problems, digests, strict=True)
-        if d is not None and d.outcome != Outcome.ERROR
-    )
+def _evaluate(session: Session, digests: _Digests, plan: Callable[[Finished], tuple[PlanJSON, tuple[str, ...]]]) -> Any:
+    """The benchmark's evaluation of ``plan(r)`` (the plan, and the critics that passed it) for each scored
+    problem (not ended ``error``), the problems and their digests read one at a time in run order (a
+    benchmark that streams its evaluation holds none of them)."""
+
+    def finals() -> Iterator[FinalPlan]:
+        for p, (_, d) in zip(session.problems, digests, strict=True):
+            if d is not None and d.outcome != Outcome.ERROR:
+                chosen, passed_by = plan(d)
+                # each problem as the updates of its loop left it: the final plan is judged against that request
+                yield FinalPlan(in_force(session.benchmark, p, d.updates), chosen, frozenset(passed_by))
+
     try:
-        return session.benchmark.evaluate_stream(pairs)
+        return session.benchmark.evaluate_final(finals())
     except NotImplementedError:
         return None
 
@@ -443,7 +481,7 @@ class _Tally:
             t.longest = max(t.longest, r.iterations)
             t.first_accepted += r.first_accepted
             t.any_accepted += r.any_accepted
-            t.first_is_best = t.first_is_best and _first(r) == _best(r)
+            t.first_is_best = t.first_is_best and _first(r)[0] == _best(r)[0]
         return t
 
 
@@ -489,13 +527,14 @@ def summarise(
     return summary, evaluation, _budget_rows(session, digests, tally, metrics)
 
 
-def _best(r: Finished) -> PlanJSON:
-    """The delivered plan: none when the planner's last word was to decline (outcome abstained)."""
-    return None if r.outcome == Outcome.ABSTAINED else r.best_plan
+def _best(r: Finished) -> tuple[PlanJSON, tuple[str, ...]]:
+    """The delivered plan (none when the planner's last word was to decline: outcome abstained) and the
+    critics that passed it."""
+    return (None, ()) if r.outcome == Outcome.ABSTAINED else (r.best_plan, r.best_passed_by)
 
 
-def _first(r: Finished) -> PlanJSON:
-    return r.first_plan
+def _first(r: Finished) -> tuple[PlanJSON, tuple[str, ...]]:
+    return r.first_plan, r.first_passed_by
 
 
 def _budget_rows(

@@ -6,7 +6,7 @@ import json
 import os
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, TextIO
 
@@ -19,6 +19,7 @@ from modulo.benchmark import (
     ConstraintInfo,
     DataReport,
     EvalResult,
+    FinalPlan,
     GateCase,
     MetricSpec,
     PerProblem,
@@ -30,7 +31,7 @@ from modulo.types import PlanJSON, Problem, ProblemUpdate, canonical_json, json_
 
 from . import data as tpdata
 from .checks import DAY_FIELDS
-from .critics import ALL_CRITICS
+from .critics import ALL_CRITICS, official_key_of
 from .derive import DERIVE_VERSION, derive_reference
 from .evaluate import (
     METRIC_KEYS,
@@ -101,6 +102,9 @@ _METRICS = (
     MetricSpec("final_pass_rate", "Final pass rate", description="plans passing every check / N"),
 )
 
+
+#: no official check known to pass
+_NONE: frozenset[str] = frozenset()
 
 #: how many plan evaluations a benchmark keeps for the next evaluation of the same problem and plan
 EVALUATIONS_KEPT = 2048
@@ -349,7 +353,32 @@ class TravelPlanner(Benchmark):
             raise ConfigError(f"evaluate: {len(problems)} problems but {len(plans)} plans")
         if mode not in MODES:
             raise ConfigError(f"evaluate: mode must be one of {list(MODES)}, not {mode!r}")
-        evaluations = [self._evaluation(p, plan, mode) for p, plan in zip(problems, plans, strict=True)]
+        return self._scored([(p, plan, _NONE) for p, plan in zip(problems, plans, strict=True)], mode)
+
+    def evaluate_final(self, finals: Iterable[FinalPlan]) -> EvalResult:
+        """:meth:`evaluate` of a run's final plans (official mode), where a check that one of this
+        benchmark's critics passed on the very same plan and problem (:attr:`FinalPlan.passed_by`) is not
+        run again: a critic in official mode passes exactly when the official check does, and one in strict
+        mode holds every plan its sound reading passes to the official check too (``strict._guarded``),
+        so either pass means the official check answers True where the query states the constraint (and
+        None where it does not, which the check itself answers from the query at once). Only critics
+        registered under their names by this package count. The figures and rows are those of
+        :meth:`evaluate` (``tests/travelplanner/test_benchmark.py`` checks it on runs)."""
+        own: dict[str, str | None] = {}
+
+        def passing(names: frozenset[str]) -> frozenset[str]:
+            if not names:
+                return _NONE
+            for name in names - own.keys():
+                own[name] = official_key_of(name)
+            return frozenset(key for name in names if (key := own[name]) is not None)
+
+        return self._scored([(f.problem, f.plan, passing(f.passed_by)) for f in finals], "official")
+
+    def _scored(self, items: list[tuple[Problem, PlanJSON | None, frozenset[str]]], mode: str) -> EvalResult:
+        """The figures, rows and tables of (problem, plan, official keys known to pass) items."""
+        evaluations = [self._evaluation(p, plan, mode, passing) for p, plan, passing in items]
+        problems = [p for p, _, _ in items]
         splits = {str(p.metadata.get("split")) for p in problems}
         distinct = len({p.id for p in problems}) == len(problems)
         split = official_split_of(splits, len(problems)) if distinct else None
@@ -359,22 +388,32 @@ class TravelPlanner(Benchmark):
             row["derived"] = bool(p.metadata.get("derived"))  # reference information derived, not official
         return EvalResult(metrics=summary.metrics, per_problem=rows, tables=summary.tables)
 
-    def _evaluation(self, problem: Problem, plan: PlanJSON | None, mode: str) -> PlanEvaluation:
-        """:func:`evaluate_plan` of ``plan`` for ``problem`` (read as the critics read it). The last
-        evaluations are kept (a bounded number, by the problem object, the mode and the plan's canonical
-        text, for plans of plain days): a run's summary evaluates the delivered plans and then, where some
-        problem's first plan is not its delivered one, every first plan, which is mostly the same plan again."""
-        text = canonical_json(plan) if _plain_plan(plan) else None  # (plain: equal texts mean equal plans)
+    def _evaluation(
+        self, problem: Problem, plan: PlanJSON | None, mode: str, passing: frozenset[str] = frozenset()
+    ) -> PlanEvaluation:
+        """:func:`evaluate_plan` of ``plan`` for ``problem`` (read as the critics read it; the official checks
+        in ``passing`` known to pass). The last evaluations are kept (a bounded number, by the problem
+        object and the mode, with a copy of the plan, for plans of plain days: equal plain plans are
+        identical): a run's summary evaluates the delivered plans and then, where some problem's first plan
+        is not its delivered one, every first plan, which is mostly the same plan again."""
+        plain = _plain_plan(plan)
         key = (id(problem), mode)
         kept = self._evaluations.get(key)
-        if text is not None and kept is not None and kept[0] is problem and kept[1] == text:
+        if plain and kept is not None and kept[0] is problem and kept[1] == plan:
             found: PlanEvaluation = kept[2]  # never changed once made: the rows and figures are made afresh
             return found
         ev = evaluate_plan(
-            self.critic_query(problem), plan, self.store, mode=mode, id=problem.id, idx=problem.metadata.get("idx")
+            self.critic_query(problem),
+            plan,
+            self.store,
+            mode=mode,
+            id=problem.id,
+            idx=problem.metadata.get("idx"),
+            passing=passing,
         )
-        if text is not None:
-            self._evaluations.put(key, (problem, text, ev))
+        if plain:
+            assert isinstance(plan, list)
+            self._evaluations.put(key, (problem, [dict(day) for day in plan], ev))  # its days' values: immutable
         return ev
 
     def evaluate_command(self) -> click.Command:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal
 
+from modulo import components
 from modulo.benchmark import Benchmark
 from modulo.critic import CriticFactory, critic
 from modulo.errors import ConfigError
@@ -157,3 +158,17 @@ HARD_CRITICS: tuple[str, ...] = tuple(n for n, _, g, _ in _SPECS if g == "hard")
 ALL_CRITICS: tuple[str, ...] = COMMONSENSE_CRITICS + HARD_CRITICS
 #: registered name -> the official evaluator's key for the same constraint (also the golden verdicts' key)
 OFFICIAL_KEYS: dict[str, str] = {name: key for name, key, _, _ in _SPECS}
+
+
+def official_key_of(name: str) -> str | None:
+    """The official key whose check passes on a plan that the critic registered as ``name`` passed (see
+    :meth:`~critics.travelplanner.benchmark.TravelPlanner.evaluate_final`): the key of one of these 13
+    critics when the name is registered to it; else None (another critic, or the name taken over)."""
+    factory = _FACTORIES.get(name)
+    if factory is None:
+        return None
+    try:
+        registered = components.critics.get(name)
+    except Exception:  # not registered, or a plugin of that name that fails to load: not ours
+        return None
+    return OFFICIAL_KEYS[name] if registered is factory else None

@@ -18,7 +18,7 @@ Only days ``0 .. min(days, len(plan)) - 1`` are examined, as officially.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any
 
 from .checks import (
@@ -516,10 +516,30 @@ def total_cost(query: Query, plan: Any, store: Store) -> float:
     return float(sum(item["cost"] for item in _meal_cost_items(query, plan, store)))
 
 
+def states(key: str, query: Query) -> bool:
+    """Whether ``query`` states the hard constraint ``key`` (a commonsense one: always): where it does not,
+    the official check answers None (not applicable) whatever the plan, and reads nothing else. (Raises
+    where the check raises on such a query.)"""
+    if key == "valid_cost" or key in COMMONSENSE_CHECKS:
+        return True
+    wanted = query["local_constraint"][_LOCAL_KEYS[key]]
+    return bool(wanted) if key == "valid_cuisine" else wanted is not None
+
+
+#: the hard checks' local constraint (the query's ``local_constraint`` key), each stated when it is set
+#: (the cuisine: when it is a non-empty list)
+_LOCAL_KEYS = {
+    "valid_cuisine": "cuisine",
+    "valid_room_rule": "house rule",
+    "valid_transportation": "transportation",
+    "valid_room_type": "room type",
+}
+
+
 def valid_cuisine(query: Query, plan: Any, store: Store) -> CheckOutcome:
-    wanted = query["local_constraint"]["cuisine"]
-    if not wanted:
+    if not states("valid_cuisine", query):
         return None, None, {}
+    wanted = query["local_constraint"]["cuisine"]
     covered: set[str] = set()
     counted: list[dict[str, Any]] = []
     for day, unit in _days(query, plan):
@@ -542,7 +562,9 @@ def valid_cuisine(query: Query, plan: Any, store: Store) -> CheckOutcome:
 
 
 def valid_room_rule(query: Query, plan: Any, store: Store) -> CheckOutcome:
-    return _room_check(query, plan, store, "house rule", _breaks_rule, "The house rule should be {}.", "house_rules")
+    return _room_check(
+        query, plan, store, "valid_room_rule", _breaks_rule, "The house rule should be {}.", "house_rules"
+    )
 
 
 def _breaks_rule(rule: str, room: Accommodation) -> bool:
@@ -550,9 +572,9 @@ def _breaks_rule(rule: str, room: Accommodation) -> bool:
 
 
 def valid_transportation(query: Query, plan: Any, store: Store) -> CheckOutcome:
-    rule = query["local_constraint"]["transportation"]
-    if rule is None:
+    if not states("valid_transportation", query):
         return None, None, {}
+    rule = query["local_constraint"]["transportation"]
     for day, unit in _days(query, plan):
         if unit["transportation"] and unit["transportation"] != "-":
             value = unit["transportation"]
@@ -570,7 +592,7 @@ _ROOM_TYPE_OK = {
 
 
 def valid_room_type(query: Query, plan: Any, store: Store) -> CheckOutcome:
-    return _room_check(query, plan, store, "room type", _wrong_type, "The room type should be {}.", "room_type")
+    return _room_check(query, plan, store, "valid_room_type", _wrong_type, "The room type should be {}.", "room_type")
 
 
 def _wrong_type(wanted: str, room: Accommodation) -> bool:
@@ -586,12 +608,12 @@ def _room_check(
     message: str,
     shown: str,
 ) -> CheckOutcome:
-    """The official room checks: with the local constraint ``key`` set (None: not applicable), a day whose
-    accommodation's first matching row is ``broken`` fails with ``message`` (the row's ``shown`` field in
-    the details); a day with no row found passes."""
-    wanted = query["local_constraint"][key]
-    if wanted is None:
+    """The official room checks: with the local constraint of the check ``key`` set (None: not applicable), a
+    day whose accommodation's first matching row is ``broken`` fails with ``message`` (the row's ``shown``
+    field in the details); a day with no row found passes."""
+    if not states(key, query):
         return None, None, {}
+    wanted = query["local_constraint"][_LOCAL_KEYS[key]]
     for day, unit in _days(query, plan):
         if unit["accommodation"] and unit["accommodation"] != "-":
             name, city = name_city(unit["accommodation"])
@@ -651,9 +673,31 @@ def passes(key: str, query: Query, plan: Any, store: Store) -> bool:
         return False
 
 
-def commonsense(query: Query, plan: Any, store: Store) -> dict[str, CheckResult]:
-    return {key: run_check(fn, query, plan, store) for key, fn in COMMONSENSE_CHECKS.items()}
+#: the result of a check known to pass on a plan whose query states its constraint (see :func:`commonsense`),
+#: shared by every such result: never changed
+PASSED = CheckResult(True)
 
 
-def hard(query: Query, plan: Any, store: Store) -> dict[str, CheckResult]:
-    return {key: run_check(fn, query, plan, store) for key, fn in HARD_CHECKS.items()}
+def commonsense(query: Query, plan: Any, store: Store, passing: Collection[str] = ()) -> dict[str, CheckResult]:
+    """The 8 commonsense results. ``passing``: the keys whose check is known to pass on this very plan and
+    query (with this store): each is the result of a pass, ``True`` (a commonsense check answers True or
+    False), without running it; its message and details (None and evidence nothing reads) are left out."""
+    return {
+        key: PASSED if key in passing else run_check(fn, query, plan, store) for key, fn in COMMONSENSE_CHECKS.items()
+    }
+
+
+def hard(query: Query, plan: Any, store: Store, passing: Collection[str] = ()) -> dict[str, CheckResult]:
+    """The 5 hard results; ``passing`` as in :func:`commonsense`: a check known to pass answers True where
+    the query :func:`states` its constraint (and is run where it does not: it answers None at once)."""
+    return {key: _result(key, fn, query, plan, store, passing) for key, fn in HARD_CHECKS.items()}
+
+
+def _result(key: str, fn: CheckFn, query: Query, plan: Any, store: Store, passing: Collection[str]) -> CheckResult:
+    if key in passing:
+        try:
+            if states(key, query):
+                return PASSED
+        except Exception:  # a query the check itself would crash on: run it, and report its crash
+            pass
+    return run_check(fn, query, plan, store)

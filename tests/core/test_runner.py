@@ -122,6 +122,37 @@ def test_final_plans_are_evaluated_once_for_summary_and_budget_table(
     assert [(r.problem_id, len(r.iterations)) for r in result.results] == [("toy-0", 2), ("toy-1", 3)]
 
 
+def test_the_evaluation_is_handed_the_critics_that_passed_each_final_plan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each final plan comes with the critics whose verdict on that very plan passed it (applicable, no
+    error), the delivered plans' and the first plans' each; a problem resumed from an earlier process is
+    handed none (its verdicts were not given here)."""
+    seen: list[list[tuple[str, Any, frozenset[str]]]] = []
+    plain = toy.Toy.evaluate_final
+
+    def recording(self: toy.Toy, finals: Any) -> Any:
+        finals = list(finals)
+        seen.append([(f.problem.id, f.plan, f.passed_by) for f in finals])
+        return plain(self, finals)
+
+    monkeypatch.setattr(toy.Toy, "evaluate_final", recording)
+    # toy-0 passes both critics at its second iteration; toy-1's numbers are distinct but sum wrong
+    cfg = config("toy", 2, {"toy-0": ["[1, 1]", "[2, 3]"], "toy-1": ["[1, 2]"] * 3})
+    cfg.metacontroller.max_iterations = 3
+    result = asyncio.run(run_session(build_session(cfg), RunDir(tmp_path)))
+    everyone = frozenset({"format", "toy_sum", "toy_distinct"})
+    assert seen == [
+        [("toy-0", [2, 3], everyone), ("toy-1", [1, 2], frozenset({"format", "toy_distinct"}))],
+        [("toy-0", [1, 1], frozenset({"format"})), ("toy-1", [1, 2], frozenset({"format", "toy_distinct"}))],
+    ]
+    assert result.summary["metrics"] == {"solved": 0.5}
+    seen.clear()
+    again = asyncio.run(run_session(build_session(cfg), RunDir(tmp_path)))  # every problem resumed
+    assert [[passed for _, _, passed in finals] for finals in seen] == [[frozenset(), frozenset()]] * 2
+    assert again.summary["metrics"] == result.summary["metrics"]
+
+
 def test_records_finishing_together_are_written_in_one_group(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Problems that finish while a group of records is being written go out in the next write (one
     fsync for the group); every record is on disk when the run returns, and a failed write stops the run."""
