@@ -34,7 +34,7 @@ import json
 import logging
 import random
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -90,6 +90,44 @@ class RateLimiter:
                     self._tokens -= 1.0
                     return
                 await asyncio.sleep((1.0 - self._tokens) / self.rate)
+
+
+class CpuTurns:
+    """Turns on the event loop's thread for work that can wait: one turn per pass of the loop, handed out in
+    the order asked for, so whatever became ready meanwhile runs between two turns.
+
+    A reply's processing (reformulation, critics run inline, records, the next prompt) is such work while
+    other calls wait for a slot: taken one per pass, it lets the tasks woken for freed slots send their
+    requests, and the replies that arrive meanwhile free theirs, before the next reply's processing starts
+    (run back to back, the processing of replies that arrive together would hold every request behind it
+    and every slot idle). A turn is no resource: the next one is handed out on the next pass whether or not
+    the last is over, so a task cancelled while it waits, or while it holds one, holds nothing back."""
+
+    def __init__(self) -> None:
+        self._waiting: deque[asyncio.Future[None]] = deque()
+        self._loop: asyncio.AbstractEventLoop | None = None  # set while the next turn is scheduled
+
+    async def turn(self) -> None:
+        """Return on a later pass of the loop, after the tasks that asked before."""
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+        self._waiting.append(waiter)
+        if self._loop is None:
+            self._loop = loop
+            loop.call_soon(self._next)
+        await waiter
+
+    def _next(self) -> None:
+        waiting = self._waiting
+        while waiting:
+            waiter = waiting.popleft()
+            if not waiter.done():  # (a cancelled waiter is passed over)
+                waiter.set_result(None)
+                break
+        if waiting and self._loop is not None:
+            self._loop.call_soon(self._next)
+        else:
+            self._loop = None
 
 
 class RequestKeys:
@@ -168,6 +206,8 @@ class LLMClient:
         self._usage = UsageTally()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._semaphore: asyncio.Semaphore | None = None
+        #: turns for the work after a reply while other calls wait for a slot (:class:`CpuTurns`)
+        self._turns = CpuTurns()
         self._limiter: RateLimiter | None = None
         #: calls waiting for a free slot
         self._queued = 0
@@ -191,6 +231,7 @@ class LLMClient:
         if self._semaphore is None or self._loop is not loop:  # asyncio primitives belong to one loop
             self._loop = loop
             self._semaphore = asyncio.Semaphore(self.settings.concurrency)
+            self._turns = CpuTurns()
             rpm = self.settings.requests_per_minute
             self._limiter = RateLimiter(rpm) if rpm else None
         return self._semaphore, self._limiter
@@ -413,10 +454,10 @@ class LLMClient:
         finally:
             semaphore.release()
             if self._queued:
-                # let a task waiting for the freed slot send its request before this one goes on with its
-                # own work (critique, backprompt): replies that arrive together would otherwise keep the
-                # slots idle while all of them are processed
-                await asyncio.sleep(0)
+                # other calls wait for a slot: this reply's processing (critique, backprompt) takes its turn
+                # after the task woken for the freed slot has sent its request, one reply per pass of the
+                # loop (see CpuTurns)
+                await self._turns.turn()
 
     async def _send_in_slot(self, request: LLMRequest, limiter: RateLimiter | None) -> LLMResponse:
         if limiter is not None:

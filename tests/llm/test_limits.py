@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from modulo.llm.client import RateLimiter, build_client
+from modulo.llm.base import LLMRequest, LLMSettings
+from modulo.llm.client import CpuTurns, RateLimiter, build_client
 
 from .support import ProviderFactory, openai_settings, request
 
@@ -63,3 +64,62 @@ async def test_token_bucket_spacing() -> None:
         stamps.append(time.monotonic() - started)
     assert stamps[0] < 0.03
     assert stamps[-1] >= 5 * 0.05 - 0.01
+
+
+async def test_cpu_turns_are_one_per_pass_of_the_loop_in_the_order_asked() -> None:
+    turns = CpuTurns()
+    loop = asyncio.get_running_loop()
+    passes = 0
+    ticking = True
+
+    def tick() -> None:  # counts the loop's passes: one call per pass
+        nonlocal passes
+        passes += 1
+        if ticking:
+            loop.call_soon(tick)
+
+    got: list[tuple[str, int]] = []
+
+    async def ask(name: str) -> None:
+        await turns.turn()
+        got.append((name, passes))
+
+    loop.call_soon(tick)
+    await asyncio.sleep(0)
+    tasks = [asyncio.ensure_future(ask(n)) for n in "abcd"]
+    await asyncio.sleep(0)  # every task waits for its turn now
+    tasks[2].cancel()  # a task cancelled while it waits is passed over
+    await asyncio.gather(*tasks, return_exceptions=True)
+    ticking = False
+    assert [name for name, _ in got] == ["a", "b", "d"]
+    seen = [at for _, at in got]
+    assert seen == sorted(set(seen)), "two turns in one pass"
+    assert seen[-1] - seen[0] <= 3  # a cancelled waiter costs no turn: b then d on the next passes
+
+
+async def test_replies_that_arrive_together_free_their_slots_before_either_is_processed() -> None:
+    """Two calls in flight, two waiting: both replies come in one pass; the two waiting requests are sent
+    (the script sees them) before the first reply's caller goes on with its own work."""
+    events: list[str] = []
+    answered = asyncio.Event()
+
+    async def answer(req: LLMRequest) -> str:
+        events.append(f"sent {req.messages[0].content}")
+        if len(events) == 2:  # a and b are in flight, c and d wait for a slot: both replies at once
+            asyncio.get_running_loop().call_later(0.01, answered.set)
+        await answered.wait()
+        return "ok"
+
+    client = build_client(LLMSettings(name="scripted", concurrency=2, args={"fn": answer}))
+
+    async def one(name: str) -> None:
+        await client.call(request(name), "generate")
+        events.append(f"processed {name}")
+
+    try:
+        await asyncio.gather(*(one(n) for n in "abcd"))
+    finally:
+        await client.aclose()
+    assert events[:2] == ["sent a", "sent b"]
+    assert events.index("sent c") < events.index("processed a")
+    assert events.index("sent d") < events.index("processed a")
