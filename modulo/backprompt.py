@@ -22,12 +22,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .benchmark import Benchmark
-from .prompts import Template
+from .prompts import Template, keyed
 from .types import IterationRecord, Message, Problem, Verdict
 
 GROUP_TITLES = {"format": "Format", "commonsense": "Commonsense constraints", "hard": "Hard constraints"}
 
 
+@keyed  # templates read its keys at once (modulo.prompts.keyed)
 class Row(dict[str, Any]):
     """A dict whose keys read as attributes too: a row a template reads as ``f.feedback`` (or
     ``f["feedback"]``). Jinja looks an attribute up first and only then the key: on a plain dict the

@@ -456,6 +456,11 @@ class Benchmark(ABC):
         """
         stripped = text.lstrip()
         head = stripped[:200].lower()
+        try:
+            if not head.startswith(_lowered(self.abstain_markers, self.question_markers)):
+                return "plan", text  # the usual reply, a plan: told by one look at its start
+        except TypeError:  # markers held in a list (not hashable): each one is tried below
+            pass
         for act, markers in (("abstain", self.abstain_markers), ("question", self.question_markers)):
             for marker in markers:
                 if head.startswith(marker.lower()):
@@ -676,3 +681,9 @@ def _short_validation_error(exc: ValidationError) -> str:
         parts.append(f"at {loc}: {err['msg']}")
     more = len(exc.errors()) - 5
     return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
+
+
+@functools.lru_cache(maxsize=64)
+def _lowered(*groups: tuple[str, ...]) -> tuple[str, ...]:
+    """Every marker of ``groups``, lower-cased (what :meth:`Benchmark.classify_reply` compares with)."""
+    return tuple(marker.lower() for markers in groups for marker in markers)

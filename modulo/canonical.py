@@ -11,6 +11,7 @@ are exactly ``canonical_json(...).encode()``'s.
 from __future__ import annotations
 
 import hashlib
+import json
 import operator
 from collections.abc import Sequence
 from json.encoder import encode_basestring
@@ -20,6 +21,17 @@ from pydantic import TypeAdapter
 
 from .hashing import feed
 from .types import Message, canonical_json
+
+#: :func:`~modulo.types.canonical_json`'s encoder without the check for cycles (a dict of the ids of the
+#: containers being written, kept for every list and object): for a value that holds none
+_TREE = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str, check_circular=False)
+
+
+def tree_json(value: Any) -> str:
+    """``canonical_json(value)`` for a value that is a tree (what a JSON decoder returns: no container holds
+    itself); a value with a cycle raises RecursionError instead of canonical_json's ValueError."""
+    return _TREE.encode(value)
+
 
 #: Message's fields are exactly these two: its canonical JSON is then ``{"content":...,"role":...}``
 TWO_FIELDS = set(Message.model_fields) == {"role", "content"}
@@ -116,26 +128,31 @@ class PromptHasher:
         k = 0
         while k < len(messages) and k < len(states) and messages[k] is states[k][0]:
             k += 1
-        h = states[k - 1][1].copy() if k else hashlib.sha256(self.head + b"[")
+        # the state after the messages so far (None: not made yet; a message resumed from a long text's
+        # state needs none)
+        h = states[k - 1][1].copy() if k else None
         kept = states[:k]
-        pieces = {id(m): self._pieces[id(m)] for m, _ in kept if id(m) in self._pieces}
+        pieces = {id(m): self._pieces[id(m)] for m, _ in kept if id(m) in self._pieces} if k else {}
         for i in range(k, len(messages)):
             m = messages[i]
-            if i:
-                h.update(b",")
             known = self._pieces.get(id(m))
-            piece: bytes | None
-            if known is not None and known[0] is m and known[1] is not None:
-                piece = known[1]
-                feed(h, piece)
+            piece = known[1] if known is not None and known[0] is m else None  # its encoding, when kept
+            resumed = self._resume(messages, i, m) if piece is None else None
+            if resumed is not None:
+                h, piece = resumed
             else:
-                resumed = self._resume(messages, i, m)
-                if resumed is not None:
-                    h, piece = resumed
+                if h is None:
+                    h = hashlib.sha256(self.head + b"[")
+                elif i:
+                    h.update(b",")
+                if piece is not None:
+                    feed(h, piece)
                 else:
                     piece = self._encode(messages, i, m, h)
             pieces[id(m)] = (m, piece)
             kept.append((m, h.copy()))
+        if h is None:  # no message
+            h = hashlib.sha256(self.head + b"[")
         h.update(b"]")
         self._pieces = pieces
         self._states = kept

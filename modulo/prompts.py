@@ -16,13 +16,15 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import jinja2
 from jinja2.runtime import new_context
 
 from .errors import PromptError
 from .resources import resource_dir
+
+T = TypeVar("T")
 
 _VERSION = re.compile(r"^\{#\s*version:\s*([\w.\-]+)\s*#\}\s*\n?")
 
@@ -76,9 +78,41 @@ def _compiled(source: str) -> tuple[jinja2.Template, dict[str, Any]]:
     return template, dict(template.globals)
 
 
+#: type -> the names its class holds (methods and other class attributes): for an object of one of these
+#: types, ``getattr(obj, name)`` of another name is ``obj[name]`` (see :func:`keyed`)
+_KEYED: dict[type, frozenset[str]] = {dict: frozenset(dir(dict))}
+
+
+def keyed(cls: type[T]) -> type[T]:
+    """Register ``cls`` (a class decorator) as a dict whose instances read their keys as attributes too: no
+    instance ``__dict__`` (``__slots__ = ()``), and a ``__getattr__`` that returns ``self[name]`` (or raises
+    AttributeError for a missing key). Templates then read ``row.name`` as its key straight away, without the
+    failed attribute lookup (an AttributeError raised and caught, per field read, per render) that Jinja's
+    attribute-first rule costs; the class's own attributes (``row.items``, the method) still come first."""
+    own = cls.__mro__[: cls.__mro__.index(dict)] if issubclass(cls, dict) else ()
+    if not own or cls.__dictoffset__ or any("__getattribute__" in vars(k) for k in own):
+        raise TypeError(f"{cls.__name__} is not a dict subclass without an instance __dict__ or a __getattribute__")
+    _KEYED[cls] = frozenset(dir(cls))
+    return cls
+
+
+class _Environment(jinja2.Environment):
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        """Jinja's ``obj.attribute`` (the attribute, else the item), with the answer given at once for a key
+        of a plain dict or a :func:`keyed` dict that their class holds no attribute of that name for: the
+        attribute lookup would fail, and ``obj[attribute]`` is then Jinja's answer."""
+        names = _KEYED.get(type(obj))
+        if names is not None and attribute not in names:
+            try:
+                return obj[attribute]
+            except KeyError:
+                pass  # a missing key: Jinja's own lookup says what it is (undefined)
+        return super().getattr(obj, attribute)
+
+
 @lru_cache(maxsize=1)
 def _env() -> jinja2.Environment:
-    return jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
+    return _Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
 
 
 def prompts_root() -> Path:

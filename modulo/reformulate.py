@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .benchmark import Benchmark
-from .canonical import frozen_object
+from .canonical import frozen_object, tree_json
 from .errors import ConfigError, PlanFormatError
 from .llm.base import LLMRequest, LLMSettings
 from .prompts import Template
@@ -73,6 +73,23 @@ def _shallow(value: Any, text: str) -> Any:
     return value
 
 
+#: the standard decoder's scanner (C): reads one JSON value at a position, returns it and where it ends
+_SCAN_ONCE: Any = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+
+
+def _whole_json(text: str) -> Any:
+    """``json.loads(text)`` for a text with no whitespace at either end (``str.strip``'s, which holds JSON's):
+    the value, read by the decoder's scanner at once (json.loads skips whitespace by two regular-expression
+    matches first); ValueError when the text is not one JSON value."""
+    try:
+        value, end = _SCAN_ONCE(text, 0)
+    except StopIteration:
+        raise ValueError("no JSON value") from None
+    if end != len(text):
+        raise ValueError("more than one JSON value")
+    return value
+
+
 def extract_json(text: str) -> Any:
     """The JSON value in ``text``: the whole text, a fenced block, or the first balanced object/array.
 
@@ -88,7 +105,7 @@ def extract_json(text: str) -> Any:
     candidates = itertools.chain((text.strip(),), (m.group(1).strip() for m in _FENCE.finditer(text)))
     for cand in candidates:
         try:
-            return _shallow(json.loads(cand), cand)
+            return _shallow(_whole_json(cand), cand)
         except (ValueError, RecursionError):  # JSONDecodeError, or a number too long to convert
             pass
     decoder = json.JSONDecoder()
@@ -123,7 +140,10 @@ def validated(benchmark: Benchmark, value: Any) -> Reformulation:
     """``value`` validated by the benchmark, with its canonical JSON text: the value is encoded once, for
     the Unicode check and as the key of the benchmark's validation memo."""
     try:  # text that cannot be written as UTF-8 (a lone surrogate escape) would break hashing and records
-        key = canonical_json(value)
+        try:
+            key = tree_json(value)  # a value read from JSON text (the usual case) holds no cycle
+        except (RecursionError, ValueError):
+            key = canonical_json(value)  # a cycle or too deep (a parser's value): checked, and told apart
         if not key.isascii():
             key.encode("utf-8")
     except UnicodeEncodeError:

@@ -1,0 +1,155 @@
+"""The generation half of an iteration keeps its answers while it does less: templates read a row's keys at
+once and say what Jinja says, a reply is read as json.loads reads it, and a plan's canonical text is the one
+canonical_json writes (a cycle is still told apart from depth)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import jinja2
+import pytest
+
+from modulo.backprompt import Row
+from modulo.canonical import tree_json
+from modulo.errors import PromptError
+from modulo.prompts import Template, keyed
+from modulo.reformulate import _whole_json, extract_json, validated
+from modulo.types import canonical_json
+
+#: what each template reads of ``f``: attributes a dict's class holds, keys, missing ones, items
+SOURCES = [
+    "{{ f.feedback }}",
+    "{{ f.hint }}",
+    "{{ f.items is callable }}|{{ f['items'] }}",
+    "{{ f.get('feedback') }}|{{ f.keys() | list | length }}",
+    "{{ f.missing is defined }}",
+    "{{ f.__class__.__name__ }}",
+    "{% for k, v in f.items() %}{{ k }}={{ v }};{% endfor %}",
+    "{{ f.nested.deeper }}",
+    "{{ f.copy }}",
+]
+VALUES: list[dict[str, Any]] = [
+    {"feedback": "too dear", "hint": None, "items": "x", "nested": {"deeper": 3}},
+    {"feedback": "", "nested": {}},
+    {"copy": "a key named like a method", "nested": {"deeper": [1]}},
+]
+
+
+def _jinja(source: str, f: Any) -> str:
+    """What plain Jinja renders (its own attribute-first lookup), or the error it raises."""
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
+    try:
+        return env.from_string(source).render(f=f).strip() + "\n"
+    except jinja2.TemplateError as exc:
+        return f"error: {exc}"
+
+
+def _ours(source: str, f: Any) -> str:
+    try:
+        return Template.from_text("t", source).render(f=f)
+    except PromptError as exc:
+        return f"error: {str(exc).removeprefix('template t failed to render: ')}"
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_a_template_reads_a_dict_or_a_row_as_jinja_does(source: str) -> None:
+    for value in VALUES:
+        for f in (dict(value), Row(value)):
+            assert _ours(source, f) == _jinja(source, f), (source, f)
+
+
+def test_only_a_dict_without_an_instance_dict_or_its_own_attribute_lookup_can_be_keyed() -> None:
+    class Loose(dict[str, Any]):
+        pass
+
+    class Custom(dict[str, Any]):
+        __slots__ = ()
+
+        def __getattribute__(self, name: str) -> Any:
+            return "always"
+
+    for cls in (Loose, Custom, list, object):
+        with pytest.raises(TypeError):
+            keyed(cls)
+
+    @keyed
+    class Slim(Row):  # a row of its own: registered here
+        __slots__ = ()
+
+    assert Template.from_text("t", "{{ f.a }}|{{ f.values is callable }}").render(f=Slim(a=1, values=2)) == "1|True\n"
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['{"a": 1}', "[1, 2.5, null]", '"s"', "3", "[1] [2]", '{"a": 1} x', "", "\ufeff[1]", "[1", "nul", "1e400",
+     "-", "[" * 50 + "]" * 50, '{"a":"\\ud800"}', "9" * 5000],
+)  # fmt: skip
+def test_a_whole_reply_is_read_as_json_loads_reads_it(text: str) -> None:
+    def outcome(read: Any) -> Any:
+        try:
+            return ("value", read(text))
+        except ValueError:
+            return ("error",)
+
+    assert outcome(_whole_json) == outcome(json.loads)
+
+
+def test_extract_json_still_finds_a_value_in_prose_and_fences() -> None:
+    assert extract_json("  [1, 2]\n") == [1, 2]
+    assert extract_json('Here:\n```json\n{"a": [1]}\n```\nthanks') == {"a": [1]}
+    assert extract_json('The plan is {"a": 2} and more') == {"a": 2}
+
+
+def test_a_plans_canonical_text_is_canonical_json_and_a_cycle_is_told_apart() -> None:
+    plans: list[Any] = [
+        [{"b": 1, "a": 'é \u2028 "q"', "c": [1.5, None, True, float("inf")]}],
+        {"z": {"y": {"x": []}}},
+        [],
+        "text",
+    ]
+    for plan in plans:
+        assert tree_json(plan) == canonical_json(plan)
+    cyclic: list[Any] = [1]
+    cyclic.append(cyclic)
+    with pytest.raises(RecursionError):
+        tree_json(cyclic)
+
+    class Anything:
+        plan_json_schema = None
+
+        def checked_plan(self, value: Any, key: str | None = None) -> tuple[Any, str]:
+            return value, key if key is not None else canonical_json(value)
+
+    out = validated(Anything(), cyclic)  # type: ignore[arg-type]
+    assert out.plan is None and out.error is not None and "Circular reference" in out.error
+    deep: Any = []
+    for _ in range(5000):
+        deep = [deep]
+    out = validated(Anything(), deep)  # type: ignore[arg-type]
+    assert out.error is not None and "nested more than" in out.error
+    ok = validated(Anything(), plans[0])  # type: ignore[arg-type]
+    assert ok.canonical == canonical_json(plans[0])
+
+
+def test_a_reply_is_classified_the_same_whether_its_markers_are_a_tuple_or_a_list() -> None:
+    from tests.core.toy import Toy as ToyBenchmark
+
+    class Listed(ToyBenchmark):
+        question_markers = ["ASK:", "Question:"]  # type: ignore[assignment]  # noqa: RUF012
+        abstain_markers = ["NOPE"]  # type: ignore[assignment]  # noqa: RUF012
+
+    class Tupled(ToyBenchmark):
+        question_markers = ("ASK:", "Question:")
+        abstain_markers = ("NOPE",)
+
+    class Unmarked(ToyBenchmark):
+        question_markers = ()
+        abstain_markers = ()
+
+    texts = ["[1, 2]", "  ask: which day?", "QUESTION: x", "nope, cannot", "Nope", "", "\n\nquestion:  y ", "plan"]
+    for text in texts:
+        assert Listed().classify_reply(text) == Tupled().classify_reply(text), text
+        assert Unmarked().classify_reply(text) == ("plan", text)
+    assert Tupled().classify_reply("  ask: which day?") == ("question", "which day?")
+    assert Tupled().classify_reply("NOPE no tool") == ("abstain", "no tool")
