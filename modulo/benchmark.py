@@ -70,9 +70,12 @@ def frozen_data(value: Any) -> Any:
     """A read-only copy of JSON-like data: dicts become read-only mappings, lists and tuples tuples.
     Data shared between critic calls (see :class:`PerProblem`) is handed out this way, so no call can
     change what the next one reads."""
-    if isinstance(value, Mapping):
+    kind = type(value)
+    if kind is str or kind is int or kind is float or kind is bool or value is None:  # most values: at once
+        return value
+    if kind is dict or isinstance(value, Mapping):
         return MappingProxyType({k: frozen_data(v) for k, v in value.items()})
-    if isinstance(value, (list, tuple)):
+    if kind is list or kind is tuple or isinstance(value, (list, tuple)):
         return tuple(frozen_data(v) for v in value)
     if isinstance(value, (set, frozenset)):
         return frozenset(frozen_data(v) for v in value)

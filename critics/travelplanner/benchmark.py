@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import operator
 import os
 import sys
 import threading
@@ -71,6 +72,8 @@ class Plan(RootModel[list[Day]]):
 
 _DAY_KEYS = frozenset(DAY_FIELDS)
 _TEXT_FIELDS = DAY_FIELDS[1:]
+_TEXTS_OF = operator.itemgetter(*_TEXT_FIELDS)
+_ONLY_STR = frozenset({str})
 #: a day number this size or smaller is written and read back by every JSON step of the validation
 _SAFE_INT = 10**15
 
@@ -87,9 +90,8 @@ def _plain_plan(value: Any) -> bool:
         number = day["days"]
         if type(number) is not int or not -_SAFE_INT <= number <= _SAFE_INT:
             return False
-        for field in _TEXT_FIELDS:
-            if type(day[field]) is not str:
-                return False
+        if not _ONLY_STR.issuperset(map(type, _TEXTS_OF(day))):
+            return False
     return True
 
 
@@ -268,7 +270,8 @@ class TravelPlanner(Benchmark):
         iteration): the model would return the same days with their keys in the model's order, and their
         canonical text is the one of ``value`` (``key`` when given). Anything else goes to the model."""
         if self._taken_as_is(value):
-            plan = [{field: day[field] for field in DAY_FIELDS} for day in value]
+            # each day a new dict with the fields in the model's order (a copy when they are in it already)
+            plan = [dict(day) if tuple(day) == DAY_FIELDS else {f: day[f] for f in DAY_FIELDS} for day in value]
             return plan, key if key is not None else canonical_json(plan)
         return super().checked_plan(value, key)
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from modulo.errors import ConfigError
 
@@ -73,6 +73,14 @@ def check_module(mode: str) -> Any:
     raise ConfigError(f"travelplanner: mode must be 'official' or 'strict', not {mode!r}")
 
 
+class _Counted(NamedTuple):
+    values: dict[str, bool | None]
+    commonsense_true: int
+    hard_true: int
+    commonsense_pass: bool
+    hard_pass: bool
+
+
 @dataclass
 class PlanEvaluation:
     """The verdicts on one plan."""
@@ -94,27 +102,49 @@ class PlanEvaluation:
     def hard_evaluated(self) -> bool:
         return self.hard is not None
 
+    #: what :meth:`_counted` worked out, with the boxes it read
+    _counts: tuple[Any, Any, _Counted] | None = field(default=None, init=False, repr=False, compare=False)
+
+    def _counted(self) -> _Counted:
+        """:meth:`values` and the counts the rows and the figures read, worked out once for the boxes held
+        (again if a box is replaced; the results in a box are never changed)."""
+        cs, hard = self.commonsense, self.hard
+        kept = self._counts
+        if kept is not None and kept[0] is cs and kept[1] is hard:
+            return kept[2]
+        values: dict[str, bool | None] = {}
+        for keys, box in ((COMMONSENSE_KEYS, cs), (HARD_KEYS, hard)):
+            for key in keys:
+                values[key] = box[key].verdict if box is not None else None
+        cs_values = [values[key] for key in COMMONSENSE_KEYS]
+        hard_values = [values[key] for key in HARD_KEYS]
+        counted = _Counted(
+            values,
+            cs_values.count(True) if cs is not None else 0,
+            hard_values.count(True) if hard is not None else 0,
+            cs is not None and False not in cs_values,
+            hard is not None and False not in hard_values,
+        )
+        self._counts = (cs, hard, counted)
+        return counted
+
     @property
     def commonsense_pass(self) -> bool:
-        return self.commonsense is not None and all(r.verdict is not False for r in self.commonsense.values())
+        return self._counted().commonsense_pass
 
     @property
     def hard_pass(self) -> bool:
-        return self.hard is not None and all(r.verdict is not False for r in self.hard.values())
+        return self._counted().hard_pass
 
     @property
     def passed(self) -> bool:
         """Both macros: the plan counts for the final pass rate."""
-        return self.commonsense_pass and self.hard_pass
+        counted = self._counted()
+        return counted.commonsense_pass and counted.hard_pass
 
     def values(self) -> dict[str, bool | None]:
         """The 13 official keys: True / False (a crash reads False) / None (not applicable, not evaluated)."""
-        out: dict[str, bool | None] = {}
-        for key in COMMONSENSE_KEYS:
-            out[key] = self.commonsense[key].verdict if self.commonsense is not None else None
-        for key in HARD_KEYS:
-            out[key] = self.hard[key].verdict if self.hard is not None else None
-        return out
+        return dict(self._counted().values)
 
     def reasons(self) -> dict[str, str]:
         """Key -> message for every failed (or crashed) check."""
@@ -131,18 +161,17 @@ class PlanEvaluation:
         ``commonsense_micro`` and ``hard_micro`` hold this plan's [passes, denominator share], so the
         micro rates (and their bootstrap intervals) are sums of per-problem parts.
         """
-        cs_true = sum(1 for r in (self.commonsense or {}).values() if r.verdict is True)
-        hard_true = sum(1 for r in (self.hard or {}).values() if r.verdict is True)
+        counted = self._counted()
         return {
             "problem_id": self.id,
-            "passed": self.passed,
-            **self.values(),
-            "commonsense_micro": [cs_true, 8],
-            "hard_micro": [hard_true, computed_denominators([self.query])[2]],
+            "passed": counted.commonsense_pass and counted.hard_pass,
+            **counted.values,
+            "commonsense_micro": [counted.commonsense_true, 8],
+            "hard_micro": [counted.hard_true, computed_denominators([self.query])[2]],
             "delivered": self.delivered,
             "hard_evaluated": self.hard_evaluated,
-            "commonsense_pass": self.commonsense_pass,
-            "hard_pass": self.hard_pass,
+            "commonsense_pass": counted.commonsense_pass,
+            "hard_pass": counted.hard_pass,
             "level": self.query.get("level"),
             "days": self.query.get("days"),
             "reasons": self.reasons(),
@@ -207,13 +236,12 @@ def aggregate(evaluations: Sequence[PlanEvaluation], denominators: tuple[int, in
     for ev in evaluations:
         if ev.delivered:
             delivered += 1
-        if ev.commonsense is not None:
-            cs_true += sum(1 for r in ev.commonsense.values() if r.verdict is True)
-        if ev.hard is not None:
-            hard_true += sum(1 for r in ev.hard.values() if r.verdict is True)
+        counted = ev._counted()
+        cs_true += counted.commonsense_true
+        hard_true += counted.hard_true
         if ev.commonsense is None or ev.hard is None:
             continue
-        cs_ok, hard_ok = ev.commonsense_pass, ev.hard_pass
+        cs_ok, hard_ok = counted.commonsense_pass, counted.hard_pass
         cs_macro += cs_ok
         hard_macro += hard_ok
         final += cs_ok and hard_ok
@@ -278,7 +306,7 @@ def per_level_days_table(evaluations: Sequence[PlanEvaluation]) -> list[dict[str
             "hard_macro": sum(ev.hard_pass for ev in evs),
             "final": sum(ev.passed for ev in evs),
         }
-        values = [ev.values() for ev in evs]
+        values = [ev._counted().values for ev in evs]
         for key in ALL_KEYS:
             row[f"{key}_true"] = sum(1 for v in values if v[key] is True)
         rows.append(row)

@@ -56,6 +56,8 @@ _LINE = re.compile(r"^[\s>*_-]*([A-Za-z_ ]+?)[\s*_]*:[\s*_]*(.*?)\s*$")
 
 #: a day's block: its number, then one line per field (formatted as an f-string would: ``format(value)``)
 _BLOCK = "\n".join(["Day {}:", *(f"{label}: {{}}" for label in LABELS.values())])
+#: the same with ``%s`` (``str(value)``: the same text as ``format(value)`` for every JSON value), quicker
+_BLOCK_STR = "\n".join(["Day %s:", *(f"{label}: %s" for label in LABELS.values())])
 _KNOWN = frozenset(DAY_FIELDS)
 #: a day's number and fields, in the block's order
 _FIELDS = operator.itemgetter("days", *LABELS)
@@ -73,7 +75,7 @@ def render_text(plan: Any) -> str:
         if not day:
             continue
         if day.keys() == _KNOWN:  # the usual day: the 8 official fields
-            blocks.append(_BLOCK.format(*_FIELDS(day)))
+            blocks.append(_BLOCK_STR % _FIELDS(day))
             continue
         get = day.get
         block = _BLOCK.format(get("days", i), *[get(field, "") for field in LABELS])
