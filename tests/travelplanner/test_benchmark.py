@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from critics.travelplanner.benchmark import TravelPlanner
+from critics.travelplanner.checks import DAY_FIELDS
 from critics.travelplanner.data import load_annotated_plans
 from critics.travelplanner.planformat import parse_text, render_text
 from critics.travelplanner.store import Sources, Store, store_path
@@ -82,6 +83,19 @@ def test_render_text_layout() -> None:
     assert render_text([{**full, "days": 7}]).startswith("Day 7:\n") and render_text([{"lunch": "L"}]).startswith(
         "Day 1:\nCurrent City: \n"
     )
+
+
+def test_render_text_writes_a_full_day_of_any_values_as_format_would() -> None:
+    """A day with the 8 official fields is written with %s: the same text as format() for every JSON value."""
+    from critics.travelplanner.planformat import _BLOCK, _FIELDS
+
+    odd: list[object] = [None, True, False, 0, -7, 10**30, 1.0, 1e16, -0.0, float("nan"), "", "é ✓"]
+    odd += [[1, "a"], {"k": [None]}]
+    days = [
+        {"days": odd[i % len(odd)], **{f: odd[(i + n) % len(odd)] for n, f in enumerate(DAY_FIELDS[1:], 1)}}
+        for i in range(len(odd))
+    ]
+    assert render_text(days) == "\n\n".join(_BLOCK.format(*_FIELDS(day)) for day in days)
 
 
 def test_a_plan_evaluated_again_gets_its_kept_evaluation(tp: TravelPlanner, monkeypatch: pytest.MonkeyPatch) -> None:
