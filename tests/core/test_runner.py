@@ -153,6 +153,32 @@ def test_the_evaluation_is_handed_the_critics_that_passed_each_final_plan(
     assert again.summary["metrics"] == result.summary["metrics"]
 
 
+def test_the_passes_handed_to_the_evaluation_are_judged_against_the_final_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After an update, a plan's passes are those of its verdicts against the request as it ended (the plan
+    judged again after the update), never those against the request it was first judged against."""
+    seen: list[list[tuple[str, Any, frozenset[str]]]] = []
+    plain = toy.Toy.evaluate_final
+
+    def recording(self: toy.Toy, finals: Any) -> Any:
+        finals = list(finals)
+        seen.append([(f.problem.id, f.plan, f.passed_by) for f in finals])
+        return plain(self, finals)
+
+    monkeypatch.setattr(toy.Toy, "evaluate_final", recording)
+    # [2, 3] sums to 5, toy-0's target, until the update after turn 0 makes every target 9
+    cfg = config("toy", 2, {"toy-0": ["[2, 3]", "[4, 5]"], "toy-1": ["[2, 4]", "[2, 4]"]})
+    cfg.user.updates = [{"after": 0, "add": {"target": 9}, "text": "They must sum to 9 now."}]
+    cfg.metacontroller.max_iterations = 2
+    asyncio.run(run_session(build_session(cfg), RunDir(tmp_path)))
+    distinct = frozenset({"format", "toy_distinct"})
+    assert seen == [
+        [("toy-0", [4, 5], distinct | {"toy_sum"}), ("toy-1", [2, 4], distinct)],
+        [("toy-0", [2, 3], distinct), ("toy-1", [2, 4], distinct)],
+    ]
+
+
 def test_records_finishing_together_are_written_in_one_group(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Problems that finish while a group of records is being written go out in the next write (one
     fsync for the group); every record is on disk when the run returns, and a failed write stops the run."""
