@@ -105,6 +105,37 @@ class LLMRequest(BaseModel):
         None when a message is not a plain :class:`Message` (then the whole is encoded as JSON)."""
         if not all(map(plain, self.messages)):
             return None
+        signature = self._members_signature(backend)
+        if signature is not None:
+            known = _KEY_PARTS.get(signature)
+            if known is not None and known[2] is self.response_schema:
+                return known[0], known[1]
+        parts = self._members_parts(backend)
+        if signature is not None:
+            if len(_KEY_PARTS) >= _KEY_PARTS_KEPT:
+                _KEY_PARTS.clear()
+            _KEY_PARTS[signature] = (*parts, self.response_schema)
+        return parts
+
+    def _members_signature(self, backend: str) -> tuple[Any, ...] | None:
+        """What :meth:`key_parts` makes its text of, besides the messages, as a dict key: the backend, the
+        schema (a :class:`~modulo.canonical.FrozenObject`, by identity), and every other member as its type
+        and ``repr`` (which tell apart what JSON writes apart: 1 and 1.0 and True, 0.0 and -0.0). None for a
+        request whose parts are not kept: a subclass, tools or tool turns offered, a plain dict as schema."""
+        if type(self) is not LLMRequest or self.tools or self.turns:
+            return None
+        schema = self.response_schema
+        if schema is not None and type(schema) is not FrozenObject:
+            return None
+        signature: list[Any] = [backend, id(schema)]
+        for value in map(self.__dict__.__getitem__, _SIGNED_MEMBERS):
+            kind = type(value)
+            if kind not in _SIGNED_KINDS or (kind is tuple and not all(type(v) is str for v in value)):
+                return None  # a value whose repr might not tell it apart (a model_copy may hold anything)
+            signature.append((kind, repr(value)))
+        return tuple(signature)
+
+    def _members_parts(self, backend: str) -> tuple[bytes, bytes]:
         exclude = {"tags", "messages"} | {name for name in ("tools", "turns", "draw") if not getattr(self, name)}
         schema = self.response_schema
         if type(schema) is FrozenObject:  # its canonical JSON, made once (the text below would make)
@@ -120,6 +151,18 @@ class LLMRequest(BaseModel):
         head = "{" + "".join(m + "," for m in before) + '"messages":'
         tail = "".join("," + m for m in after) + "}"
         return head.encode(), tail.encode()
+
+
+#: the members of an :class:`LLMRequest` (but the messages, tags, schema, tools and turns) a key is made of
+_SIGNED_MEMBERS = tuple(
+    name for name in LLMRequest.model_fields if name not in ("messages", "tags", "response_schema", "tools", "turns")
+)
+#: the types of the members' values a signature takes (a tuple: of strings)
+_SIGNED_KINDS = frozenset({str, int, float, bool, type(None), tuple})
+#: :meth:`LLMRequest._members_signature` -> (head, tail, the schema they were made with): a run's requests
+#: differ in their messages (and tags) but share the rest, whose text is then made once, not per request
+_KEY_PARTS: dict[tuple[Any, ...], tuple[bytes, bytes, Any]] = {}
+_KEY_PARTS_KEPT = 256
 
 
 class LLMResponse(BaseModel):

@@ -153,3 +153,62 @@ def test_a_reply_is_classified_the_same_whether_its_markers_are_a_tuple_or_a_lis
         assert Unmarked().classify_reply(text) == ("plan", text)
     assert Tupled().classify_reply("  ask: which day?") == ("question", "which day?")
     assert Tupled().classify_reply("NOPE no tool") == ("abstain", "no tool")
+
+
+@pytest.mark.filterwarnings("ignore:Pydantic serializer warnings")  # a model_copy's off-type values, on purpose
+def test_a_requests_members_are_written_once_per_run_and_every_key_is_still_its_own() -> None:
+    """The members of an LLM request besides its messages (model, temperature, schema, ...) are the same for a
+    run's requests: their text is kept by what JSON would write (type and repr, the schema's identity), so
+    that values equal in Python but written apart (0.0 and -0.0, 1 and 1.0 and True) get their own text."""
+    import hashlib
+
+    from modulo.canonical import frozen_object
+    from modulo.llm.base import _KEY_PARTS, LLMRequest
+    from modulo.llm.client import RequestKeys
+    from modulo.types import Message
+
+    def whole(req: LLMRequest, backend: str) -> str:
+        exclude = {"tags"} | {name for name in ("tools", "turns", "draw") if not getattr(req, name)}
+        payload = {"backend": backend, **req.model_dump(mode="json", exclude=exclude)}
+        return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
+
+    schema = {"type": "array", "items": {"type": "object", "minItems": 1.0}}
+    messages = (Message(role="user", content="Plan a trip " * 300),)
+    base = LLMRequest(messages=messages, model="m", response_schema=frozen_object(schema), structured_output="schema")
+    updates: list[dict[str, Any]] = [
+        {},
+        {"temperature": -0.0},
+        {"temperature": 1},
+        {"temperature": 1.0},
+        {"temperature": True},
+        {"seed": 1},
+        {"seed": True},
+        {"seed": 1.0},
+        {"max_tokens": 10},
+        {"draw": 1},
+        {"sample_index": 2},
+        {"stop": ("a", "b")},
+        {"stop": ("a b",)},
+        {"stop": ["a"]},  # not a tuple of strings: keyed without the memo
+        {"model": "m2"},
+        {"response_schema": frozen_object(schema)},  # another object, the same text
+        {"response_schema": frozen_object({**schema, "minItems": 1})},
+        {"response_schema": schema},  # a plain dict: keyed without the memo
+        {"response_schema": None, "structured_output": "off"},
+        {"tags": {"problem_id": "p"}},
+    ]
+    for _ in range(2):  # made, then found again
+        seen: dict[str, str] = {}
+        for update in updates:
+            req = base.model_copy(update=update)
+            for backend in ("openai", "scripted"):
+                key = req.key(backend)
+                assert key == whole(req, backend) == RequestKeys().key(req, backend), (update, backend)
+                seen.setdefault(key, repr((update, backend)))
+        assert len(seen) > len(updates)  # the members changed the keys (by backend too)
+    assert 0 < len(_KEY_PARTS) <= 256
+    # the members' text of a request like one seen is the one kept (not made again)
+    again = base.model_copy(update={"messages": (Message(role="user", content="other"),)})
+    assert again.key_parts("openai")[0] is base.key_parts("openai")[0]  # type: ignore[index]
+    assert base.model_copy(update={"stop": ["a"]})._members_signature("openai") is None
+    assert base.model_copy(update={"response_schema": schema})._members_signature("openai") is None
