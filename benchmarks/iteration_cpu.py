@@ -23,6 +23,11 @@ every function call by about the same factor, so shares survive it better than a
     python benchmarks/iteration_cpu.py                     # 180 problems, budget 10, strict critics
     python benchmarks/iteration_cpu.py --limit 50 --top 25 # fewer problems, the 25 costliest functions
     python benchmarks/iteration_cpu.py --json               # figures as one JSON line too
+    python benchmarks/iteration_cpu.py --repeat 5           # the replayed run 5 times: its median and all five
+    python benchmarks/iteration_cpu.py --cache              # with the LLM response cache on, as runs are by default
+
+With ``--cache`` every run gets a new response cache (read-write): each request is a miss, a model call
+and a write (the key, the lookup, the stored reply), the work a run with a real model does.
 
 Targets (issue 15): critics <= 0.5 ms and the loop's own code <= 0.15 ms of CPU per iteration.
 Numbers depend on the machine and its load; the script measures, and says whether the targets are met.
@@ -150,7 +155,26 @@ def wrong_plans(limit: int | None, budget: int, offset: int = 0) -> tuple[dict[s
     return script, len(problems)
 
 
-def config(script: dict[str, list[str]], limit: int, budget: int, run_dir: Path) -> ModuloConfig:
+class Replies:
+    """The scripted replies as a function of the request (each problem's replies in order), which the
+    response cache may store: the model of a run with ``--cache``. Every request of such a run is new (no
+    plan repeats), so each one is a cache miss, a call and a write."""
+
+    def __init__(self, script: dict[str, list[str]]) -> None:
+        self.script = script
+        self.sent: dict[str, int] = defaultdict(int)
+
+    def __call__(self, request: Any) -> str:
+        problem = request.tags.get("problem_id", "")
+        index = self.sent[problem]
+        self.sent[problem] = index + 1
+        return self.script[problem][index]
+
+
+def config(
+    script: dict[str, list[str]], limit: int, budget: int, run_dir: Path, cache_dir: Path | None = None
+) -> ModuloConfig:
+    """The run: scripted replies, the response cache off (``cache_dir``: on, read-write, in that folder)."""
     cfg = ModuloConfig()
     cfg.benchmark.name = "travelplanner"
     cfg.benchmark.split = "validation"
@@ -161,8 +185,9 @@ def config(script: dict[str, list[str]], limit: int, budget: int, run_dir: Path)
     cfg.critic_options.mode = "strict"
     cfg.metacontroller.max_iterations = budget
     cfg.llm.name = "scripted"
-    cfg.llm.args = {"replies": script}
-    cfg.cache.mode = "off"
+    cfg.llm.args = {"replies": script} if cache_dir is None else {"fn": Replies(script)}
+    cfg.cache.mode = "off" if cache_dir is None else "read-write"
+    cfg.cache.dir = str(cache_dir) if cache_dir is not None else None
     cfg.run.dir = str(run_dir)
     cfg.run.progress = False
     cfg.run.report = False
@@ -302,11 +327,17 @@ def profiled_threads() -> Iterator[list[cProfile.Profile]]:
 
 
 def one_run(
-    script: dict[str, list[str]], limit: int, budget: int, work: Path, name: str, profile: bool = False
+    script: dict[str, list[str]],
+    limit: int,
+    budget: int,
+    work: Path,
+    name: str,
+    profile: bool = False,
+    cache: bool = False,
 ) -> dict[str, Any]:
     """Build a session (not measured) and run it: wall and process CPU (user, system) of the run, and its
-    profiles."""
-    session = build_session(config(script, limit, budget, work / name))
+    profiles. ``cache``: with the response cache on, a new one for this run (every request a miss)."""
+    session = build_session(config(script, limit, budget, work / name, work / f"{name}-cache" if cache else None))
     with profiled_threads() if profile else nullcontext([]) as profiles:
         t0, w0, m0 = os.times(), time.perf_counter(), time.thread_time()
         result = asyncio.run(run_session(session, RunDir(work / name)))
@@ -336,6 +367,18 @@ def main() -> int:
     ap.add_argument("--dump", type=Path, help="write the merged profile here (pstats format)")
     ap.add_argument("--no-profile", action="store_true", help="no profiled run")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument(
+        "--cache",
+        action="store_true",
+        help="with the LLM response cache on (read-write, a new one per run: every request a miss and a write), "
+        "as a run is by default; the model is then a function of the request (the same replies)",
+    )
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="measure the replayed run this many times (plans of their own each) and report the median run",
+    )
     args = ap.parse_args()
 
     # each run sends plans of its own (offsets a budget apart), so no memo filled by an earlier run serves it
@@ -343,16 +386,23 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="modulo-iteration-cpu-") as tmp:
         work = Path(tmp)
         warm, _ = wrong_plans(min(n, 5), args.budget, offset=3 * args.budget)
-        one_run(warm, min(n, 5), args.budget, work, "warm-up")  # the store, imports, templates
+        one_run(warm, min(n, 5), args.budget, work, "warm-up", cache=args.cache)  # the store, imports, templates
         recorded: Recorded = defaultdict(deque)
         with critic_cpu(recorded) as spent:
-            plain = one_run(script, n, args.budget, work, "plain")
+            plain = one_run(script, n, args.budget, work, "plain", cache=args.cache)
         iterations = plain["iterations"]
         per_iter = 1000 / iterations if iterations else float("nan")
-        other, _ = wrong_plans(n, args.budget, offset=args.budget)
-        with replayed_critics(recorded) as missed, timed_parts() as parts:
-            replay = one_run(other, n, args.budget, work, "replayed")
-        replay_per_iter = 1000 / replay["iterations"] if replay["iterations"] else float("nan")
+        runs = []
+        for r in range(max(1, args.repeat)):  # the first at offset budget, the others past the profiled run's
+            other, _ = wrong_plans(n, args.budget, offset=args.budget * (1 if r == 0 else 3 + r))
+            outcomes: Recorded = defaultdict(deque, {k: deque(v) for k, v in recorded.items()})
+            with replayed_critics(outcomes) as missed, timed_parts() as parts:
+                replay = one_run(other, n, args.budget, work, f"replayed-{r}", cache=args.cache)
+            per = 1000 / replay["iterations"] if replay["iterations"] else float("nan")
+            runs.append((replay["cpu_s"] * per, replay, dict(parts), missed[0], per))
+        runs.sort(key=lambda run: run[0])
+        _, replay, parts, missed_calls, replay_per_iter = runs[len(runs) // 2]  # the median run
+        missed = [missed_calls]
         out: dict[str, Any] = {
             "problems": n,
             "budget": args.budget,
@@ -369,10 +419,12 @@ def main() -> int:
             "replayed_records_ms_per_iteration": round(parts["records"] * replay_per_iter, 4),
             "replayed_summary_ms_per_iteration": round(parts["summary"] * replay_per_iter, 4),
             "replayed_critic_calls_run": missed[0],
+            "replayed_runs_cpu_ms_per_iteration": [round(run[0], 4) for run in runs],
+            "cache": "read-write" if args.cache else "off",
         }
         if not args.no_profile:
             third, _ = wrong_plans(n, args.budget, offset=2 * args.budget)
-            prof_run = one_run(third, n, args.budget, work, "profiled", profile=True)
+            prof_run = one_run(third, n, args.budget, work, "profiled", profile=True, cache=args.cache)
             profiles = prof_run["profiles"]
             stats = pstats.Stats(profiles[0])
             for prof in profiles[1:]:
@@ -392,7 +444,10 @@ def main() -> int:
             if args.top:
                 costliest = sorted(by_function.items(), key=lambda kv: -kv[1])[: args.top]
                 out["top"] = [{"component": c, "function": f, "share": round(v / total, 4)} for (c, f), v in costliest]
-    print(f"{n} TravelPlanner validation problems, budget {args.budget}, strict critics, zero-latency scripted model")
+    print(
+        f"{n} TravelPlanner validation problems, budget {args.budget}, strict critics, zero-latency scripted model, "
+        f"response cache {out['cache']}"
+    )
     print(f"  iterations: {iterations:,}  outcomes: {out['outcomes']}  wall: {out['wall_s']:.2f} s")
     print(
         f"  CPU per iteration (whole process, unprofiled): {out['cpu_ms_per_iteration']:.3f} ms "
@@ -401,10 +456,16 @@ def main() -> int:
     critics_ms = out["critics_ms_per_iteration_thread_time"]
     print(f"  critics' CPU per iteration (thread time in critic calls): {critics_ms:.3f} ms")
     replayed_ms = out["replayed_cpu_ms_per_iteration"]
+    many = len(runs) > 1
     print(
         f"  the loop's own CPU per iteration, measured: {replayed_ms:.3f} ms (whole process, system "
         f"{out['replayed_system_ms_per_iteration']:.3f}, with the critics' outcomes replayed from the run above; "
         f"{missed[0]} critic calls had none and ran)"
+        + (
+            f"; the median of {len(runs)} runs (all: {', '.join(f'{run[0]:.3f}' for run in runs)} ms)"
+            if many
+            else ""
+        )
     )
     records_ms, summary_ms = out["replayed_records_ms_per_iteration"], out["replayed_summary_ms_per_iteration"]
     rest_ms = replayed_ms - records_ms - summary_ms

@@ -117,6 +117,9 @@ class PromptHasher:
         #: long texts seen: (the messages before, the text, its escaped UTF-8 body, the hash state after
         #: ``[<messages before>,{"content":"<body>``)
         self._long: list[tuple[tuple[Message, ...], str, bytes, Any]] = []
+        #: message id -> (the message, the escaped bodies of the long text it starts with and of the rest),
+        #: for the last prompt's messages hashed by resuming (their encoding is joined only if asked for)
+        self._bodies: dict[int, tuple[Message, bytes, bytes]] = {}
 
     def sha(self, messages: Sequence[Message]) -> str:
         digest: str = self.state(messages).hexdigest()
@@ -133,13 +136,15 @@ class PromptHasher:
         h = states[k - 1][1].copy() if k else None
         kept = states[:k]
         pieces = {id(m): self._pieces[id(m)] for m, _ in kept if id(m) in self._pieces} if k else {}
+        bodies = {id(m): self._bodies[id(m)] for m, _ in kept if id(m) in self._bodies} if k else {}
         for i in range(k, len(messages)):
             m = messages[i]
             known = self._pieces.get(id(m))
             piece = known[1] if known is not None and known[0] is m else None  # its encoding, when kept
             resumed = self._resume(messages, i, m) if piece is None else None
             if resumed is not None:
-                h, piece = resumed
+                h, quoted_body, rest = resumed
+                bodies[id(m)] = (m, quoted_body, rest)
             else:
                 if h is None:
                     h = hashlib.sha256(self.head + b"[")
@@ -155,21 +160,47 @@ class PromptHasher:
             h = hashlib.sha256(self.head + b"[")
         h.update(b"]")
         self._pieces = pieces
+        self._bodies = bodies
         self._states = kept
         return h
 
-    def _resume(self, messages: Sequence[Message], i: int, m: Message) -> tuple[Any, None] | None:
-        """The hash state after message ``i``, resumed from the state after a long text it starts with
-        (None when it starts with none); its encoding is not made (None: made if it is ever needed)."""
+    def encoded(self, messages: Sequence[Message]) -> bytes | None:
+        """``messages_bytes(messages)`` for the messages :meth:`state` hashed last (the same objects), joined
+        from what it kept of them (a message hashed by resuming: the escaped long text it starts with and
+        the escaped rest) instead of escaping them again; None for other messages."""
+        states = self._states
+        if len(messages) != len(states) or not all(map(operator.is_, messages, (m for m, _ in states))):
+            return None
+        chunks: list[bytes] = [b"["]  # joined once
+        for i, m in enumerate(messages):
+            if i:
+                chunks.append(b",")
+            known = self._pieces.get(id(m))
+            piece = known[1] if known is not None and known[0] is m else None
+            if piece is not None:
+                chunks.append(piece)
+                continue
+            parts = self._bodies.get(id(m))
+            if parts is None or parts[0] is not m:
+                return None
+            chunks += (CONTENT_START, parts[1], parts[2], message_end(m.role))
+        chunks.append(b"]")
+        return b"".join(chunks)
+
+    def _resume(self, messages: Sequence[Message], i: int, m: Message) -> tuple[Any, bytes, bytes] | None:
+        """The hash state after message ``i``, resumed from the state after a long text it starts with, and
+        the escaped bodies of that text and of the rest (None when it starts with none); its encoding is
+        not made (:meth:`encoded` joins it if asked)."""
         if not plain(m) or len(m.content) < QUOTED_CHARS:
             return None
         text = m.content
-        for before, quoted, _body, state in self._long:
+        for before, quoted, body, state in self._long:
             if len(before) == i and text.startswith(quoted) and all(map(operator.is_, before, messages)):
                 h = state.copy()
-                feed(h, escaped(text[len(quoted) :]))
+                rest = escaped(text[len(quoted) :])
+                feed(h, rest)
                 h.update(message_end(m.role))
-                return h, None
+                return h, body, rest
         return None
 
     def _encode(self, messages: Sequence[Message], i: int, m: Message, h: Any) -> bytes:

@@ -105,6 +105,10 @@ class LLMRequest(BaseModel):
         None when a message is not a plain :class:`Message` (then the whole is encoded as JSON)."""
         if not all(map(plain, self.messages)):
             return None
+        return self._kept_parts(backend)
+
+    def _kept_parts(self, backend: str | None) -> tuple[bytes, bytes]:
+        """:meth:`_members_parts`, made once for requests alike but for their messages and tags."""
         signature = self._members_signature(backend)
         if signature is not None:
             known = _KEY_PARTS.get(signature)
@@ -117,7 +121,7 @@ class LLMRequest(BaseModel):
             _KEY_PARTS[signature] = (*parts, self.response_schema)
         return parts
 
-    def _members_signature(self, backend: str) -> tuple[Any, ...] | None:
+    def _members_signature(self, backend: str | None) -> tuple[Any, ...] | None:
         """What :meth:`key_parts` makes its text of, besides the messages, as a dict key: the backend, the
         schema (a :class:`~modulo.canonical.FrozenObject`, by identity), and every other member as its type
         and ``repr`` (which tell apart what JSON writes apart: 1 and 1.0 and True, 0.0 and -0.0). None for a
@@ -135,12 +139,30 @@ class LLMRequest(BaseModel):
             signature.append((kind, repr(value)))
         return tuple(signature)
 
-    def _members_parts(self, backend: str) -> tuple[bytes, bytes]:
-        exclude = {"tags", "messages"} | {name for name in ("tools", "turns", "draw") if not getattr(self, name)}
+    def stored_json(self, messages_json: bytes | None = None) -> str:
+        """``canonical_json(self.model_dump(mode="json", exclude={"tags"}))``: the request as the response cache
+        stores it, with its messages (most of it) written by :mod:`modulo.canonical` (the standard encoder
+        escapes a text holding one non-ASCII character character by character: ~150 us for a TravelPlanner
+        prompt), or given: ``messages_json``, their list's canonical JSON in UTF-8 (as the client's keys
+        made it)."""
+        if not all(map(plain, self.messages)):
+            return canonical_json(self.model_dump(mode="json", exclude={"tags"}))
+        head, tail = self._kept_parts(None)
+        body = messages_json if messages_json is not None else messages_bytes(self.messages)
+        return b"".join((head, body, tail)).decode()
+
+    def _members_parts(self, backend: str | None) -> tuple[bytes, bytes]:
+        """The request's canonical JSON before and after its messages' list: with ``backend``, the text
+        :meth:`key` hashes (tools, turns and draw only when set); without, every field (:meth:`stored_json`)."""
+        exclude = {"tags", "messages"}
+        if backend is not None:
+            exclude |= {name for name in ("tools", "turns", "draw") if not getattr(self, name)}
         schema = self.response_schema
         if type(schema) is FrozenObject:  # its canonical JSON, made once (the text below would make)
             exclude.add("response_schema")
-        payload = {"backend": backend, **self.model_dump(mode="json", exclude=exclude)}
+        payload = self.model_dump(mode="json", exclude=exclude)
+        if backend is not None:
+            payload["backend"] = backend
         texts = {name: canonical_json(value) for name, value in payload.items()}
         if type(schema) is FrozenObject:
             texts["response_schema"] = schema.canonical

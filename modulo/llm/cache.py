@@ -21,7 +21,6 @@ from typing import Any, Literal
 from ..errors import ConfigError
 from ..redact import redact
 from ..settings import cache_dir as default_cache_dir
-from ..types import canonical_json
 from .base import LLMRequest
 
 CacheMode = Literal["off", "read-write", "read-only"]
@@ -124,10 +123,13 @@ class ResponseCache:
         input_tokens: int,
         output_tokens: int,
         tool_calls: str | None = None,
+        messages_json: bytes | None = None,
     ) -> None:
+        """Store a reply (the first writer of a key wins). ``messages_json``: the request's messages as
+        :meth:`LLMRequest.stored_json` would write them, when the caller has them at hand."""
         if self.readonly or self._conn is None:
             raise ConfigError("the LLM response cache was opened read-only")
-        payload = redact(canonical_json(request.model_dump(mode="json", exclude={"tags"})))
+        payload = redact(request.stored_json(messages_json))
         text = redact(text)  # the client scrubbed it already; the cache is a writer all the same
         with self._lock:
             self._conn.execute(

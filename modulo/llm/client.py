@@ -159,6 +159,13 @@ class RequestKeys:
         digest: str = h.hexdigest()
         return digest
 
+    def messages_json(self, request: LLMRequest, backend: str) -> bytes | None:
+        """The canonical JSON (UTF-8) of the messages of a request just keyed, joined from the escaped pieces
+        its key was hashed from (what the response cache stores them as); None when they are not at hand."""
+        parts = request.key_parts(backend)
+        hasher = self._hashers.get((request.tags.get("problem_id", ""), parts[0])) if parts is not None else None
+        return hasher.encoded(request.messages) if hasher is not None else None
+
 
 class LLMClient:
     """Cache, limits, retries and accounting around one backend. See the module docstring."""
@@ -411,6 +418,7 @@ class LLMClient:
                     key,
                     backend=self.backend_name,
                     request=request,
+                    messages_json=self._keys.messages_json(request, self.cache_id),
                     text=response.text,
                     model=model,
                     finish_reason=response.finish_reason,
