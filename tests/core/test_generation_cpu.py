@@ -212,35 +212,3 @@ def test_a_requests_members_are_written_once_per_run_and_every_key_is_still_its_
     assert again.key_parts("openai")[0] is base.key_parts("openai")[0]  # type: ignore[index]
     assert base.model_copy(update={"stop": ["a"]})._members_signature("openai") is None
     assert base.model_copy(update={"response_schema": schema})._members_signature("openai") is None
-
-
-def test_the_cache_stores_a_request_as_its_canonical_json_from_the_pieces_its_key_was_hashed_from() -> None:
-    """The response cache stores each request as its canonical JSON (tags left out): the messages are joined
-    from the escaped pieces the client's key was hashed from (a backprompt: the request it quotes, escaped
-    once, and the rest), byte for byte the whole text's; messages not keyed last are written whole."""
-    from modulo.canonical import frozen_object, messages_bytes
-    from modulo.llm.base import LLMRequest
-    from modulo.llm.client import RequestKeys
-    from modulo.types import Message
-
-    system = Message(role="system", content="You plan trips.")
-    schema = frozen_object({"type": "array", "é": [1.0, None]})
-    keys = RequestKeys()
-    for round_ in range(4):
-        for p in ("p1", "p2"):
-            request_text = f'Plan a trip for {p} é "north"\n' + "day \u2028 " * 700
-            first = Message(role="user", content=request_text)
-            if round_ == 0:
-                messages: tuple[Message, ...] = (system, first)
-            else:
-                feedback = f'\n\nYour plan {round_} failed: "x"\t\x01 é\n' + "y" * 40 * round_
-                messages = (system, Message(role="user", content=request_text + feedback))
-            req = LLMRequest(messages=messages, model="m", response_schema=schema, tags={"problem_id": p})
-            keys.key(req, "openai")
-            joined = keys.messages_json(req, "openai")
-            assert joined == messages_bytes(messages)
-            stored = canonical_json(req.model_dump(mode="json", exclude={"tags"}))
-            assert req.stored_json(joined) == req.stored_json() == stored
-            other = req.model_copy(update={"messages": (*messages, Message(role="assistant", content="x"))})
-            assert keys.messages_json(other, "openai") is None  # not the messages keyed last
-            assert other.stored_json() == canonical_json(other.model_dump(mode="json", exclude={"tags"}))

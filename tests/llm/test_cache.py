@@ -241,10 +241,13 @@ def test_the_key_is_the_sha_of_the_requests_canonical_json() -> None:
 def test_keys_by_the_parts_that_changed_are_the_whole_keys() -> None:
     """The client hashes each problem's requests by the parts that changed since its last one (a backprompt
     resumes after the request it starts with): every key is the request's own, problems interleaved, a
-    request that changed the members before the messages included, and with few problems remembered."""
+    request that changed the members before the messages included, and with few problems remembered. The
+    cache stores each request as its canonical JSON (tags left out), its messages joined from the escaped
+    pieces the key was hashed from: byte for byte the whole text's."""
+    from modulo.canonical import messages_bytes
     from modulo.llm.base import LLMRequest
     from modulo.llm.client import RequestKeys
-    from modulo.types import Message
+    from modulo.types import Message, canonical_json
 
     system = Message(role="system", content="You plan trips.")
     for size in (128, 1):
@@ -261,6 +264,12 @@ def test_keys_by_the_parts_that_changed_are_the_whole_keys() -> None:
                 for draw in (0, round_ % 2):
                     req = LLMRequest(messages=messages, model="m", draw=draw, tags={"problem_id": p})
                     assert keys.key(req, "openai") == req.key("openai")
+                    joined = keys.messages_json(req, "openai")
+                    assert joined == messages_bytes(messages)  # right after its key: at hand
+                    stored = canonical_json(req.model_dump(mode="json", exclude={"tags"}))
+                    assert req.stored_json(joined) == req.stored_json() == stored
+                    longer = req.model_copy(update={"messages": (*messages, system)})
+                    assert keys.messages_json(longer, "openai") is None  # not the messages keyed last
 
 
 def test_a_read_only_schema_keys_the_request_as_its_dict_does_and_every_change_changes_it() -> None:
