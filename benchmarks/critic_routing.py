@@ -10,6 +10,14 @@ median of five rounds; steadier on a loaded machine than the whole loop's figure
 
     python benchmarks/critic_routing.py                  # 20,000 iterations
     python benchmarks/critic_routing.py --no-inline      # metacontroller.inline_critics=false
+    python benchmarks/critic_routing.py --heavy          # the 13 TravelPlanner critics in a worker process
+
+With ``--heavy`` the 13 TravelPlanner critics run for real in one worker process (``metacontroller.heavy``,
+started before the clock) on the plans ``loop_overhead.py --benchmark travelplanner`` sends: every
+problem's 10 plans, problem after problem (each problem sent to the worker once, then named by its key;
+each new verdict parsed, a repeated one named by its number). The figure is then the CPU of the event
+loop's process alone per iteration: the request's encoding and send, the replies' reads and parsing, the
+format critic (a stand-in) and the loop's bookkeeping; the critics' own work is the worker's.
 """
 
 from __future__ import annotations
@@ -56,8 +64,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--iterations", type=int, default=20_000)
     ap.add_argument("--no-inline", action="store_true", help="every critic in the worker thread")
+    ap.add_argument("--heavy", action="store_true", help="the TravelPlanner critics in a worker process")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    if args.heavy:
+        return heavy(args.json)
 
     script, _ = wrong_plans(1, 1)
     with tempfile.TemporaryDirectory(prefix="modulo-critic-routing-") as tmp:
@@ -104,6 +115,45 @@ def main() -> int:
         f"(median of {rounds} rounds; least {out['us_per_iteration_min']:.1f} us)"
     )
     if args.json:
+        print(json.dumps(out))
+    return 0
+
+
+def heavy(as_json: bool, budget: int = 10) -> int:
+    """The routing of a plan's critics to a worker process and back: the event loop's process CPU per plan."""
+    from critics.travelplanner.critics import ALL_CRITICS
+
+    script, n = wrong_plans(None, budget)
+    with tempfile.TemporaryDirectory(prefix="modulo-critic-routing-") as tmp:
+        cfg = config(script, n, budget, Path(tmp) / "run")
+        cfg.metacontroller.heavy = list(ALL_CRITICS)
+        cfg.metacontroller.heavy_workers = 1
+        session = build_session(cfg)
+    loop = session.loop
+    executor: Any = loop.executor
+    loop.critics = [c if executor.aside(c) else stand_in(c) for c in loop.critics]
+    problems = [p.planner_view() for p in loop.benchmark.load("validation") if p.id in script]
+    plans = [(p, canonical_json(json.loads(reply))) for p in problems for reply in script[p.id]]
+
+    async def run() -> tuple[float, float]:
+        executor.warm(1)
+        await loop._critique(problems[0], FrozenPlan(plans[0][1]), None)
+        t0, w0 = time.process_time(), time.perf_counter()
+        for problem, text in plans:
+            verdicts, gated = await loop._critique(problem, FrozenPlan(text), None)
+            assert len(verdicts) == len(loop.critics) and not gated
+            assert not any(v.error for v in verdicts), [v.error for v in verdicts if v.error]
+        return (time.process_time() - t0) / len(plans) * 1e6, (time.perf_counter() - w0) / len(plans) * 1e6
+
+    try:
+        cpu, wall = asyncio.run(run())
+    finally:
+        executor.close()
+    out = {"plans": len(plans), "main_process_cpu_us_per_plan": round(cpu, 1), "wall_us_per_plan": round(wall, 1)}
+    print(f"TravelPlanner's critics in one worker process, {len(plans):,} plans ({n} problems, {budget} each)")
+    print(f"  the event loop's process CPU per plan: {cpu:.0f} us")
+    print(f"  wall per plan (the worker's work in it): {wall:.0f} us")
+    if as_json:
         print(json.dumps(out))
     return 0
 
