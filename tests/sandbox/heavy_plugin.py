@@ -43,10 +43,16 @@ def heavy_hang(problem: Problem, plan: Any) -> Verdict:
     return Verdict.ok()
 
 
+@critic("heavy_slow", heavy=True, description="takes a second, then passes")
+def heavy_slow(problem: Problem, plan: Any) -> Verdict:
+    time.sleep(1.0)
+    return Verdict.ok()
+
+
 @critic("heavy_thread", heavy="thread", description="a GIL-releasing critic: runs in its own thread")
 def heavy_thread(problem: Problem, plan: Any) -> Verdict:
     return Verdict.ok(pid=os.getpid())
 
 
-for _factory in (heavy_count, heavy_raise, heavy_exit, heavy_mutate, heavy_hang, heavy_thread):
+for _factory in (heavy_count, heavy_raise, heavy_exit, heavy_mutate, heavy_hang, heavy_slow, heavy_thread):
     components.critics.register(_factory.name, _factory, replace=True)

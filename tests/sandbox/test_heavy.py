@@ -22,7 +22,7 @@ from . import heavy_plugin
 pytestmark = pytest.mark.slow  # worker processes start (seconds on a loaded machine)
 
 BENCH = "synth/tasks"
-NAMES = ["heavy_count", "heavy_raise", "heavy_exit", "heavy_mutate", "heavy_hang", "heavy_thread"]
+NAMES = ["heavy_count", "heavy_raise", "heavy_exit", "heavy_mutate", "heavy_hang", "heavy_slow", "heavy_thread"]
 
 
 @pytest.fixture(scope="module")
@@ -113,6 +113,17 @@ def test_a_hanging_heavy_critic_is_killed_at_its_deadline_and_the_rest_go_on(
     assert isinstance(outcomes[0], Verdict) and isinstance(outcomes[2], Verdict) and outcomes[2].passed
 
 
+def test_a_critic_slower_than_an_earlier_ones_deadline_is_no_timeout_of_either(
+    executor: HeavyExecutor, critics: dict[str, Any], bench: Any
+) -> None:
+    """The worker holds the quick critic's reply while the slow one runs, past the quick one's deadline: the
+    parent cannot tell them apart then, so the two run again with a reply each, and both verdicts stand."""
+    problem = bench.select("generated", limit=1)[0]
+    chosen = [critics["heavy_count"], critics["heavy_slow"], critics["heavy_count"]]
+    outcomes = asyncio.run(executor.run_all(chosen, problem, FrozenPlan.of([1]), [0.5, 10.0, 0.5]))
+    assert all(isinstance(o, Verdict) and o.passed for o in outcomes), outcomes
+
+
 def test_stop_ends_a_heavy_batch_at_the_first_error(
     executor: HeavyExecutor, critics: dict[str, Any], bench: Any
 ) -> None:
@@ -157,9 +168,7 @@ def test_a_run_sends_declared_heavy_critics_to_workers_and_records_it(tmp_path: 
     assert pooled == run("none", "in-process")
 
 
-def test_a_batch_cancelled_while_its_worker_starts_gives_the_worker_back(
-    critics: dict[str, Any], bench: Any
-) -> None:
+def test_a_batch_cancelled_while_its_worker_starts_gives_the_worker_back(critics: dict[str, Any], bench: Any) -> None:
     """Ctrl-C (or a stopped run) while a worker is being started in a thread: the worker, once up, goes
     back to the pool (with one worker allowed, a lost one would leave every later batch waiting forever)."""
     problem = bench.select("generated", limit=1)[0]
