@@ -39,7 +39,7 @@ from .build import Session
 from .metacontroller import RunAborted, RunBudget, best_iteration
 from .problems import Spool
 from .runs import RunDir, error_digest, latest_records
-from .types import IterationRecord, Outcome, PlanJSON, Problem, ProblemResult, ProblemUpdate, Usage
+from .types import IterationRecord, Judgement, Outcome, PlanJSON, Problem, ProblemResult, ProblemUpdate, Usage
 from .users import in_force
 
 ProgressFn = Callable[["RunState"], None]
@@ -101,9 +101,11 @@ class Finished:
         best_passed_by: tuple[str, ...] = ()
         first_passed_by: tuple[str, ...] = ()
         if judged_here and result.iterations:
+            # the first plan is mostly the first iteration's (judged above), the delivered plan mostly the first
+            first_judged = judged if first is result.iterations[0] else _judged(first, final)
+            first_passed_by = _passed_by(first_judged)
             best = _at(result.iterations, result.best_iteration)
-            best_passed_by = _passed_by(best, final)
-            first_passed_by = best_passed_by if first is best else _passed_by(first, final)
+            best_passed_by = first_passed_by if best is first else _passed_by(_judged(best, final))
         return cls(
             problem_id=result.problem_id,
             outcome=result.outcome,
@@ -136,10 +138,13 @@ def _at(iterations: list[IterationRecord], index: int | None) -> IterationRecord
     return None
 
 
-def _passed_by(it: IterationRecord | None, version: int) -> tuple[str, ...]:
-    """The critics whose verdict on ``it``'s plan, judged against version ``version`` of the problem, passed
-    it (applicable, no error)."""
-    judged = it.judged_at(version) if it is not None else None
+def _judged(it: IterationRecord | None, version: int) -> Judgement | None:
+    """``it``'s plan's judgement against version ``version`` of the problem (None: none)."""
+    return it.judged_at(version) if it is not None else None
+
+
+def _passed_by(judged: Judgement | None) -> tuple[str, ...]:
+    """The critics whose verdict in ``judged`` passed the plan (applicable, no error)."""
     if judged is None:
         return ()
     return tuple(v.critic for v in judged.verdicts if v.passed and v.applicable and v.error is None)
