@@ -153,13 +153,24 @@ N = TypeVar("N", bound=_Named)
 T = TypeVar("T")
 
 
-def _by_name(row: type[N], table: str, *, exact: bool) -> Callable[[Store, str, str], tuple[N, ...]]:
+def _by_name(
+    row: type[N], table: str, *, exact: bool, alone: bool = False
+) -> Callable[[Store, str, str], tuple[N, ...]]:
     """A :class:`Store` lookup ``(name, city)``: the rows of ``table`` in the city whose name contains
     ``name`` (the official matching) or, ``exact``, equals it once stripped (the strict matching, a part
     of the official one), in table order. Memoised: a dozen checks look up the same entries of a plan in
-    every iteration."""
+    every iteration. The city's rows are read (and kept) and the name matched over them, except with
+    ``alone`` while the city's rows have not been read: then SQLite reads the rows whose name contains
+    ``name`` (``instr``: the same substrings as Python's ``in`` in the text it is given) and any whose name
+    is not text (on which the match below fails as it would over the city's rows), and the name is matched
+    over those. A plan names one accommodation of a city, and the official evaluation on its own (``modulo
+    evaluate``, or a run's end where no critic read the city) need not read the city's tens of listings."""
 
     tag = "exact" if exact else "match"
+    alone_sql = (
+        f"SELECT {_COLUMNS[table]} FROM {table} WHERE city = ? AND (instr(name, ?) > 0 OR typeof(name) != 'text') "
+        "ORDER BY id"
+    )
 
     def lookup(self: Store, name: str, city: str) -> tuple[N, ...]:
         key = (tag, table, name, city)
@@ -168,12 +179,33 @@ def _by_name(row: type[N], table: str, *, exact: bool) -> Callable[[Store, str, 
             return found  # type: ignore[no-any-return]
 
         def compute() -> tuple[N, ...]:
-            rows = self._select(row, table, "city = ?", city)
+            read = (table, _CITY, city) in self._memo
+            if alone and not read and _text(name) and _text(city):
+                rows = tuple(row(*r) for r in self._query(alone_sql, (city, name)))
+            else:
+                rows = self._select(row, table, _CITY, city)
             return tuple(r for r in rows if name in r.name and (not exact or r.name.strip() == name))
 
         return self._memoised(key, compute)  # type: ignore[no-any-return]
 
     return lookup
+
+
+#: the city tables' key: every row of a city
+_CITY = "city = ?"
+
+
+def _text(value: object) -> bool:
+    """Whether ``value`` is text SQLite is given as it is (a ``str`` without lone surrogates)."""
+    if type(value) is not str:
+        return False
+    if value.isascii():
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -499,18 +531,18 @@ class Store:
 
     # -- city tables -----------------------------------------------------------------------------
     def restaurants_in(self, city: str) -> tuple[Restaurant, ...]:
-        return self._select(Restaurant, "restaurants", "city = ?", city)
+        return self._select(Restaurant, "restaurants", _CITY, city)
 
     def accommodations_in(self, city: str) -> tuple[Accommodation, ...]:
-        return self._select(Accommodation, "accommodations", "city = ?", city)
+        return self._select(Accommodation, "accommodations", _CITY, city)
 
     def attractions_in(self, city: str) -> tuple[Attraction, ...]:
-        return self._select(Attraction, "attractions", "city = ?", city)
+        return self._select(Attraction, "attractions", _CITY, city)
 
     # official matching: the row's name *contains* the given name (case-sensitive), the city is equal;
     # strict matching: the whole (stripped) name is equal, the city is equal
     match_restaurants = _by_name(Restaurant, "restaurants", exact=False)
-    match_accommodations = _by_name(Accommodation, "accommodations", exact=False)
+    match_accommodations = _by_name(Accommodation, "accommodations", exact=False, alone=True)
     match_attractions = _by_name(Attraction, "attractions", exact=False)
     exact_restaurants = _by_name(Restaurant, "restaurants", exact=True)
     exact_accommodations = _by_name(Accommodation, "accommodations", exact=True)

@@ -191,3 +191,48 @@ def test_store_rebuilds_when_a_source_changes(tp_dir: Path, tmp_path: Path) -> N
     assert rebuilt.fingerprint != before and rebuilt.flights_by_number("F9999999")
     with sqlite3.connect(store_path(sources, tmp_path / "cache")) as db:
         assert db.execute("SELECT COUNT(*) FROM flights").fetchone()[0] == 3180
+
+
+def _probes(names: list[str]) -> list[str]:
+    """Names to look up: whole names, parts of them, other cases and spaces, and names of no listing."""
+    out = ["", " ", "Nowhere Inn", "é", "\x00"]
+    for name in names:
+        out += [name, name[:5], name[-4:], name[2:9], name.upper(), f" {name}", f"{name} ", name.strip()]
+    return out
+
+
+def test_an_official_accommodation_looked_up_alone_is_the_one_found_in_its_citys_rows(store: Store) -> None:
+    """With its city's rows not read, an official accommodation match is read by itself from SQLite (instr):
+    the same rows, in the same order, as the match over the city's rows, for any name."""
+    alone, read = Store(store.path), Store(store.path)
+    cities = [city for (city,) in alone._query("SELECT DISTINCT city FROM accommodations ORDER BY city", ())]
+    assert len(cities) > 100
+    for city in [*cities, "Atlantis", "é-ville"]:
+        rows = read.accommodations_in(city)  # read's lookups go over the city's rows
+        for name in _probes([r.name for r in rows[:6]]):
+            assert alone.match_accommodations(name, city) == read.match_accommodations(name, city), (name, city)
+            assert ("accommodations", "city = ?", city) not in alone._memo  # alone read no city's rows
+    lone = "\ud800"  # not text SQLite is given: the city's rows are read
+    assert (
+        alone.match_accommodations(lone, cities[0]) == () and ("accommodations", "city = ?", cities[0]) in alone._memo
+    )
+
+
+def test_a_name_that_is_not_text_fails_the_match_alone_as_over_its_citys_rows(store: Store, tmp_path: Path) -> None:
+    """(The official tables hold text names only; a store that did not would fail alike both ways.)"""
+    copy = tmp_path / "store.sqlite"
+    shutil.copy(store.path, copy)
+    with sqlite3.connect(copy) as db:
+        (city,) = db.execute("SELECT city FROM accommodations ORDER BY id LIMIT 1").fetchone()
+        db.execute(
+            "UPDATE accommodations SET name = NULL WHERE id = (SELECT max(id) FROM accommodations WHERE city = ?)",
+            (city,),
+        )
+    alone, read = Store(copy), Store(copy)
+    read.accommodations_in(city)
+    errors = []
+    for st in (alone, read):
+        with pytest.raises(TypeError) as caught:
+            st.match_accommodations("Nowhere Inn", city)
+        errors.append(str(caught.value))
+    assert errors[0] == errors[1]
