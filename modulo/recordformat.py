@@ -25,8 +25,9 @@ References
     written as format 1 writes it, all of them, in the same order.
 
 :func:`encode_record` writes format 2 (the line built by hand of the record's objects, encoded
-once); :func:`expand_record` turns a parsed line of either format into the dict of format 1, which
-:class:`~modulo.types.ProblemResult` validation does itself (so ``ProblemResult.model_validate_json(line)``
+once; :func:`record_pieces` gives it in pieces, for ``os.writev``); :func:`expand_record` turns a parsed
+line of either format into the dict of format 1, which :class:`~modulo.types.ProblemResult` validation
+does itself (so ``ProblemResult.model_validate_json(line)``
 reads both formats and gives the same object for a record written in either). ``modulo export RUN_DIR
 --format records`` writes a run's records expanded, one format-1 line each, for jq and other tools.
 """
@@ -65,14 +66,21 @@ class RecordFormatError(RunError):
     """A record line of a format newer than this modulo reads (not a damaged line: upgrade to read it)."""
 
 
+#: "not seen yet" (None is a text field's value)
+_UNSEEN: Any = object()
+
+
 class _TextTable:
     """The texts of one record being written: each distinct text once, in order of first use.
 
-    Texts are found again by a cheap key (length and ends) and compared whole, never hashed whole: a
-    record's texts are fresh strings, and hashing each 20 KB prompt would cost more than the rest of the
-    encoding."""
+    A text object met again (a prompt's content is the previous iteration's backprompt, a call's reply
+    is the iteration's ``raw_reply``, a call sends the prompt's very messages) is found by identity: the
+    record holds every text while it is encoded, so no identity is reused meanwhile. A new object is
+    found again by a cheap key (length and ends) and compared whole, never hashed whole: a record's
+    texts are fresh strings, and hashing each 20 KB prompt would cost more than the rest of the encoding.
+    """
 
-    __slots__ = ("entries", "keys", "prefixes", "scrub", "texts")
+    __slots__ = ("entries", "keys", "known", "prefixes", "scrub", "texts")
 
     def __init__(self, scrub: Callable[[str], str] | None) -> None:
         self.entries: list[str | list[Any]] = []
@@ -80,13 +88,20 @@ class _TextTable:
         self.texts: list[str] = []
         self.keys: dict[tuple[int, str, str], list[int]] = {}
         #: the entries long enough to be another text's prefix, by their first characters (a text's
-        #: prefixes all start as it does)
+        #: prefixes all start as it does), in order of first use
         self.prefixes: dict[str, list[int]] = {}
+        #: what :meth:`ref` gave for each text object met (by identity)
+        self.known: dict[int, str | int | None] = {id(None): None}
         self.scrub = scrub
 
     def ref(self, text: str | None) -> str | int | None:
-        if text is None:
-            return None
+        """What a field holding ``text`` holds in the line: an entry's index, or the (short) text itself."""
+        done = self.known.get(id(text), _UNSEEN)
+        if done is _UNSEEN:
+            done = self.known[id(text)] = self._new(text)  # type: ignore[arg-type]
+        return done  # type: ignore[no-any-return]
+
+    def _new(self, text: str) -> str | int:
         if self.scrub is not None:
             # each whole text before it is shared: a secret is never split between a prefix and its suffix
             text = self.scrub(text)
@@ -96,19 +111,25 @@ class _TextTable:
         start = text[:16]
         same = self.keys.setdefault((len(text), start, text[-16:]), [])
         for at in same:
-            if texts[at] is text or texts[at] == text:
+            if texts[at] == text:
                 return at
         at = len(self.entries)
-        base = -1
-        for earlier in self.prefixes.get(start, ()):
-            if (base < 0 or len(texts[earlier]) > len(texts[base])) and text.startswith(texts[earlier]):
-                base = earlier
+        base = self._longest_prefix(text, start)
         self.entries.append(text if base < 0 else [base, text[len(texts[base]) :]])
         self.texts.append(text)
         same.append(at)
         if len(text) >= MIN_SHARED_PREFIX:
             self.prefixes.setdefault(start, []).append(at)
         return at
+
+    def _longest_prefix(self, text: str, start: str) -> int:
+        """The longest entry ``text`` starts with (-1: none)."""
+        texts = self.texts
+        best = -1
+        for at in self.prefixes.get(start, ()):
+            if (best < 0 or len(texts[at]) > len(texts[best])) and text.startswith(texts[at]):
+                best = at
+        return best
 
 
 class _VerdictTable:
@@ -120,28 +141,33 @@ class _VerdictTable:
     found by identity, not encoded again: the record holds every verdict while it is encoded, so no
     identity is reused meanwhile."""
 
-    __slots__ = ("by_id", "entries", "index")
+    __slots__ = ("by_id", "by_length", "entries")
 
     def __init__(self) -> None:
         #: the JSON of each entry, in order of first use
         self.entries: list[bytes] = []
-        self.index: dict[bytes, int] = {}
+        #: the entries of each length (a new encoding is compared with these, never hashed whole)
+        self.by_length: dict[int, list[int]] = {}
         self.by_id: dict[int, int] = {}
 
-    def ref(self, verdict: Verdict) -> int:
-        at = self.by_id.get(id(verdict))
-        if at is None:
-            data = verdict.__pydantic_serializer__.to_json(verdict)
-            at = self.index.get(data)
-            if at is None:
-                at = self.index[data] = len(self.entries)
-                self.entries.append(data)
-            self.by_id[id(verdict)] = at
-        return at
+    def refs(self, verdicts: list[Verdict]) -> list[int]:
+        """The entry of each verdict, in order."""
+        by_id = self.by_id
+        return [by_id[key] if (key := id(v)) in by_id else self._new(v) for v in verdicts]
 
-    def json(self) -> bytes:
-        """The table as a JSON list (its entries as they were encoded)."""
-        return b"[" + b",".join(self.entries) + b"]"
+    def _new(self, verdict: Verdict) -> int:
+        data = verdict.__pydantic_serializer__.to_json(verdict)
+        entries = self.entries
+        same = self.by_length.setdefault(len(data), [])
+        for at in same:
+            if entries[at] == data:
+                break
+        else:
+            at = len(entries)
+            entries.append(data)
+            same.append(at)
+        self.by_id[id(verdict)] = at
+        return at
 
 
 def _fields(model: BaseModel) -> dict[str, Any]:
@@ -158,42 +184,69 @@ def _field_names(model: type[BaseModel]) -> tuple[str, ...]:
     return tuple(model.model_fields)
 
 
-def _messages(messages: list[Message], texts: _TextTable) -> list[dict[str, Any]]:
-    return [{**_fields(m), "content": texts.ref(m.content)} for m in messages]
+class _Encoder:
+    """One record's line being built: its tables, and each message met (by identity: a call sends the
+    prompt's very messages) built once."""
 
+    __slots__ = ("messages", "texts", "verdicts")
 
-def _iteration(it: IterationRecord, texts: _TextTable, verdicts: _VerdictTable) -> dict[str, Any]:
-    out = _fields(it)
-    out["prompt"] = _messages(it.prompt, texts)
-    out["raw_reply"] = texts.ref(it.raw_reply)
-    out["backprompt"] = texts.ref(it.backprompt)
-    out["verdicts"] = [verdicts.ref(v) for v in it.verdicts]
-    calls = []
-    for call in it.calls:
-        fields = _fields(call)
-        fields["messages"] = _messages(call.messages, texts)
-        fields["reply"] = texts.ref(call.reply)
-        calls.append(fields)
-    out["calls"] = calls
-    return out
+    def __init__(self, scrub: Callable[[str], str] | None) -> None:
+        self.texts = _TextTable(scrub)
+        self.verdicts = _VerdictTable()
+        self.messages: dict[int, dict[str, Any]] = {}
+
+    def message_list(self, messages: list[Message]) -> list[dict[str, Any]]:
+        known = self.messages
+        return [known[key] if (key := id(m)) in known else self._message(m) for m in messages]
+
+    def _message(self, m: Message) -> dict[str, Any]:
+        out = self.messages[id(m)] = _fields(m)
+        out["content"] = self.texts.ref(m.content)
+        return out
+
+    def iteration(self, it: IterationRecord) -> dict[str, Any]:
+        ref = self.texts.ref
+        out = _fields(it)
+        out["prompt"] = self.message_list(it.prompt)
+        out["raw_reply"] = ref(it.raw_reply)
+        out["backprompt"] = ref(it.backprompt)
+        out["verdicts"] = self.verdicts.refs(it.verdicts)
+        calls = []
+        for call in it.calls:
+            fields = _fields(call)
+            fields["messages"] = self.message_list(call.messages)
+            fields["reply"] = ref(call.reply)
+            calls.append(fields)
+        out["calls"] = calls
+        return out
 
 
 def encode_record(result: ProblemResult, scrub: Callable[[str], str] | None = None) -> bytes:
-    """``result`` as one line of format :data:`RECORD_FORMAT` (UTF-8 JSON, no newline).
+    """``result`` as one line of format :data:`RECORD_FORMAT` (UTF-8 JSON, no newline): the pieces of
+    :func:`record_pieces`, joined."""
+    return b"".join(record_pieces(result, scrub))
+
+
+#: what the line holds between the record's JSON (less its closing brace) and the verdict table's entries
+_VERDICT_TABLE_START = b',"' + VERDICT_TABLE.encode() + b'":['
+
+
+def record_pieces(result: ProblemResult, scrub: Callable[[str], str] | None = None) -> list[bytes | memoryview]:
+    """``result``'s line of format :data:`RECORD_FORMAT`, in pieces that join into it (a writer hands them
+    to ``os.writev`` as they are: the line is never copied into one buffer).
 
     The line is built of the record's own objects (each model below an iteration, and each distinct
     verdict, is encoded by its pydantic serialiser) and encoded once. ``scrub`` (the writer's
     redaction) is applied to each shared text whole, before it is shared; the caller still scrubs the
     line for everything else."""
-    texts = _TextTable(scrub)
-    verdicts = _VerdictTable()
+    encoder = _Encoder(scrub)
     line = {"problem_id": result.problem_id, FORMAT_KEY: RECORD_FORMAT, **_fields(result)}
-    line["iterations"] = [_iteration(it, texts, verdicts) for it in result.iterations]
-    line[TEXT_TABLE] = texts.entries
+    line["iterations"] = [encoder.iteration(it) for it in result.iterations]
+    line[TEXT_TABLE] = encoder.texts.entries
     # null for NaN and infinities, as model_dump_json writes them (format 1), so that the line stays JSON;
-    # the verdict table, last, is spliced in as its entries were encoded (each once, when it was compared)
+    # the verdict table, last, follows as its entries were encoded (each once, when it was compared)
     head = pydantic_core.to_json(line, inf_nan_mode="null")
-    return b"".join((head[:-1], b',"', VERDICT_TABLE.encode(), b'":', verdicts.json(), b"}"))
+    return [memoryview(head)[:-1], _VERDICT_TABLE_START, b",".join(encoder.verdicts.entries), b"]}"]
 
 
 def record_format(data: dict[str, Any]) -> int:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import fcntl
+import itertools
 import json
 import logging
 import os
@@ -35,7 +36,7 @@ from typing import Any, ClassVar, Protocol, TypeVar
 
 from .errors import RunError
 from .problems import Spool
-from .recordformat import encode_record
+from .recordformat import encode_record, record_pieces
 from .redact import known as secrets_known
 from .redact import redact
 from .runinfo import RUN_INFO_FILE, RunInfo, read_run_info
@@ -312,13 +313,17 @@ class RunDir:
 
     def append_many(self, results: Sequence[ProblemResult]) -> None:
         """Append records in one write and one fsync (a group commit: all of them are on disk on return).
-        Each is one line of the compact record format (:mod:`modulo.recordformat`), redacted."""
-        data = b"".join(record_line(r) for r in results)
+        Each is one line of the compact record format (:mod:`modulo.recordformat`), redacted; the lines
+        go out in their pieces (``os.writev``), never copied into one buffer."""
+        pieces = [piece for r in results for piece in _line_pieces(r)]
         try:
-            with self._lock, self.records_path.open("ab") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
+            with self._lock:
+                fd = os.open(self.records_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+                try:
+                    _write_all(fd, pieces)
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
         except OSError as exc:  # a full disk, a removed directory: stop after the last complete record
             raise RunError(
                 f"cannot write {self.records_path} ({exc.strerror or exc}); the run stopped after its last complete "
@@ -333,10 +338,36 @@ class RunDir:
 
 def record_line(result: ProblemResult) -> bytes:
     """``result`` as one line of ``records.jsonl`` (compact, redacted, with its newline)."""
+    return b"".join(_line_pieces(result))
+
+
+_NEWLINE = b"\n"
+
+
+def _line_pieces(result: ProblemResult) -> list[bytes | memoryview]:
+    """:func:`record_line` in pieces that join into it."""
     if not secrets_known():
-        return encode_record(result) + b"\n"
+        pieces = record_pieces(result)
+        pieces.append(_NEWLINE)
+        return pieces
     text = redact(encode_record(result, redact).decode("utf-8"))
-    return text.encode("utf-8") + b"\n"
+    return [text.encode("utf-8"), _NEWLINE]
+
+
+#: the most pieces one ``os.writev`` takes
+_IOV_MAX = max(16, min(os.sysconf("SC_IOV_MAX") if "SC_IOV_MAX" in os.sysconf_names else 1024, 1024))
+
+
+def _write_all(fd: int, pieces: list[bytes | memoryview]) -> None:
+    """Write ``pieces`` to ``fd`` in order, whole (a short write goes on where it stopped)."""
+    for start in range(0, len(pieces), _IOV_MAX):
+        chunk = pieces[start : start + _IOV_MAX]
+        want = sum(len(p) for p in chunk)
+        done = os.writev(fd, chunk)
+        if done < want:  # rare (a signal, a nearly full disk): the rest as one buffer, until written
+            rest = memoryview(b"".join(chunk))[done:]
+            while rest:
+                rest = rest[os.write(fd, rest) :]
 
 
 _ERROR_CLASS = re.compile(r"^([A-Za-z_][\w.]*): (.*)$", re.DOTALL)
@@ -448,15 +479,24 @@ def _streamed(value: Any) -> Any:
     return _StreamedList(value) if isinstance(value, Spool) else str(value)
 
 
+#: the encoder's fragments joined at a time by :func:`_json_pieces` (joined in C, not one by one)
+_FRAGMENTS = 512
+
+
 def _json_pieces(data: Any, size: int = 1 << 20) -> Iterator[str]:
     """``json.dumps(data, indent=1, default=str)`` in pieces of about ``size`` characters, each cut between
     two JSON tokens (a string is never split, so redaction sees every value whole): a large evaluation
     is written without its whole text and the encoder's list of fragments in memory at once."""
+    fragments = json.JSONEncoder(indent=1, default=_streamed).iterencode(data)
     buffer: list[str] = []
     held = 0
-    for fragment in json.JSONEncoder(indent=1, default=_streamed).iterencode(data):
-        buffer.append(fragment)
-        held += len(fragment)
+    while True:
+        some = list(itertools.islice(fragments, _FRAGMENTS))
+        if not some:
+            break
+        text = "".join(some)
+        buffer.append(text)
+        held += len(text)
         if held >= size:
             yield "".join(buffer)
             buffer, held = [], 0

@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import json
 import math
+import random
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import pydantic_core
 import pytest
 from click.testing import CliRunner
 from pydantic import BaseModel
@@ -16,7 +20,14 @@ import modulo.redact as redact_module
 from modulo.analysis.records import iter_records as analysis_records
 from modulo.errors import RunError
 from modulo.llm.replay import load_recording, messages_key
-from modulo.recordformat import RECORD_FORMAT, RecordFormatError, encode_record, expand_record
+from modulo.recordformat import (
+    MIN_SHARED_PREFIX,
+    MIN_SHARED_TEXT,
+    RECORD_FORMAT,
+    RecordFormatError,
+    encode_record,
+    expand_record,
+)
 from modulo.reports.load import iter_records as report_records
 from modulo.runinfo import BenchmarkInfo, BudgetInfo, GeneratorInfo, RunInfo
 from modulo.runs import RECORDS, RunDir, read_records
@@ -333,3 +344,138 @@ def test_export_with_records_it_could_not_read_writes_the_rest_and_exits_1(tmp_p
     assert "2 record(s) could not be read" in result.stderr
     whole = write_lines(tmp_path / "whole", [encode_record(good)])
     assert CliRunner().invoke(cli, ["export", str(whole), "--format", "records"]).exit_code == 0
+
+
+def reference_line(rec: ProblemResult, scrub: Callable[[str], str] | None = None) -> bytes:
+    """Format 2 as its docstring specifies it, written plainly (slowly): the line :func:`encode_record` must
+    write byte for byte, however it finds shared texts and verdicts again."""
+    texts: list[str] = []
+    table: list[Any] = []
+    verdict_table: list[Any] = []
+    encoded: list[bytes] = []
+
+    def ref(text: str | None) -> str | int | None:
+        if text is None:
+            return None
+        text = scrub(text) if scrub is not None else text
+        if len(text) < MIN_SHARED_TEXT:
+            return text
+        if text in texts:
+            return texts.index(text)
+        bases = [i for i, t in enumerate(texts) if len(t) >= MIN_SHARED_PREFIX and text.startswith(t)]
+        base = max(bases, key=lambda i: len(texts[i]), default=-1)
+        table.append(text if base < 0 else [base, text[len(texts[base]) :]])
+        texts.append(text)
+        return len(texts) - 1
+
+    def verdict_ref(verdict: Verdict) -> int:
+        data = verdict.model_dump_json().encode()
+        if data not in encoded:
+            encoded.append(data)
+            verdict_table.append(json.loads(data))
+        return encoded.index(data)
+
+    line = json.loads(rec.model_dump_json())
+    for it, out in zip(rec.iterations, line["iterations"], strict=True):
+        for m, d in zip(it.prompt, out["prompt"], strict=True):
+            d["content"] = ref(m.content)
+        out["raw_reply"] = ref(it.raw_reply)
+        out["backprompt"] = ref(it.backprompt)
+        out["verdicts"] = [verdict_ref(v) for v in it.verdicts]
+        for call, c in zip(it.calls, out["calls"], strict=True):
+            for m, d in zip(call.messages, c["messages"], strict=True):
+                d["content"] = ref(m.content)
+            c["reply"] = ref(call.reply)
+    line = {"problem_id": line.pop("problem_id"), "record_format": RECORD_FORMAT, **line}
+    return pydantic_core.to_json({**line, "text_table": table, "verdict_table": verdict_table})
+
+
+def random_record(rng: random.Random) -> ProblemResult:
+    """A record whose texts and verdicts are shared every way the loop shares them, and some more: the same
+    object in several places, equal copies, texts extending others (by more than one level), short texts,
+    verdicts equal in Python but not in JSON."""
+    pool: list[str] = []
+
+    def text() -> str:
+        roll = rng.random()
+        if pool and roll < 0.3:
+            return rng.choice(pool)  # the same object again
+        if pool and roll < 0.45:
+            return "".join(list(rng.choice(pool)))  # an equal copy
+        if pool and roll < 0.75:
+            made = rng.choice(pool) + rng.choice(["\nmore feedback", "", "x" * rng.randrange(1, 300), "Ü€🙂"])
+        else:
+            made = rng.choice(["Plan: ", "[{", "Plan: day 1 "]) + "".join(
+                rng.choice("ab \n\"\\é") for _ in range(rng.choice([3, 40, 70, 255, 256, 300, 900]))
+            )
+        pool.append(made)
+        return made
+
+    shapes = [{"ok": 1}, {"ok": True}, {"ok": 1.0}, {"ok": -0.0}, {"ok": 0.0}, {"a": 1, "b": 2}, {"b": 2, "a": 1}]
+    kept = [Verdict(critic="c", passed=rng.random() < 0.5, details=rng.choice(shapes)) for _ in range(4)]
+
+    def verdict() -> Verdict:
+        if rng.random() < 0.5:
+            return rng.choice(kept)
+        return Verdict(critic=rng.choice("cd"), passed=True, feedback=rng.choice(["", "f"]), details=rng.choice(shapes))
+
+    its = []
+    for i in range(rng.randrange(0, 6)):
+        prompt = [Message(role=rng.choice(["system", "user"]), content=text()) for _ in range(rng.randrange(1, 3))]
+        reply = rng.choice([None, text()])
+        calls = [
+            LLMCall(stage="generate", messages=rng.choice([prompt, [Message(role="user", content=text())]]), reply=r)
+            for r in rng.choice([[], [reply], [reply, text()]])
+        ]
+        its.append(
+            IterationRecord(
+                index=i,
+                prompt=prompt,
+                raw_reply=reply,
+                backprompt=rng.choice([None, text()]),
+                verdicts=[verdict() for _ in range(rng.randrange(0, 5))],
+                calls=calls,
+            )
+        )
+    return ProblemResult(
+        problem_id="p", benchmark="b", outcome=Outcome.EXHAUSTED, stop_reason="iterations", iterations=its
+    )
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_line_is_the_format_as_specified(seed: int) -> None:
+    """Whatever the sharing (by identity, by equality, by prefix), the line is byte for byte the one the
+    format's plain reading gives, with and without a scrub, and reads back as the record."""
+    rec = random_record(random.Random(seed))
+    assert encode_record(rec) == reference_line(rec)
+    scrub = lambda text: text.replace("ab", "[redacted]")  # noqa: E731
+    assert encode_record(rec, scrub) == reference_line(rec, scrub)
+    assert ProblemResult.model_validate_json(encode_record(rec)).model_dump_json() == rec.model_dump_json()
+
+
+def test_records_are_written_whole_in_their_pieces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A group of records goes out in pieces (``os.writev``, in batches the system takes): the file holds
+    exactly their lines, a short write going on where it stopped."""
+    import os
+
+    from modulo import runs
+
+    recs = [record(f"p{i}", 1 + i % 3) for i in range(5)]
+    rd = RunDir(tmp_path / "run")
+    rd.path.mkdir()
+    rd.append_many(recs)
+    expected = b"".join(encode_record(r) + b"\n" for r in recs)
+    assert rd.records_path.read_bytes() == expected == b"".join(runs.record_line(r) for r in recs)
+
+    writev = os.writev
+    monkeypatch.setattr(runs, "_IOV_MAX", 3)  # several batches, each written short: a third of it at first
+
+    def short(fd: int, pieces: list[Any]) -> int:
+        want = b"".join(pieces)
+        return os.write(fd, want[: max(1, len(want) // 3)])
+
+    monkeypatch.setattr(os, "writev", short)
+    rd.append_many(recs)
+    monkeypatch.setattr(os, "writev", writev)
+    assert rd.records_path.read_bytes() == expected * 2
+    assert [r.problem_id for r in read_records(rd.path)] == [r.problem_id for r in recs] * 2
