@@ -131,13 +131,13 @@ class LLMRequest(BaseModel):
         schema = self.response_schema
         if schema is not None and type(schema) is not FrozenObject:
             return None
-        signature: list[Any] = [backend, id(schema)]
-        for value in map(self.__dict__.__getitem__, _SIGNED_MEMBERS):
-            kind = type(value)
-            if kind not in _SIGNED_KINDS or (kind is tuple and not all(type(v) is str for v in value)):
-                return None  # a value whose repr might not tell it apart (a model_copy may hold anything)
-            signature.append((kind, repr(value)))
-        return tuple(signature)
+        values = list(map(self.__dict__.__getitem__, _SIGNED_MEMBERS))
+        kinds = tuple(map(type, values))
+        if not _SIGNED_KINDS.issuperset(kinds) or (
+            tuple in kinds and not all(type(v) is str for value in values if type(value) is tuple for v in value)
+        ):
+            return None  # a value whose repr might not tell it apart (a model_copy may hold anything)
+        return (backend, id(schema), kinds, *map(repr, values))
 
     def stored_json(self, messages_json: bytes | None = None) -> str:
         """``canonical_json(self.model_dump(mode="json", exclude={"tags"}))``: the request as the response cache
