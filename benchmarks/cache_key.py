@@ -6,7 +6,7 @@ every key) and as a plain dict (copied into each request and encoded for each ke
 keyed before), both by :meth:`LLMRequest.key` (the whole prompt hashed) and by the client's
 :class:`RequestKeys` (a problem's prompt resumed). The keys must be the same; the script exits 1 when not.
 
-    python benchmarks/cache_key.py                 # 2000 requests, best of 5
+    python benchmarks/cache_key.py                 # 2000 requests, best of 5 (and 2000 of a run's backprompts)
     python benchmarks/cache_key.py --json FILE     # the figures written to FILE too
 
 Numbers depend on the machine and its load.
@@ -76,7 +76,29 @@ def main(argv: list[str] | None = None) -> int:
         keys[label] = {r.key("openai") for r in requests} | {RequestKeys().key(r, "openai") for r in requests}
     same = keys["dict"] == keys["frozen"] and len(keys["dict"]) == args.n
     verdicts = [f"the keys with the schema read-only are the plain dict's ({args.n} requests): {same}"]
-    return conclude(figures, verdicts, same, args.json)
+    # requests as a run sends them: one seed and schema for all, the request quoted by a new backprompt each
+    # (the members besides the messages are the same: their text is made once)
+    frozen = frozen_object(schema)
+    backprompts = [
+        LLMRequest(
+            messages=(Message(role="user", content=f"{prompt}\n\nAttempt {i} failed: the plan costs too much."),),
+            model="m",
+            seed=1,
+            response_schema=frozen,
+            structured_output="schema",
+            tags={"problem_id": problem.id},
+        )
+        for i in range(args.n)
+    ]
+    by_parts = RequestKeys()
+    by_parts.key(LLMRequest(**{**backprompts[0].__dict__, "messages": messages}), "openai")  # the first prompt
+    figures["backprompt_key_us"] = per_call_us(lambda: [r.key("openai") for r in backprompts], args.n)
+    figures["backprompt_request_keys_us"] = per_call_us(
+        lambda: [by_parts.key(r, "openai") for r in backprompts], args.n
+    )
+    alike = {by_parts.key(r, "openai") for r in backprompts} == {r.key("openai") for r in backprompts}
+    verdicts.append(f"a run's backprompts keyed by parts as whole ({args.n} requests): {alike}")
+    return conclude(figures, verdicts, same and alike, args.json)
 
 
 if __name__ == "__main__":
