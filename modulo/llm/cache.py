@@ -4,13 +4,14 @@ Entries are keyed on :meth:`LLMRequest.key` (the backend name plus the full requ
 included, tags excluded), so a repeated draw is a deliberate choice of a new ``sample_index``. The
 database runs in WAL mode with a busy timeout, so parallel sweep processes read and write one file;
 each process uses one connection guarded by a lock. The asyncio API reads inline (a keyed read
-is fast and never waits for a writer in WAL mode) and writes in a worker thread. The first writer
-of a key wins; later writers of the same key are ignored.
+is fast and never waits for a writer in WAL mode) and writes in a thread of its own, in turn. The
+first writer of a key wins; later writers of the same key are ignored.
 """
 
 from __future__ import annotations
 
 import asyncio
+import queue
 import sqlite3
 import threading
 import time
@@ -26,6 +27,8 @@ from .base import LLMRequest
 CacheMode = Literal["off", "read-write", "read-only"]
 CACHE_MODES: tuple[str, ...] = ("off", "read-write", "read-only")
 CACHE_FILE = "llm-cache.sqlite"
+#: seconds the cache's writing thread waits for the next put before it stops
+WRITER_IDLE_S = 1.0
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -64,6 +67,10 @@ class ResponseCache:
         self.path = Path(path) if path is not None else default_cache_dir() / CACHE_FILE
         self.readonly = readonly
         self._lock = threading.Lock()
+        #: the thread that writes the puts (started by a put when none runs), and the puts handed to it
+        self._writer: threading.Thread | None = None
+        self._writes: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._starting = threading.Lock()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             if readonly and not self.path.exists():
@@ -160,6 +167,14 @@ class ResponseCache:
         return int(count)
 
     def close(self) -> None:
+        with self._starting:  # the writes handed over are done before the connection closes
+            writer, self._writer = self._writer, None
+            if writer is not None and writer.is_alive():
+                self._writes.put(None)  # under the lock: a writer about to stop for want of work sees it
+            else:
+                writer = None
+        if writer is not None:
+            writer.join()
         with self._lock:
             if self._conn is not None:
                 self._conn.close()
@@ -172,5 +187,52 @@ class ResponseCache:
         return self.get_sync(key)
 
     async def put(self, key: str, **fields: Any) -> None:
-        """:meth:`put_sync` (the same arguments) in a worker thread: a commit waits for the disk."""
-        await asyncio.to_thread(lambda: self.put_sync(key, **fields))
+        """:meth:`put_sync` (the same arguments) in the cache's writing thread (a commit waits for the disk),
+        awaited: the reply is stored when this returns. One thread writes every put in turn (the worker
+        threads of ``asyncio.to_thread`` took turns at the connection's lock), and hands each result back
+        to its event loop."""
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+        self._writes.put((loop, done, key, fields))
+        with self._starting:  # a writer runs while puts wait (it stops after WRITER_IDLE_S without one)
+            if self._writer is None or not self._writer.is_alive():
+                # not a daemon: a write handed over is done before the process exits (as a worker thread of
+                # asyncio.to_thread's was), and the thread stops WRITER_IDLE_S after the last
+                self._writer = threading.Thread(target=self._write_in_turn, name="modulo-llm-cache")
+                self._writer.start()
+        await done
+
+    def _write_in_turn(self) -> None:
+        """The writing thread: each put handed over, in order, until :meth:`close` hands over None or none
+        comes for :data:`WRITER_IDLE_S` (the next put starts another)."""
+        while True:
+            try:
+                item = self._writes.get(timeout=WRITER_IDLE_S)
+            except queue.Empty:
+                with self._starting:
+                    if self._writes.empty():
+                        self._writer = None
+                        return
+                continue
+            if item is None:
+                return
+            loop, done, key, fields = item
+            try:
+                self.put_sync(key, **fields)
+                outcome: BaseException | None = None
+            except BaseException as exc:  # the awaiting call raises it (the client logs it and goes on)
+                outcome = exc
+            try:
+                loop.call_soon_threadsafe(_settle, done, outcome)
+            except RuntimeError:  # that event loop is closed: nobody waits for this write any more
+                pass
+
+
+def _settle(done: asyncio.Future[None], outcome: BaseException | None) -> None:
+    """Finish a put's future on its event loop (unless its caller was cancelled meanwhile)."""
+    if done.cancelled():
+        return
+    if outcome is None:
+        done.set_result(None)
+    else:
+        done.set_exception(outcome)

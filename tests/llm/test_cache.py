@@ -374,3 +374,58 @@ def test_the_loop_and_the_reformulator_send_one_read_only_schema_with_every_requ
     assert all(len(ids) == 1 for ids in schemas.values()), schemas  # one object for all of a stage's requests
     assert all(type(r.response_schema) is FrozenObject for r in sent)
     assert sent[0].response_schema == session.benchmark.plan_json_schema()
+
+
+def test_one_thread_writes_the_puts_in_turn_and_each_put_returns_once_stored(tmp_path: Path) -> None:
+    """Puts are awaited until stored, written by one thread in the order handed over (from several event loops
+    one after another too); a failed write raises in its caller; the thread stops when no put comes and the
+    next put starts another; closing waits for the writes handed over."""
+    import modulo.llm.cache as cache_module
+
+    cache = ResponseCache(tmp_path / "c.sqlite")
+    fields = {"backend": "b", "model": "m", "finish_reason": "stop", "input_tokens": 1, "output_tokens": 2}
+
+    async def put_many(prefix: str, n: int) -> list[str]:
+        async def one(i: int) -> str:
+            await cache.put(f"{prefix}{i}", request=request(f"q{i}"), text=f"{prefix} reply {i}", **fields)
+            hit = cache.get_sync(f"{prefix}{i}")  # stored when the put returns
+            assert hit is not None
+            return hit.text
+
+        return list(await asyncio.gather(*(one(i) for i in range(n))))
+
+    assert asyncio.run(put_many("a", 20)) == [f"a reply {i}" for i in range(20)]
+    writer = cache._writer
+    assert writer is not None and writer.is_alive()
+    assert asyncio.run(put_many("b", 5)) == [f"b reply {i}" for i in range(5)]  # another event loop
+    assert cache._writer is writer  # the same thread wrote them
+
+    async def failing() -> None:
+        await cache.put("bad", request=None, text="x", **fields)  # no request to store: put_sync raises
+
+    with pytest.raises(AttributeError):
+        asyncio.run(failing())
+
+    original = cache_module.WRITER_IDLE_S
+    cache_module.WRITER_IDLE_S = 0.05
+    try:
+        asyncio.run(put_many("c", 2))
+        first = cache._writer
+        assert first is not None
+        first.join(timeout=5)  # no put for a while: it stops
+        assert not first.is_alive() and cache._writer is None
+        assert asyncio.run(put_many("d", 3)) == [f"d reply {i}" for i in range(3)]  # another one starts
+    finally:
+        cache_module.WRITER_IDLE_S = original
+
+    async def handed_over_then_closed() -> None:
+        puts = [cache.put(f"e{i}", request=request("q"), text="e", **fields) for i in range(10)]
+        task = asyncio.ensure_future(asyncio.gather(*puts))
+        await asyncio.sleep(0)  # the puts are handed over; close() waits for them to be written
+        await asyncio.to_thread(cache.close)
+        await task
+
+    asyncio.run(handed_over_then_closed())
+    reopened = ResponseCache(tmp_path / "c.sqlite")
+    assert len(reopened) == 20 + 5 + 2 + 3 + 10
+    reopened.close()
