@@ -6,7 +6,8 @@ The scripts import it as a sibling module (they are run as ``python benchmarks/N
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -56,6 +57,17 @@ def write_run_info(
         problem_ids=list(problem_ids),
     )
     (path / "run.json").write_text(info.to_json())
+
+
+def least_time(fn: Callable[[], Any], repeat: int = 3, clock: Callable[[], float] = time.perf_counter) -> float:
+    """The least time of ``repeat`` calls of ``fn``, by ``clock`` (wall time; ``time.thread_time``: this
+    thread's CPU)."""
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = clock()
+        fn()
+        best = min(best, clock() - t0)
+    return best
 
 
 def finish(figures: Mapping[str, Any], json_file: Path | None, ok: bool = True) -> int:

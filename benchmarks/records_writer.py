@@ -28,7 +28,6 @@ Numbers depend on the machine and its load; the script measures, it checks nothi
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -39,6 +38,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from bench_common import finish, least_time
 from iteration_cpu import one_run, wrong_plans
 
 from modulo.recordformat import encode_record
@@ -77,12 +77,7 @@ def kept_records(limit: int, budget: int, work: Path) -> list[ProblemResult]:
 
 def least(fn: Callable[[], Any], repeat: int) -> float:
     """The least thread CPU seconds of ``repeat`` calls of ``fn``."""
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.thread_time()
-        fn()
-        best = min(best, time.thread_time() - t0)
-    return best
+    return least_time(fn, repeat, time.thread_time)
 
 
 def verdict_encodings(records: list[ProblemResult]) -> tuple[int, int]:
@@ -107,7 +102,7 @@ def main() -> int:
     ap.add_argument("--budget", type=int, default=10)
     ap.add_argument("--group", type=int, default=3, help="records a write (iteration_cpu's runs write 2-3)")
     ap.add_argument("--repeat", type=int, default=7)
-    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--json", type=Path, help="also write the figures to this file (JSON)")
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="modulo-records-writer-") as tmp:
@@ -175,9 +170,7 @@ def main() -> int:
     print(f"    write         {ms['write']:.4f} ms")
     print(f"    fsync         {ms['fsync']:.4f} ms")
     print(f"    append_many   {ms['append_many']:.4f} ms  (all of it, as the runner calls it)")
-    if args.json:
-        print(json.dumps(out))
-    return 0
+    return finish(out, args.json)
 
 
 if __name__ == "__main__":
