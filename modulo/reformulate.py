@@ -136,6 +136,26 @@ def short_reason(reason: str) -> str:
     return reason if len(reason) <= MAX_REASON_CHARS else reason[: MAX_REASON_CHARS - 3] + "..."
 
 
+#: the reason given for a plan holding NaN or an infinity (which Python's JSON reader accepts, as ``NaN``,
+#: ``Infinity`` or a number too large for a float, and which records, written as standard JSON, would turn
+#: into null: the plan the critics judged would not be the plan recorded)
+NON_FINITE = "the plan holds a number JSON cannot hold (NaN or an infinity): write finite numbers only"
+#: canonical_json's encoder less NaN and the infinities: raises ValueError on them
+_FINITE_ONLY = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _non_finite(value: Any) -> bool:
+    """Whether ``value`` holds a float that is NaN or infinite (asked only when its canonical text shows one
+    of their names, which a string may hold too)."""
+    try:
+        _FINITE_ONLY.encode(value)
+    except ValueError as exc:
+        return "JSON compliant" in str(exc)
+    except (TypeError, RecursionError):  # not JSON data: found and told by the benchmark's checks
+        return False
+    return False
+
+
 def validated(benchmark: Benchmark, value: Any) -> Reformulation:
     """``value`` validated by the benchmark, with its canonical JSON text: the value is encoded once, for
     the Unicode check and as the key of the benchmark's validation memo."""
@@ -146,6 +166,8 @@ def validated(benchmark: Benchmark, value: Any) -> Reformulation:
             key = canonical_json(value)  # a cycle or too deep (a parser's value): checked, and told apart
         if not key.isascii():
             key.encode("utf-8")
+        if ("NaN" in key or "Infinity" in key) and _non_finite(value):
+            return Reformulation(error=NON_FINITE)
     except UnicodeEncodeError:
         return Reformulation(error="the plan holds text that is not valid Unicode (a lone surrogate escape)")
     except RecursionError:

@@ -14,7 +14,7 @@ from modulo.backprompt import Row
 from modulo.canonical import tree_json
 from modulo.errors import PromptError
 from modulo.prompts import Template, keyed
-from modulo.reformulate import _whole_json, extract_json, validated
+from modulo.reformulate import NON_FINITE, _whole_json, extract_json, validated
 from modulo.types import canonical_json
 
 #: what each template reads of ``f``: attributes a dict's class holds, keys, missing ones, items
@@ -128,8 +128,26 @@ def test_a_plans_canonical_text_is_canonical_json_and_a_cycle_is_told_apart() ->
         deep = [deep]
     out = validated(Anything(), deep)  # type: ignore[arg-type]
     assert out.error is not None and "nested more than" in out.error
-    ok = validated(Anything(), plans[0])  # type: ignore[arg-type]
-    assert ok.canonical == canonical_json(plans[0])
+    ok = validated(Anything(), plans[1])  # type: ignore[arg-type]
+    assert ok.canonical == canonical_json(plans[1])
+
+
+def test_a_plan_holding_nan_or_an_infinity_is_a_format_failure_and_names_alone_are_not() -> None:
+    """Python's JSON reader accepts NaN, Infinity and 1e999; records (standard JSON) would write them as
+    null, so the plan the critics judged would not be the plan recorded: such a plan is refused."""
+
+    class Anything:
+        plan_json_schema = None
+
+        def checked_plan(self, value: Any, key: str | None = None) -> tuple[Any, str]:
+            return value, key if key is not None else canonical_json(value)
+
+    for text in ("[1, NaN]", '{"a": {"b": [Infinity]}}', "[-Infinity]", '{"cost": 1e999}', "[-1e400]"):
+        out = validated(Anything(), extract_json(text))  # type: ignore[arg-type]
+        assert out.plan is None and out.error == NON_FINITE, text
+    for text in ('["NaN", "Infinity"]', '{"NaN": "-Infinity", "x": 1.5e300}', '["Nana Cafe", 0.0]'):
+        out = validated(Anything(), extract_json(text))  # type: ignore[arg-type]
+        assert out.error is None and out.plan == json.loads(text), text
 
 
 def test_a_reply_is_classified_the_same_whether_its_markers_are_a_tuple_or_a_list() -> None:
