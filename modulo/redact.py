@@ -277,6 +277,22 @@ def redact(text: str, extra: Iterable[str | None] = ()) -> str:
     return text
 
 
+def generation() -> int:
+    """How many secrets are known: a text redacted earlier is redacted alike while this stays the same."""
+    return len(_known)
+
+
+def reach() -> int:
+    """At least the length of the longest text one replacement by :func:`redact` can cover (0: no secret is
+    known). A text redacted in pieces is redacted as a whole would be where no window of ``2 * reach()``
+    characters around a cut between two pieces holds a secret."""
+    if not _known:
+        return 0
+    longest = max(map(len, _forms), default=0)
+    # a base64 pattern: a core of at most 4/3 of the secret's bytes, 3 characters before it and 4 after
+    return max(longest, *(4 * (len(piece.encode("utf-8")) + 4) // 3 + 8 for piece in _known))
+
+
 def redact_data(data: Any) -> Any:
     """``data`` (JSON-like) with every string redacted, keys included."""
     if not _forms:

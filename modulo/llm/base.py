@@ -145,11 +145,19 @@ class LLMRequest(BaseModel):
         escapes a text holding one non-ASCII character character by character: ~150 us for a TravelPlanner
         prompt), or given: ``messages_json``, their list's canonical JSON in UTF-8 (as the client's keys
         made it)."""
-        if not all(map(plain, self.messages)):
+        parts = self.stored_parts(messages_json)
+        if parts is None:
             return canonical_json(self.model_dump(mode="json", exclude={"tags"}))
+        return b"".join(parts).decode()
+
+    def stored_parts(self, messages_json: bytes | None = None) -> tuple[bytes, bytes, bytes] | None:
+        """:meth:`stored_json` in UTF-8 in three parts: what comes before the messages' list (kept for requests
+        alike: the same object), the list, what comes after it (kept too). None when a message is not a
+        plain :class:`Message`."""
+        if not all(map(plain, self.messages)):
+            return None
         head, tail = self._kept_parts(None)
-        body = messages_json if messages_json is not None else messages_bytes(self.messages)
-        return b"".join((head, body, tail)).decode()
+        return head, messages_json if messages_json is not None else messages_bytes(self.messages), tail
 
     def _members_parts(self, backend: str | None) -> tuple[bytes, bytes]:
         """The request's canonical JSON before and after its messages' list: with ``backend``, the text

@@ -51,7 +51,6 @@ import os
 import random
 import re
 import signal
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -64,6 +63,7 @@ from typing import Any
 
 from ..config import ModuloConfig
 from ..llm.base import LLM, LLMRequest
+from ..llm.cache import ResponseCache
 from ..types import PlanJSON, Problem, ProblemResult, canonical_json
 from .fake_server import PROBLEM_HEADER, FakeProvider, FakeRequest, ReplyFn, ReplyItem, reply_fn
 from .models import FunctionModel
@@ -402,14 +402,11 @@ def recorded_digests(run_dir: Path, cache_file: Path) -> set[str]:
     """Requests whose reply this run has recorded: in the response cache or in the run's records."""
     out: set[str] = set()
     if cache_file.exists():
-        conn = sqlite3.connect(cache_file)
-        try:
-            for (payload,) in conn.execute("SELECT request FROM responses"):
-                out.add(request_digest(json.loads(payload)["messages"]))
-        except sqlite3.OperationalError:
-            pass  # no table yet: nothing recorded
+        cache = ResponseCache(cache_file, readonly=True)
+        try:  # (no table yet: nothing recorded)
+            out.update(request_digest(json.loads(payload)["messages"]) for _, payload in cache.requests())
         finally:
-            conn.close()
+            cache.close()
     for r in records(run_dir).values():
         for it in r.iterations:
             for call in it.calls:
