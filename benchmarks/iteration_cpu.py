@@ -425,6 +425,8 @@ def main() -> int:
             "replayed_runs_cpu_ms_per_iteration": [round(run[0], 4) for run in runs],
             "cache": "read-write" if args.cache else "off",
         }
+        if args.cache:  # the response cache the first run wrote (its files: the database, and a WAL left open)
+            out["cache_bytes"] = sum(p.stat().st_size for p in (work / "plain-cache").glob("llm-cache.sqlite*"))
         if not args.no_profile:
             third, _ = wrong_plans(n, args.budget, offset=2 * args.budget)
             prof_run = one_run(third, n, args.budget, work, "profiled", profile=True, cache=args.cache)
@@ -452,6 +454,8 @@ def main() -> int:
         f"response cache {out['cache']}"
     )
     print(f"  iterations: {iterations:,}  outcomes: {out['outcomes']}  wall: {out['wall_s']:.2f} s")
+    if "cache_bytes" in out:
+        print(f"  the response cache's file after the run: {out['cache_bytes'] / 1e6:.1f} MB")
     print(
         f"  CPU per iteration (whole process, unprofiled): {out['cpu_ms_per_iteration']:.3f} ms "
         f"(user {out['user_ms_per_iteration']:.3f}, system {out['system_ms_per_iteration']:.3f})"
