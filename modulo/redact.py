@@ -205,7 +205,14 @@ def forms_of(value: str) -> set[str]:
 
 
 def _b64_pattern(core: str) -> re.Pattern[str]:
-    return re.compile(r"[A-Za-z0-9+/_-]{0,3}" + re.escape(core) + r"[A-Za-z0-9+/_=-]{0,4}")
+    pattern = re.compile(r"[A-Za-z0-9+/_-]{0,3}" + re.escape(core) + r"[A-Za-z0-9+/_=-]{0,4}")
+    _CORES[pattern] = core
+    return pattern
+
+
+#: a base64 pattern -> the core every match of it holds: a text without the core is not searched (the
+#: pattern, starting with a class of characters, is tried at each position: ~270 us for a 20 KB prompt)
+_CORES: dict[re.Pattern[str], str] = {}
 
 
 def _pieces(value: str) -> set[str]:
@@ -273,7 +280,9 @@ def redact(text: str, extra: Iterable[str | None] = ()) -> str:
         if form in text:
             text = text.replace(form, REDACTED)
     for pattern in patterns:
-        text = pattern.sub(REDACTED, text)
+        core = _CORES.get(pattern)
+        if core is None or core in text:
+            text = pattern.sub(REDACTED, text)
     return text
 
 
