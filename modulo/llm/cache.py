@@ -45,8 +45,9 @@ GROUP_WAIT_S = 0.002
 #: a stored request's piece at least this long (in UTF-8) is stored once, in the texts table, and referred to
 CUT_BYTES = 512
 #: problems whose long texts a cache remembers (the least recently written are forgotten), and texts a problem
-PROBLEMS_KEPT = 256
-TEXTS_KEPT = 8
+#: (a text is kept as its message's string and its escaped UTF-8: about 60 KB for a TravelPlanner prompt)
+PROBLEMS_KEPT = 64
+TEXTS_KEPT = 4
 
 _INSERT = (
     "INSERT OR IGNORE INTO responses (key, backend, model, text, finish_reason, input_tokens, output_tokens, "
@@ -287,7 +288,7 @@ class ResponseCache:
                 for i, _, texts in rows:
                     if outcomes[i] is None:
                         for t in texts:
-                            t.written = True  # (only once committed: a text rolled back is written again)
+                            t.committed()  # (only once committed: a text rolled back is written again)
             except Exception as exc:
                 if conn.in_transaction:
                     try:
@@ -306,15 +307,23 @@ class ResponseCache:
         if conn is None:
             return
         with lock:
-            try:
-                columns = {row[1] for row in conn.execute("PRAGMA table_info(responses)")}
-                pieces = "request_texts" if "request_texts" in columns else "NULL"
-                rows = conn.execute(f"SELECT key, request, {pieces} FROM responses").fetchall()
-            except sqlite3.OperationalError as exc:
-                if "no such table" in str(exc):
-                    return
-                raise
+            columns = {row[1] for row in conn.execute("PRAGMA table_info(responses)")}
+            if not columns:  # no table yet: nothing stored
+                return
+            pieces = "request_texts" if "request_texts" in columns else "NULL"
+            cursor = conn.execute(f"SELECT key, request, {pieces} FROM responses")
         texts: dict[str, str] = {}
+        while True:
+            with lock:  # a few rows at a time (a lookup may come between)
+                rows = cursor.fetchmany(256)
+            if not rows:
+                return
+            yield from self._whole(rows, texts, conn, lock)
+
+    def _whole(
+        self, rows: list[Any], texts: dict[str, str], conn: sqlite3.Connection, lock: threading.Lock
+    ) -> Iterator[tuple[str, str]]:
+        """:meth:`requests`' rows, each request whole (its texts read once, kept in ``texts``)."""
         for key, request, refs in rows:
             if refs is not None:
                 for offset, text_id in reversed(json.loads(refs)):
@@ -324,6 +333,8 @@ class ResponseCache:
                             found = conn.execute("SELECT text FROM texts WHERE id = ?", (text_id,)).fetchone()
                         if found is None:
                             raise ConfigError(f"the LLM response cache {str(self.path)!r} lacks a text ({text_id})")
+                        if len(texts) >= PROBLEMS_KEPT:
+                            texts.clear()
                         text = texts[text_id] = found[0]
                     request = request[:offset] + text + request[offset:]
             yield key, request
@@ -446,17 +457,32 @@ class _Text:
     def __init__(self, body: bytes, raw: str | None = None) -> None:
         self.body, self.raw = body, raw
         self._generation = -1
-        self._stored = self.id = ""
+        self._stored: str | None = None
+        self.id = ""
         self.written = False
 
     @property
     def stored(self) -> str:
         generation = redaction.generation()
+        stored = self._stored
         if generation != self._generation:  # new, or a secret was registered since it was redacted
-            self._stored = redact(self.body.decode())
-            self.id = hashlib.sha256(self._stored.encode()).hexdigest()
+            stored = redact(self.body.decode())
+            self.id = hashlib.sha256(stored.encode()).hexdigest()
             self._generation, self.written = generation, False
-        return self._stored
+        elif stored is None:  # written and let go: made again (the same text, the same id)
+            stored = redact(self.body.decode())
+        self._stored = stored
+        return stored
+
+    def current_id(self) -> str:
+        """Its id, redacted against the secrets known now (again if one came since it was)."""
+        if redaction.generation() != self._generation:
+            self.stored  # noqa: B018 - made again, and its id
+        return self.id
+
+    def committed(self) -> None:
+        """Written in the texts table: its id is what the requests after need, not the text."""
+        self.written, self._stored = True, None
 
 
 def _find(haystack: bytes, needle: bytes, start: int) -> int:
@@ -489,8 +515,7 @@ def _joined(pieces: list[bytes | _Text]) -> tuple[str, str | None, list[_Text]]:
     offset = 0
     for p in pieces:
         if isinstance(p, _Text):
-            p.stored  # noqa: B018 - redacted (again if a secret came since), and its id
-            refs.append([offset, p.id])
+            refs.append([offset, p.current_id()])
         else:
             part = redact(p.decode()) if width else p.decode()
             out.append(part)

@@ -220,3 +220,15 @@ def test_a_read_never_waits_for_a_write(tmp_path: Path) -> None:
     assert cache.get_sync("k2") is not None
     cache.close()
     other.close()
+
+
+def test_the_requests_are_read_back_a_few_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import modulo.llm.cache as cache_module
+
+    monkeypatch.setattr(cache_module, "PROBLEMS_KEPT", 2)  # problems (and texts read back) remembered
+    requests = [r for problem in range(5) for r in backprompts(problem, 3)]
+    requests += [request(f"q{i}") for i in range(300)]
+    cache = ResponseCache(tmp_path / "c.sqlite")
+    put_all(cache, requests)
+    assert dict(cache.requests()) == {r.key("b"): r.stored_json() for r in requests}
+    cache.close()
