@@ -218,7 +218,11 @@ class ResponseCache:
             content = m.content
             if len(content) < QUOTED_CHARS:
                 continue
-            known = max((t for t in long if t.raw is not None and content.startswith(t.raw)), key=_size, default=None)
+            known = None
+            for t in long:  # the longest it starts with
+                raw = t.raw
+                if raw is not None and (known is None or len(t.body) > len(known.body)) and content.startswith(raw):
+                    known = t
             if known is None:
                 known = _Text(escaped(content), content)
                 long.insert(0, known)
@@ -495,32 +499,30 @@ def _find(haystack: bytes, needle: bytes, start: int) -> int:
     return at
 
 
-def _size(text: _Text) -> int:
-    return len(text.body)
-
-
 def _joined(pieces: list[bytes | _Text]) -> tuple[str, str | None, list[_Text]]:
     """The stored form of a request in ``pieces`` (literal UTF-8, and texts stored apart): the literal parts
     joined and redacted, the texts' offsets in them, the texts. The request whole, redacted, with no texts,
     where a secret might lie across a cut (in the request, or in the literal parts joined)."""
-    texts = [p for p in pieces if isinstance(p, _Text)]
-    literal = [p.decode() for p in pieces if isinstance(p, bytes)]
+    texts = [p for p in pieces if type(p) is _Text]
     width = redaction.reach()
-    if not texts or (width and not _clean_cuts([_unredacted(p) for p in pieces], width)):
-        return redact("".join(map(_unredacted, pieces))), None, []
-    if width and not _clean_cuts(literal, width):
+    if width:
+        literal = [p.decode() for p in pieces if type(p) is bytes]
+        if not _clean_cuts(list(map(_unredacted, pieces)), width) or not _clean_cuts(literal, width):
+            texts = []
+    if not texts:
         return redact("".join(map(_unredacted, pieces))), None, []
     out: list[str] = []
-    refs: list[list[Any]] = []
+    refs: list[str] = []
     offset = 0
     for p in pieces:
-        if isinstance(p, _Text):
-            refs.append([offset, p.current_id()])
-        else:
+        if type(p) is bytes:
             part = redact(p.decode()) if width else p.decode()
             out.append(part)
             offset += len(part)
-    return "".join(out), json.dumps(refs, separators=(",", ":")), texts
+        else:
+            assert isinstance(p, _Text)
+            refs.append(f'[{offset},"{p.current_id()}"]')  # (JSON: the id is hexadecimal)
+    return "".join(out), "[" + ",".join(refs) + "]", texts
 
 
 def _unredacted(piece: bytes | _Text) -> str:
