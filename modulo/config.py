@@ -282,11 +282,12 @@ class RunConf(Section):
     allow_test_oracle: bool = False
     #: write report.md, CSV tables and the figures into the run directory when the run ends
     report: bool = True
-    #: the Python garbage collector's first threshold while the run goes on (container objects allocated,
-    #: net, between two young collections; Python's own default is 700), restored when the run ends; null
-    #: keeps the process's setting. A run allocates millions of short-lived objects: at 700 the collector
-    #: runs so often that it took about 0.17 ms of CPU per TravelPlanner iteration, 0.04 ms at 20,000
-    #: (benchmarks/iteration_cpu.py). Cyclic garbage then waits a little longer to be freed (a few MB)
+    #: the Python garbage collector's first threshold while the run goes on, its summary and evaluation
+    #: included (container objects allocated, net, between two young collections; Python's own default is
+    #: 700), restored when the run returns; null keeps the process's setting. A run allocates millions of
+    #: short-lived objects: at 700 the collector runs so often that it took about 0.17 ms of CPU per
+    #: TravelPlanner iteration, 0.04 ms at 20,000 (benchmarks/iteration_cpu.py). Cyclic garbage then waits
+    #: a little longer to be freed (a few MB)
     gc_threshold: int | None = Field(default=20_000, ge=1)
 
 

@@ -15,16 +15,17 @@ Memory stays flat in the number of problems: a finished problem's full record go
 memory; the runner keeps a :class:`Finished` digest of it (outcome, the plans the evaluation needs,
 counts) on disk too, in a temporary spool, and in memory only where each problem's digest lies (8
 bytes a problem). The summary, the benchmark's evaluation and the console's budget table are computed
-from the digests by streaming passes in run order, the evaluation of the final plans once for all of
-them (a benchmark that streams its evaluation hands its per-problem rows back on disk as well, and
-``evaluation.json`` is written from them as they are read). ``RunResult.results`` reads the full
-records back from disk when asked.
+from the digests by streaming passes in run order (the summary's counts in the evaluation's pass), the
+evaluation of the final plans once for all of them (a benchmark that streams its evaluation hands its
+per-problem rows back on disk as well, and ``evaluation.json`` is written from them as they are read).
+``RunResult.results`` reads the full records back from disk when asked.
 """
 
 from __future__ import annotations
 
 import asyncio
 import gc
+import itertools
 import logging
 import threading
 import time
@@ -287,25 +288,25 @@ async def run_session(
     if cfg.run.gc_threshold is not None:  # fewer young collections while the run allocates (run.gc_threshold)
         gc.set_threshold(cfg.run.gc_threshold, *thresholds[1:])
     try:
-        if progress is not None:
-            progress(state)
-        await asyncio.gather(*(worker() for _ in range(n_workers)))
-    finally:
-        gc.set_threshold(*thresholds)
         try:
-            await session.aclose()
-        finally:
-            writer.stop()  # the records handed over are written (a run ending by an error or a signal)
-
-    # the evaluation runs in a worker thread: Z3 (the synthesized benchmarks' evaluator) pays, for each
-    # context it creates on the main thread, a cost that grows with the process's heap (~10 ms at 200 MB)
-    try:
-        summary, evaluation, rows = await asyncio.to_thread(summarise, session, digests, state, usage)
-        run_dir.write_json("summary.json", summary)
+            if progress is not None:
+                progress(state)
+            await asyncio.gather(*(worker() for _ in range(n_workers)))
+        except BaseException:
+            try:
+                await session.aclose()
+            finally:
+                writer.stop()  # the records handed over are written (a run ending by an error or a signal)
+            raise
+        writer.stop()  # every record is on disk: each worker waited for its own
+        summary, evaluation, rows = await _ended(session, digests, state, usage)
+        # the evaluation is written first: summary.json, written last, says the run ended
         if evaluation is not None:
             run_dir.write_json("evaluation.json", evaluation)
+        run_dir.write_json("summary.json", summary)
     finally:
         digests.spool.close()
+        gc.set_threshold(*thresholds)  # the run's end (its summary and evaluation) allocates under the run's
     return RunResult(
         run_dir,
         list(problems.ids),
@@ -315,6 +316,27 @@ async def run_session(
         aborted[0] if aborted else None,
         rows,
     )
+
+
+async def _ended(
+    session: Session, digests: _Digests, state: RunState, usage: Usage
+) -> tuple[dict[str, Any], dict[str, Any] | None, list[tuple[int, dict[str, float]]]]:
+    """:func:`summarise` the run, while the session closes (its model clients, its critics' worker
+    processes: the workers' exits are waited for, which costs the summary nothing).
+
+    The summary runs in a worker thread: Z3 (the synthesized benchmarks' evaluator) pays, for each
+    context it creates on the main thread, a cost that grows with the process's heap (~10 ms at 200 MB).
+    A session that fails to close fails the run as before (no summary is written); the summary's own
+    failure is raised once the session is closed."""
+    summarising = asyncio.get_running_loop().run_in_executor(None, summarise, session, digests, state, usage)
+    try:
+        await session.aclose()
+    except BaseException:
+        await asyncio.wait([summarising])  # it reads the digests: done before they are deleted
+        if not summarising.cancelled():
+            summarising.exception()  # retrieved: the session's error is the run's
+        raise
+    return await summarising
 
 
 #: how long the writer waits, after a record is handed over while other problems are still being solved,
@@ -432,22 +454,44 @@ def _skipped(problem: Problem, session: Session, reason: str) -> ProblemResult:
     )
 
 
-def _evaluate(session: Session, digests: _Digests, plan: Callable[[Finished], tuple[PlanJSON, tuple[str, ...]]]) -> Any:
+def _evaluate(
+    session: Session,
+    digests: _Digests,
+    plan: Callable[[Finished], tuple[PlanJSON, tuple[str, ...]]],
+    tally: _Tally | None = None,
+) -> Any:
     """The benchmark's evaluation of ``plan(r)`` (the plan, and the critics that passed it) for each scored
     problem (not ended ``error``), the problems and their digests read one at a time in run order (a
-    benchmark that streams its evaluation holds none of them)."""
+    benchmark that streams its evaluation holds none of them); None when no problem is scored or the
+    benchmark has no evaluation. ``tally`` counts every digest in the same pass (all of them, whatever
+    the evaluation reads)."""
+    problems = session.problems
+    scored = _scored(digests, tally)
 
-    def finals() -> Iterator[FinalPlan]:
-        for p, (_, d) in zip(session.problems, digests, strict=True):
-            if d is not None and d.outcome != Outcome.ERROR:
-                chosen, passed_by = plan(d)
-                # each problem as the updates of its loop left it: the final plan is judged against that request
-                yield FinalPlan(in_force(session.benchmark, p, d.updates), chosen, frozenset(passed_by))
+    def finals(first: tuple[int, Finished]) -> Iterator[FinalPlan]:
+        for pos, d in itertools.chain([first], scored):
+            chosen, passed_by = plan(d)
+            # each problem as the updates of its loop left it: the final plan is judged against that request
+            yield FinalPlan(in_force(session.benchmark, problems[pos], d.updates), chosen, frozenset(passed_by))
 
+    first = next(scored, None)  # no evaluation at all of no problem
     try:
-        return session.benchmark.evaluate_final(finals())
+        ev = None if first is None else session.benchmark.evaluate_final(finals(first))
     except NotImplementedError:
-        return None
+        ev = None
+    for _ in scored:  # the rest of the tally (an evaluation that stopped reading early)
+        pass
+    return ev
+
+
+def _scored(digests: _Digests, tally: _Tally | None) -> Iterator[tuple[int, Finished]]:
+    """(position, digest) of each scored problem (finished, not ``error``) in run order; ``tally`` counts
+    every problem on the way."""
+    for pos, d in digests:
+        if tally is not None:
+            tally.add(digests.ids[pos], d)
+        if d is not None and d.outcome != Outcome.ERROR:
+            yield pos, d
 
 
 @dataclass
@@ -468,26 +512,23 @@ class _Tally:
     #: delivered plans')
     first_is_best: bool = True
 
-    @classmethod
-    def of(cls, digests: _Digests) -> _Tally:
-        t = cls()
-        for pos, r in digests:
-            if r is None:
-                t.excluded.append(digests.ids[pos])
-                continue
-            t.finished += 1
-            t.iterations += r.iterations
-            t.counts[r.outcome.value] += 1
-            if r.outcome == Outcome.ERROR:
-                t.errored.append(r)
-                t.excluded.append(r.problem_id)
-                continue
-            t.scored += 1
-            t.longest = max(t.longest, r.iterations)
-            t.first_accepted += r.first_accepted
-            t.any_accepted += r.any_accepted
-            t.first_is_best = t.first_is_best and _first(r)[0] == _best(r)[0]
-        return t
+    def add(self, pid: str, r: Finished | None) -> None:
+        """Count the digest ``r`` of problem ``pid`` (None: not run), the problems taken in run order."""
+        if r is None:
+            self.excluded.append(pid)
+            return
+        self.finished += 1
+        self.iterations += r.iterations
+        self.counts[r.outcome.value] += 1
+        if r.outcome == Outcome.ERROR:
+            self.errored.append(r)
+            self.excluded.append(r.problem_id)
+            return
+        self.scored += 1
+        self.longest = max(self.longest, r.iterations)
+        self.first_accepted += r.first_accepted
+        self.any_accepted += r.any_accepted
+        self.first_is_best = self.first_is_best and _first(r)[0] == _best(r)[0]
 
 
 def summarise(
@@ -495,17 +536,17 @@ def summarise(
 ) -> tuple[dict[str, Any], dict[str, Any] | None, list[tuple[int, dict[str, float]]]]:
     """``summary.json`` and ``evaluation.json`` content for a finished (or stopped) run, and the budget
     rows (see ``RunResult.budget_metrics``), from the digests of the finished problems, read in run
-    order by streaming passes (a tally, then the benchmark's evaluation of the final plans, once for
+    order by streaming passes (the tally within the benchmark's evaluation of the final plans, once for
     all three; a benchmark that streams its evaluation may hand its rows back on disk).
 
     Problems that ended ``error`` (or have no record) are left out of the evaluation: a problem that
     could not be run is neither a plan failure nor an abstention. ``summary["errors"]`` counts them and
     names the first error (see :func:`modulo.runs.error_digest`); ``evaluation["excluded"]`` lists them.
     """
-    tally = _Tally.of(digests)
+    tally = _Tally()
     evaluation: dict[str, Any] | None = None
     metrics: dict[str, float] = {}
-    ev = _evaluate(session, digests, _best) if tally.scored else None
+    ev = _evaluate(session, digests, _best, tally)  # the tally and the evaluation: one pass over the digests
     if ev is not None:
         metrics = dict(ev.metrics)
         evaluation = {"metrics": ev.metrics, "per_problem": ev.per_problem, "tables": ev.tables}

@@ -284,3 +284,117 @@ def test_the_collector_threshold_holds_during_the_run_and_is_restored(tmp_path: 
         components.benchmarks.unregister("toy_gc")
     assert ThresholdToy.seen and set(ThresholdToy.seen) == {before[0] if threshold is None else threshold}
     assert gc.get_threshold() == before
+
+
+#: a right plan for each of the first three toy problems
+RIGHT = {"toy-0": ["[2, 3]"], "toy-1": ["[2, 4]"], "toy-2": ["[3, 4]"]}
+
+
+def test_the_summary_counts_every_problem_whatever_the_evaluation_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The summary's counts are taken in the evaluation's own pass over the digests: an evaluation that
+    stops reading after the first plan still leaves every problem counted."""
+
+    def first_only(self: toy.Toy, finals: Any) -> Any:
+        first = next(iter(finals))
+        return self.evaluate([first.problem], [first.plan])
+
+    monkeypatch.setattr(toy.Toy, "evaluate_final", first_only)
+    cfg = config("toy", 4, {**RIGHT, "toy-3": ["[1, 1]", "[1, 2]"]})
+    cfg.metacontroller.max_iterations = 2
+    result = asyncio.run(run_session(build_session(cfg), RunDir(tmp_path)))
+    assert result.summary["counts"] == {"certified": 3, "exhausted": 1}
+    assert result.summary["finished"] == result.summary["evaluated"] == 4 and result.summary["iterations"] == 5
+    assert result.evaluation is not None and [r["problem_id"] for r in result.evaluation["per_problem"]] == ["toy-0"]
+
+
+def test_no_problem_scored_calls_no_evaluation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    called: list[int] = []
+    monkeypatch.setattr(toy.Toy, "evaluate_final", lambda self, finals: called.append(1))
+    components.benchmarks.register("toy_fragile", FragileToy, replace=True)
+    try:
+        cfg = config("toy_fragile", 2, {"*": ["[1, 2]"]})
+        cfg.benchmark.ids = ["toy-1"]  # the malformed row: the one problem ends in error
+        result = asyncio.run(run_session(build_session(cfg), RunDir(tmp_path)))
+    finally:
+        components.benchmarks.unregister("toy_fragile")
+    assert not called and result.summary["counts"] == {"error": 1} and result.summary["evaluated"] == 0
+    assert result.evaluation == {
+        "metrics": {},
+        "per_problem": [],
+        "tables": {},
+        "excluded": {"problem_ids": ["toy-1"], "reason": "ended with an error or not run"},
+    }
+
+
+def test_the_session_closes_while_the_summary_is_made(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run's end: the evaluation runs in its thread while the session closes (a critic pool's workers
+    are waited for meanwhile), evaluation.json is written before summary.json (written last: the run
+    ended), and both after every record."""
+    import threading
+
+    from modulo.executor import ThreadExecutor
+
+    evaluating = threading.Event()
+    overlapped: list[bool] = []
+    plain = toy.Toy.evaluate_final
+
+    def evaluate_final(self: toy.Toy, finals: Any) -> Any:
+        evaluating.set()
+        return plain(self, finals)
+
+    def close(self: ThreadExecutor) -> None:  # the session's close waits for the evaluation to have started
+        overlapped.append(evaluating.wait(timeout=10))
+
+    written: list[str] = []
+    write_json = RunDir.write_json
+
+    def noted(self: RunDir, name: str, data: Any) -> Path:
+        written.append(name)
+        assert len(list(read_records(self.path))) == 3  # every record on disk first
+        return write_json(self, name, data)
+
+    monkeypatch.setattr(toy.Toy, "evaluate_final", evaluate_final)
+    monkeypatch.setattr(ThreadExecutor, "close", close)
+    monkeypatch.setattr(RunDir, "write_json", noted)
+    session = build_session(config("toy", 3, RIGHT))
+    assert isinstance(session.loop.executor, ThreadExecutor)
+    result = asyncio.run(run_session(session, RunDir(tmp_path)))
+    assert overlapped == [True] and written == ["evaluation.json", "summary.json"]
+    assert result.summary["counts"] == {"certified": 3}
+
+
+@pytest.mark.parametrize("failing", ["close", "evaluation", "both"])
+def test_a_failing_end_writes_no_summary_and_keeps_the_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failing: str
+) -> None:
+    """A session that fails to close, or an evaluation that fails, fails the run after its records are
+    on disk, with no summary.json (the run did not end); the session's error is the one raised when both
+    fail, and the evaluation's thread is done before the run returns."""
+    from modulo.executor import ThreadExecutor
+
+    finished: list[bool] = []
+
+    def close(self: ThreadExecutor) -> None:
+        if failing in ("close", "both"):
+            raise OSError("the pool would not close")
+
+    def evaluate_final(self: toy.Toy, finals: Any) -> Any:
+        try:
+            list(finals)
+            if failing in ("evaluation", "both"):
+                time.sleep(0.2)  # still running when the session's error comes
+                raise ValueError("the evaluator broke")
+            return toy.Toy.evaluate_stream(self, ((f.problem, f.plan) for f in []))
+        finally:
+            finished.append(True)
+
+    monkeypatch.setattr(ThreadExecutor, "close", close)
+    monkeypatch.setattr(toy.Toy, "evaluate_final", evaluate_final)
+    session = build_session(config("toy", 3, RIGHT))
+    raised = OSError if failing in ("close", "both") else ValueError
+    with pytest.raises(raised):
+        asyncio.run(run_session(session, RunDir(tmp_path)))
+    assert finished == [True]
+    assert len(list(read_records(tmp_path))) == 3 and not (tmp_path / "summary.json").exists()
