@@ -13,7 +13,9 @@ Besides the ratio it says what the wall waits on, from the time each request rea
 reply got back to its caller: the time before the first request, from the first request to the last reply
 (at best 57 rounds of 50 ms with 1,800 calls on 32 slots, 1.013 times the ideal, plus each reply noticed a
 little late: the event loop's timers wake it up to a millisecond late), a slot's idle time between a reply
-and the next request, and the time after the last reply (the last records, the summary, the evaluation).
+and the next request, and the time after the last reply (the last records, the summary, the evaluation),
+split at the moment the last records were on disk: until then, and the run's end after them (the summary,
+the final evaluation, evaluation.json and summary.json, the session closed).
 
     python benchmarks/loop_overhead.py [--problems 180] [--budget 10] [--latency 0.05] [--concurrency 32]
     python benchmarks/loop_overhead.py --benchmark travelplanner [--heavy --heavy-workers 2]
@@ -114,6 +116,16 @@ class _Trace:
         }
 
 
+class _TimedRunDir(RunDir):
+    """The run directory, noting when the last group of records was on disk (written and fsync'ed)."""
+
+    written: float | None = None
+
+    def append_many(self, results: Any) -> None:
+        super().append_many(results)
+        self.written = time.perf_counter()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--problems", type=int, default=180)
@@ -168,12 +180,19 @@ def main() -> int:
             warm(args.heavy_workers)
         load = os.getloadavg()[0]
         t0, c0 = time.perf_counter(), os.times()
-        result = asyncio.run(run_session(session, RunDir(Path(tmp) / "run")))
+        run_dir = _TimedRunDir(Path(tmp) / "run")
+        result = asyncio.run(run_session(session, run_dir))
         wall = time.perf_counter() - t0
         c1 = os.times()  # (the run closed its session: the heavy workers are killed and reaped)
     calls = result.summary["usage"]["calls"]
     ideal = calls * args.latency / args.concurrency
     parts = trace.parts(t0, t0 + wall, args.concurrency, args.latency)
+    if parts and run_dir.written is not None:
+        # after the last reply: until the last records are on disk, then the run's end (the summary, the
+        # final evaluation, evaluation.json and summary.json, the session closed)
+        last_reply = t0 + wall - parts["after_last_reply_s"]
+        parts["last_reply_to_last_records_s"] = round(max(0.0, run_dir.written - last_reply), 3)
+        parts["last_records_to_end_s"] = round(t0 + wall - run_dir.written, 3)
     chains = math.ceil(args.problems / args.concurrency) * args.budget * args.latency
     out = {
         "benchmark": args.benchmark + (f" (critics in {args.heavy_workers} worker processes)" if args.heavy else ""),
@@ -201,7 +220,7 @@ def main() -> int:
         # its caller): before the first request; the requests themselves (ideal: calls x latency / slots),
         # made longer by a slot left idle after a reply until the next request is sent, and by a reply
         # noticed after its latency (the event loop's thread busy when it came); after the last reply (the
-        # last records written, the summary and the final evaluation)
+        # last records written, the summary and the final evaluation), split at the last records on disk
         **parts,
         "load_average_1min_at_start": round(load, 2),
         "cores": os.cpu_count(),

@@ -18,6 +18,8 @@ def test_the_walls_parts_add_up_and_the_exit_status_says_whether_the_bound_was_m
     assert figures["calls"] == 24 and figures["ideal_s"] == 24 * 0.01 / 4
     parts = figures["before_first_request_s"] + figures["first_request_to_last_reply_s"] + figures["after_last_reply_s"]
     assert abs(parts - figures["wall_s"]) <= 0.003  # each part rounded to a millisecond
+    end = figures["last_reply_to_last_records_s"] + figures["last_records_to_end_s"]
+    assert abs(end - figures["after_last_reply_s"]) <= 0.003 and figures["last_records_to_end_s"] > 0
     assert figures["latency_as_seen_ms_mean"] >= 10.0  # a reply is never seen before its latency
     assert figures["reply_to_next_request_ms_mean"] >= 0.0
     assert done.returncode == (0 if figures["ratio"] <= 1.05 else 1), done.stderr
