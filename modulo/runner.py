@@ -306,7 +306,7 @@ async def run_session(
         run_dir.write_json("summary.json", summary)
     finally:
         digests.spool.close()
-        gc.set_threshold(*thresholds)  # the run's end (its summary and evaluation) allocates under the run's
+        gc.set_threshold(*thresholds)  # held for the run's end too (the summary, the evaluation, the files)
     return RunResult(
         run_dir,
         list(problems.ids),
@@ -321,8 +321,8 @@ async def run_session(
 async def _ended(
     session: Session, digests: _Digests, state: RunState, usage: Usage
 ) -> tuple[dict[str, Any], dict[str, Any] | None, list[tuple[int, dict[str, float]]]]:
-    """:func:`summarise` the run, while the session closes (its model clients, its critics' worker
-    processes: the workers' exits are waited for, which costs the summary nothing).
+    """:func:`summarise` the run while the session closes (its model clients, its critics' worker
+    processes, whose exits it waits for: meanwhile the summary goes on in its thread).
 
     The summary runs in a worker thread: Z3 (the synthesized benchmarks' evaluator) pays, for each
     context it creates on the main thread, a cost that grows with the process's heap (~10 ms at 200 MB).
