@@ -29,11 +29,11 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError
 
 from ..config import ModuloConfig
-from ..errors import ConfigError, ModuloError, UnknownComponentError
+from ..errors import ConfigError, ModuloError, RunError, UnknownComponentError
 from ..redact import check_config, register_config, safe_config
 from ..registry import group_entry_points, suggest
 from ..resources import resource_dir
-from ..runs import RunLock, RunLockedError
+from ..runs import RUN_INFO, RunLock, RunLockedError
 from ..trackers import log_to_tracker, open_tracker
 from .schema import hydra_schema
 
@@ -150,6 +150,36 @@ def _remove_if_empty(run_dir: Path) -> None:
                 run_dir.parent.rmdir()
 
 
+#: how many siblings ``NAME-2``, ``NAME-3``, ... of a taken timestamped run directory are tried
+MAX_SIBLINGS = 1000
+
+
+def _new_run_dir() -> tuple[Path, RunLock | None]:
+    """The directory of a run that names none (no ``run.dir``): Hydra's timestamped one
+    (``runs/DATE/H-M-S``, or an experiment's), or, when another run already has it (runs started within
+    one second of each other: quick scripted runs in a row, parallel processes), its first free sibling
+    ``H-M-S-2``, ``H-M-S-3``, ...: such a run is always a new run, never the resumption of another that
+    started in the same second, nor refused as another configuration. The directory is claimed by its
+    lock, which the caller releases (it takes it again, re-entrantly, for the run). A directory named on
+    the command line (``hydra.run.dir=...``) and a sweep's job directories are used as they are."""
+    hydra = HydraConfig.get()
+    path = Path(hydra.runtime.output_dir)
+    named = any(o.lstrip("+~").startswith("hydra.run.dir=") for o in hydra.overrides.hydra)
+    if _multirun() or named:
+        return path, None
+    for n in range(1, MAX_SIBLINGS + 1):
+        candidate = path if n == 1 else path.with_name(f"{path.name}-{n}")
+        lock = RunLock(candidate)
+        try:
+            lock.acquire()
+        except RunLockedError:  # another process is writing it
+            continue
+        if not (candidate / RUN_INFO).exists():  # no run started there
+            return candidate, lock
+        lock.release()
+    raise RunError(f"{path} and its {MAX_SIBLINGS - 1} siblings {path.name}-N all hold runs: name one with run.dir")
+
+
 def hydra_files(cfg: DictConfig) -> dict[str, str]:
     """What Hydra would save in ``.hydra/`` (config, hydra, overrides), written by the run only once the
     run directory is locked and accepts the configuration (a refused run must not overwrite them)."""
@@ -179,12 +209,16 @@ def _main(cfg: DictConfig, *, check: bool = False, save_hydra: bool = False) -> 
             print_check(session)
             asyncio.run(session.aclose())
             return 0
-        run_dir = Path(mcfg.run.dir) if mcfg.run.dir else Path(HydraConfig.get().runtime.output_dir)
-        with RunLock(run_dir):  # one writer per run directory (re-entrant: run_hydra may hold it already)
-            saved = config_yaml(mcfg)  # before the server log's place is filled in: it is not a setting
-            keep_server_log(mcfg, run_dir)
-            extra = hydra_files(cfg) if save_hydra else None
-            code = run_and_report(mcfg, run_dir, saved, extra)
+        run_dir, claimed = (Path(mcfg.run.dir), None) if mcfg.run.dir else _new_run_dir()
+        try:
+            with RunLock(run_dir):  # one writer per run directory (re-entrant: run_hydra may hold it already)
+                saved = config_yaml(mcfg)  # before the server log's place is filled in: it is not a setting
+                keep_server_log(mcfg, run_dir)
+                extra = hydra_files(cfg) if save_hydra else None
+                code = run_and_report(mcfg, run_dir, saved, extra)
+        finally:
+            if claimed is not None:
+                claimed.release()
         if tracker is not None:
             code = log_to_tracker(tracker, run_dir, _job_tags()) or code
         _job_status(run_dir, code, None)

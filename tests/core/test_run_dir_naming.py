@@ -1,0 +1,65 @@
+"""A run that names no directory is a new run: two runs started within the same second (Hydra names the
+directory by the second) each get their own directory, the second a sibling ``H-M-S-2``, instead of the
+second being refused as another configuration or taken for a resumption of the first."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+
+import hydra.core.utils
+import pytest
+
+from tests.cli_support import run_main
+
+#: a run of a second or less: 2 synthesized problems, the scripted model's greedy plans
+QUICK = ("benchmark=synth/calendar_small", "benchmark.limit=2", "llm=scripted", "metacontroller.max_iterations=1")
+
+
+class _Frozen(datetime):
+    @classmethod
+    def now(cls, tz: object = None) -> _Frozen:  # type: ignore[override]
+        return cls(2026, 1, 2, 3, 4, 5)
+
+
+@pytest.fixture
+def same_second(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """Hydra's clock stopped at one second; the working directory a fresh one. The runs' parent folder."""
+    monkeypatch.setattr(hydra.core.utils, "datetime", _Frozen)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path / "runs" / "2026-01-02"
+
+
+def _benchmark(run_dir: Path) -> str:
+    return str(json.loads((run_dir / "run.json").read_text(encoding="utf-8"))["benchmark"]["name"])
+
+
+def test_runs_started_in_the_same_second_each_get_a_directory(
+    capsys: pytest.CaptureFixture[str], same_second: Path
+) -> None:
+    code, _, err = run_main(capsys, "run", *QUICK)
+    assert code == 0, err
+    # another configuration in the same second: a sibling, not a refusal
+    code, _, err = run_main(capsys, "run", *QUICK, "benchmark.limit=1")
+    assert code == 0, err
+    # the same configuration again: a new run too, not a resumption of the first
+    code, _, err = run_main(capsys, "run", *QUICK)
+    assert code == 0, err
+    assert sorted(p.name for p in same_second.iterdir()) == ["03-04-05", "03-04-05-2", "03-04-05-3"]
+    for name, problems in (("03-04-05", 2), ("03-04-05-2", 1), ("03-04-05-3", 2)):
+        lines = (same_second / name / "records.jsonl").read_text(encoding="utf-8").splitlines()
+        assert len(lines) == problems, name
+        assert _benchmark(same_second / name).startswith("synth/")
+
+
+def test_a_directory_named_on_the_command_line_is_used_as_it_is(
+    capsys: pytest.CaptureFixture[str], same_second: Path, tmp_path: Path
+) -> None:
+    target = tmp_path / "mine"
+    code, _, err = run_main(capsys, "run", *QUICK, f"hydra.run.dir={target}")
+    assert code == 0, err
+    # named again with another configuration: refused (it holds another run), never moved elsewhere
+    code, _, err = run_main(capsys, "run", *QUICK, "benchmark.limit=1", f"hydra.run.dir={target}")
+    assert code == 2 and "holds a run with another configuration" in err
+    assert not (tmp_path / "mine-2").exists() and not same_second.exists()
