@@ -122,12 +122,9 @@ def test_final_plans_are_evaluated_once_for_summary_and_budget_table(
     assert [(r.problem_id, len(r.iterations)) for r in result.results] == [("toy-0", 2), ("toy-1", 3)]
 
 
-def test_the_evaluation_is_handed_the_critics_that_passed_each_final_plan(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Each final plan comes with the critics whose verdict on that very plan passed it (applicable, no
-    error), the delivered plans' and the first plans' each; a problem resumed from an earlier process is
-    handed none (its verdicts were not given here)."""
+@pytest.fixture
+def finals_seen(monkeypatch: pytest.MonkeyPatch) -> list[list[tuple[str, Any, frozenset[str]]]]:
+    """Each call of the toy benchmark's evaluate_final: (problem id, plan, passed_by) of each final plan."""
     seen: list[list[tuple[str, Any, frozenset[str]]]] = []
     plain = toy.Toy.evaluate_final
 
@@ -137,43 +134,43 @@ def test_the_evaluation_is_handed_the_critics_that_passed_each_final_plan(
         return plain(self, finals)
 
     monkeypatch.setattr(toy.Toy, "evaluate_final", recording)
+    return seen
+
+
+def test_the_evaluation_is_handed_the_critics_that_passed_each_final_plan(
+    tmp_path: Path, finals_seen: list[list[tuple[str, Any, frozenset[str]]]]
+) -> None:
+    """Each final plan comes with the critics whose verdict on that very plan passed it (applicable, no
+    error), the delivered plans' and the first plans' each; a problem resumed from an earlier process is
+    handed none (its verdicts were not given here)."""
     # toy-0 passes both critics at its second iteration; toy-1's numbers are distinct but sum wrong
     cfg = config("toy", 2, {"toy-0": ["[1, 1]", "[2, 3]"], "toy-1": ["[1, 2]"] * 3})
     cfg.metacontroller.max_iterations = 3
     result = asyncio.run(run_session(build_session(cfg), RunDir(tmp_path)))
     everyone = frozenset({"format", "toy_sum", "toy_distinct"})
-    assert seen == [
+    assert finals_seen == [
         [("toy-0", [2, 3], everyone), ("toy-1", [1, 2], frozenset({"format", "toy_distinct"}))],
         [("toy-0", [1, 1], frozenset({"format"})), ("toy-1", [1, 2], frozenset({"format", "toy_distinct"}))],
     ]
     assert result.summary["metrics"] == {"solved": 0.5}
-    seen.clear()
+    finals_seen.clear()
     again = asyncio.run(run_session(build_session(cfg), RunDir(tmp_path)))  # every problem resumed
-    assert [[passed for _, _, passed in finals] for finals in seen] == [[frozenset(), frozenset()]] * 2
+    assert [[passed for _, _, passed in finals] for finals in finals_seen] == [[frozenset(), frozenset()]] * 2
     assert again.summary["metrics"] == result.summary["metrics"]
 
 
 def test_the_passes_handed_to_the_evaluation_are_judged_against_the_final_request(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, finals_seen: list[list[tuple[str, Any, frozenset[str]]]]
 ) -> None:
     """After an update, a plan's passes are those of its verdicts against the request as it ended (the plan
     judged again after the update), never those against the request it was first judged against."""
-    seen: list[list[tuple[str, Any, frozenset[str]]]] = []
-    plain = toy.Toy.evaluate_final
-
-    def recording(self: toy.Toy, finals: Any) -> Any:
-        finals = list(finals)
-        seen.append([(f.problem.id, f.plan, f.passed_by) for f in finals])
-        return plain(self, finals)
-
-    monkeypatch.setattr(toy.Toy, "evaluate_final", recording)
     # [2, 3] sums to 5, toy-0's target, until the update after turn 0 makes every target 9
     cfg = config("toy", 2, {"toy-0": ["[2, 3]", "[4, 5]"], "toy-1": ["[2, 4]", "[2, 4]"]})
     cfg.user.updates = [{"after": 0, "add": {"target": 9}, "text": "They must sum to 9 now."}]
     cfg.metacontroller.max_iterations = 2
     asyncio.run(run_session(build_session(cfg), RunDir(tmp_path)))
     distinct = frozenset({"format", "toy_distinct"})
-    assert seen == [
+    assert finals_seen == [
         [("toy-0", [4, 5], distinct | {"toy_sum"}), ("toy-1", [2, 4], distinct)],
         [("toy-0", [2, 3], distinct), ("toy-1", [2, 4], distinct)],
     ]
