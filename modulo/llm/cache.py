@@ -13,6 +13,7 @@ of the same key are ignored.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import queue
@@ -116,27 +117,57 @@ class ResponseCache:
                 # an empty cache: every lookup misses, nothing is created on disk
                 self._conn: sqlite3.Connection | None = None
                 return
-            self._conn = sqlite3.connect(self.path, timeout=timeout_s, check_same_thread=False, isolation_level=None)
-            self._conn.execute(f"PRAGMA busy_timeout={int(timeout_s * 1000)}")
-            if not readonly:
-                self._conn.execute("PRAGMA journal_mode=WAL")
-                self._conn.execute("PRAGMA synchronous=NORMAL")
-                self._conn.execute(_SCHEMA)
-                columns = {row[1] for row in self._conn.execute("PRAGMA table_info(responses)")}
-                if "tool_calls" not in columns:  # a cache written before tool calling existed
-                    self._conn.execute("ALTER TABLE responses ADD COLUMN tool_calls TEXT")
-                if "request_texts" not in columns:  # ... or before requests were stored in pieces
-                    self._conn.execute("ALTER TABLE responses ADD COLUMN request_texts TEXT")
-                self._conn.execute(_TEXTS)
-                # reads go through a connection of their own: in WAL mode a reader never waits for a
-                # writer, but a read through the writing connection would wait for its lock (held while a
-                # write waits for another process's)
-                self._reader = sqlite3.connect(
-                    self.path, timeout=timeout_s, check_same_thread=False, isolation_level=None
-                )
-                self._reader.execute(f"PRAGMA busy_timeout={int(timeout_s * 1000)}")
+            self._conn = None
+            # the last connection of another process closing (its WAL checkpointed and removed) answers a
+            # connection opening meanwhile "database is locked" at once, whatever the busy timeout (SQLite's
+            # WAL notes): such an open is tried again, with growing pauses, for up to timeout_s
+            deadline, pause = time.monotonic() + timeout_s, 0.005
+            while True:
+                try:
+                    self._open(readonly, timeout_s)
+                    break
+                except sqlite3.OperationalError as exc:
+                    self._close_connections()
+                    if not _busy(exc) or time.monotonic() + pause > deadline:
+                        raise
+                    time.sleep(pause)
+                    pause = min(2 * pause, 0.25)
         except (OSError, sqlite3.Error) as exc:
             raise ConfigError(f"cannot open the LLM response cache at {str(self.path)!r}: {exc}") from None
+
+    def _open(self, readonly: bool, timeout_s: float) -> None:
+        """Connect (and, to write, set the file up: WAL, the tables, the columns later versions added)."""
+        conn = self._conn = sqlite3.connect(self.path, timeout=timeout_s, check_same_thread=False, isolation_level=None)
+        conn.execute(f"PRAGMA busy_timeout={int(timeout_s * 1000)}")
+        if readonly:
+            return
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute(_SCHEMA)
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(responses)")}
+        # tool_calls: a cache written before tool calling existed; request_texts: before requests were stored
+        # in pieces (another process opening the same old file may add a column first: it is there then)
+        for column in ("tool_calls", "request_texts"):
+            if column not in columns:
+                try:
+                    conn.execute(f"ALTER TABLE responses ADD COLUMN {column} TEXT")
+                except sqlite3.OperationalError as exc:
+                    if "duplicate column" not in str(exc):
+                        raise
+        conn.execute(_TEXTS)
+        # reads go through a connection of their own: in WAL mode a reader never waits for a writer, but a
+        # read through the writing connection would wait for its lock (held while a write waits for another
+        # process's)
+        self._reader = sqlite3.connect(self.path, timeout=timeout_s, check_same_thread=False, isolation_level=None)
+        self._reader.execute(f"PRAGMA busy_timeout={int(timeout_s * 1000)}")
+
+    def _close_connections(self) -> None:
+        """Close the connections an open that failed made."""
+        for conn in (self._reader, self._conn):
+            if conn is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.close()
+        self._conn = self._reader = None
 
     def __repr__(self) -> str:
         return f"ResponseCache({str(self.path)!r}, readonly={self.readonly})"
@@ -437,6 +468,12 @@ class ResponseCache:
             together = len(batch)
             if closing:
                 return
+
+
+def _busy(exc: sqlite3.OperationalError) -> bool:
+    """Whether SQLite refused for another connection's lock ("database is locked", "... busy")."""
+    text = str(exc)
+    return "locked" in text or "busy" in text
 
 
 def _settle(futures: list[tuple[asyncio.Future[None], BaseException | None]]) -> None:
