@@ -101,6 +101,15 @@ def test_extract_json_still_finds_a_value_in_prose_and_fences() -> None:
     assert extract_json('The plan is {"a": 2} and more') == {"a": 2}
 
 
+class Anything:
+    """A benchmark whose every JSON value is a plan (its canonical text the key it was given)."""
+
+    plan_json_schema = None
+
+    def checked_plan(self, value: Any, key: str | None = None) -> tuple[Any, str]:
+        return value, key if key is not None else canonical_json(value)
+
+
 def test_a_plans_canonical_text_is_canonical_json_and_a_cycle_is_told_apart() -> None:
     plans: list[Any] = [
         [{"b": 1, "a": 'é \u2028 "q"', "c": [1.5, None, True, float("inf")]}],
@@ -114,12 +123,6 @@ def test_a_plans_canonical_text_is_canonical_json_and_a_cycle_is_told_apart() ->
     cyclic.append(cyclic)
     with pytest.raises(RecursionError):
         tree_json(cyclic)
-
-    class Anything:
-        plan_json_schema = None
-
-        def checked_plan(self, value: Any, key: str | None = None) -> tuple[Any, str]:
-            return value, key if key is not None else canonical_json(value)
 
     out = validated(Anything(), cyclic)  # type: ignore[arg-type]
     assert out.plan is None and out.error is not None and "Circular reference" in out.error
@@ -135,12 +138,6 @@ def test_a_plans_canonical_text_is_canonical_json_and_a_cycle_is_told_apart() ->
 def test_a_plan_holding_nan_or_an_infinity_is_a_format_failure_and_names_alone_are_not() -> None:
     """Python's JSON reader accepts NaN, Infinity and 1e999; records (standard JSON) would write them as
     null, so the plan the critics judged would not be the plan recorded: such a plan is refused."""
-
-    class Anything:
-        plan_json_schema = None
-
-        def checked_plan(self, value: Any, key: str | None = None) -> tuple[Any, str]:
-            return value, key if key is not None else canonical_json(value)
 
     for text in ("[1, NaN]", '{"a": {"b": [Infinity]}}', "[-Infinity]", '{"cost": 1e999}', "[-1e400]"):
         out = validated(Anything(), extract_json(text))  # type: ignore[arg-type]
