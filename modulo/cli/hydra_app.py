@@ -175,9 +175,33 @@ def _new_run_dir() -> tuple[Path, RunLock | None]:
         except RunLockedError:  # another process is writing it
             continue
         if not (candidate / RUN_INFO).exists():  # no run started there
+            if candidate != path:
+                _move_job_log(path, candidate)
             return candidate, lock
         lock.release()
     raise RunError(f"{path} and its {MAX_SIBLINGS - 1} siblings {path.name}-N all hold runs: name one with run.dir")
+
+
+def _move_job_log(taken: Path, chosen: Path) -> None:
+    """Point the job's log file (Hydra opened it in the directory it named, which another run holds) at
+    the same name in the directory this run took instead: the run's log lines belong to its own directory,
+    never appended to another run's log."""
+    for handler in logging.getLogger().handlers:
+        if not isinstance(handler, logging.FileHandler):
+            continue
+        old = Path(handler.baseFilename)
+        if old.parent != Path(os.path.abspath(taken)):  # FileHandler keeps its name absolute, unresolved
+            continue
+        new = chosen / old.name
+        chosen.mkdir(parents=True, exist_ok=True)
+        handler.acquire()
+        try:
+            handler.baseFilename = os.path.abspath(new)
+            stale = handler.setStream(handler._open())  # its own mode and encoding, at the new name
+            if stale is not None:
+                stale.close()
+        finally:
+            handler.release()
 
 
 def hydra_files(cfg: DictConfig) -> dict[str, str]:

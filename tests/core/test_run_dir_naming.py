@@ -5,6 +5,7 @@ second being refused as another configuration or taken for a resumption of the f
 from __future__ import annotations
 
 import json
+import logging
 from datetime import datetime
 from pathlib import Path
 
@@ -51,6 +52,9 @@ def test_runs_started_in_the_same_second_each_get_a_directory(
         lines = (same_second / name / "records.jsonl").read_text(encoding="utf-8").splitlines()
         assert len(lines) == problems, name
         assert _benchmark(same_second / name).startswith("synth/")
+    # the last run's log file is its own directory's, not the taken one's (Hydra opened it there first)
+    logs = [Path(h.baseFilename) for h in logging.getLogger().handlers if isinstance(h, logging.FileHandler)]
+    assert logs and all(log.parent.name == "03-04-05-3" and log.exists() for log in logs), logs
 
 
 def test_a_directory_named_on_the_command_line_is_used_as_it_is(
