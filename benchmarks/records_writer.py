@@ -8,8 +8,8 @@ writes them again in this thread with nothing else running, ``--repeat`` times (
 part is kept), to say what the writer's time is spent on:
 
 * ``encode``: each record's line (:func:`modulo.recordformat.record_pieces`, no secret registered);
-* of which ``verdict encodings``: each record's distinct verdict objects, each encoded once (what the
-  verdict table needs; the line's own JSON and the tables' bookkeeping are the rest);
+* of which ``verdict encodings``: each record's distinct verdict objects, each encoded once as the writer
+  encodes them (what the verdict table needs; the line's own JSON and the tables' bookkeeping are the rest);
 * ``write``: the lines written in groups of ``--group`` records (``os.writev``), without fsync;
 * ``fsync``: one per group, on top of the writes;
 * ``append_many``: the whole, as the runner calls it.
@@ -44,6 +44,14 @@ from iteration_cpu import one_run, wrong_plans
 from modulo.recordformat import encode_record
 from modulo.runs import RunDir
 from modulo.types import ProblemResult
+
+try:  # the writer's own verdict encoder (a checkout before it: the verdict's pydantic serialiser)
+    from modulo.recordformat import _model_json as verdict_json
+except ImportError:
+
+    def verdict_json(verdict: Any) -> bytes:
+        return bytes(verdict.__pydantic_serializer__.to_json(verdict))
+
 
 try:  # a checkout before the writer wrote lines in pieces (PYTHONPATH=/other/checkout measures that one)
     from modulo.recordformat import record_pieces
@@ -90,7 +98,7 @@ def verdict_encodings(records: list[ProblemResult]) -> tuple[int, int]:
             for v in it.verdicts:
                 if id(v) not in seen:
                     seen.add(id(v))
-                    jsons.add(v.__pydantic_serializer__.to_json(v))
+                    jsons.add(verdict_json(v))
         objects += len(seen)
         distinct += len(jsons)
     return objects, distinct

@@ -4,6 +4,8 @@ it as for a format-1 line, a newer format says to upgrade, torn and damaged line
 
 from __future__ import annotations
 
+import datetime as dt
+import enum
 import json
 import math
 import random
@@ -14,9 +16,12 @@ from typing import Any
 import pydantic_core
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import BaseModel
 
 import modulo.redact as redact_module
+from modulo import recordformat
 from modulo.analysis.records import iter_records as analysis_records
 from modulo.errors import RunError
 from modulo.llm.replay import load_recording, messages_key
@@ -479,3 +484,62 @@ def test_records_are_written_whole_in_their_pieces(tmp_path: Path, monkeypatch: 
     monkeypatch.setattr(os, "writev", writev)
     assert rd.records_path.read_bytes() == expected * 2
     assert [r.problem_id for r in read_records(rd.path)] == [r.problem_id for r in recs] * 2
+
+
+class _Foreign(BaseModel):
+    """A model of a critic's own in a verdict's details (not one of the record's models)."""
+
+    when: float = 1.0
+
+
+class _Level(enum.IntEnum):
+    EASY = 1
+
+
+class _Name(str):
+    pass
+
+
+#: values orjson writes as pydantic_core does, and values it must leave to pydantic_core (which the writer's
+#: encoder then writes as before): whatever a verdict's details or a plan may hold
+_LEAVES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.sampled_from([0, -1, 2**63 - 1, 2**63, 2**64 - 1, 2**64, -(2**63), -(2**63) - 1]),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([0.0, -0.0, 1e16, 1e15, 1e-7, 5e-324, 1.7976931348623157e308, 392.0, 3.5411998396739364e-05]),
+    st.text(),
+    st.text(alphabet=st.characters(max_codepoint=0x7F)),
+    st.sampled_from(["\u2028", "\x7f", "é", "🙂", "\ufe0f", "</script>"]),
+    st.sampled_from(
+        [Outcome.CERTIFIED, _Level.EASY, _Name("x"), dt.datetime(2026, 11, 25, 1, 2, 3, 4), {1, 2}, b"bytes"]
+    ),
+    st.builds(_Foreign, when=st.floats(allow_nan=False)),
+    st.builds(Usage, calls=st.integers(0, 9), cost_usd=st.floats(0, 1)),
+    st.builds(Verdict, critic=st.text(max_size=5), passed=st.booleans(), details=st.just({"x": 1.0})),
+)
+_VALUES = st.recursive(
+    _LEAVES,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.tuples(inner, inner),
+        st.dictionaries(st.text(max_size=6), inner, max_size=4),
+        st.dictionaries(st.one_of(st.integers(0, 3), st.booleans(), st.none()), inner, max_size=2),
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_VALUES)
+def test_the_writers_encoder_writes_what_pydantic_core_writes(value: Any) -> None:
+    """The record writer's encoder (orjson where it writes the same, pydantic_core where it might not) gives
+    pydantic_core's bytes for any value, or its error."""
+    try:
+        expected = pydantic_core.to_json(value, inf_nan_mode="null")
+    except pydantic_core.PydanticSerializationError:
+        with pytest.raises(pydantic_core.PydanticSerializationError):
+            recordformat._json(value)
+        return
+    assert recordformat._json(value) == expected
