@@ -48,7 +48,7 @@ from pydantic import BaseModel
 from .errors import RunError
 
 if TYPE_CHECKING:
-    from .types import IterationRecord, Message, ProblemResult, Verdict
+    from .types import IterationRecord, Message, ProblemResult, Usage, Verdict
 
 #: the format :func:`encode_record` writes; readers read every format up to it
 RECORD_FORMAT = 2
@@ -264,12 +264,24 @@ class _Encoder:
     """One record's line being built: its tables, and each message met (by identity: a call sends the
     prompt's very messages) built once."""
 
-    __slots__ = ("messages", "texts", "verdicts")
+    __slots__ = ("messages", "texts", "usages", "verdicts")
 
     def __init__(self, scrub: Callable[[str], str] | None) -> None:
         self.texts = _TextTable(scrub)
         self.verdicts = _VerdictTable()
         self.messages: dict[int, dict[str, Any]] = {}
+        #: each usage met (an iteration with one call records that call's usage: the same object) as its fields
+        self.usages: dict[int, Any] = {}
+
+    def usage(self, usage: Usage) -> Any:
+        """``usage`` as the line holds it: its fields (the same dict for the same object), or the model itself
+        where its fields might not be its JSON (:func:`_nested` then decides)."""
+        done = self.usages.get(id(usage))
+        if done is None:
+            values = usage.__dict__
+            plain = type(usage) in _record_models() and len(values) == len(_field_names(type(usage)))
+            done = self.usages[id(usage)] = values if plain else usage
+        return done
 
     def message_list(self, messages: list[Message]) -> list[dict[str, Any]]:
         known = self.messages
@@ -287,11 +299,13 @@ class _Encoder:
         out["raw_reply"] = ref(it.raw_reply)
         out["backprompt"] = ref(it.backprompt)
         out["verdicts"] = self.verdicts.refs(it.verdicts)
+        out["usage"] = self.usage(it.usage)
         calls = []
         for call in it.calls:
             fields = _fields(call)
             fields["messages"] = self.message_list(call.messages)
             fields["reply"] = ref(call.reply)
+            fields["usage"] = self.usage(call.usage)
             calls.append(fields)
         out["calls"] = calls
         return out
