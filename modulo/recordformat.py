@@ -41,11 +41,15 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import orjson
 import pydantic_core
 from pydantic import BaseModel
 
 from .errors import RunError
+
+try:  # a dependency; an environment installed before it came writes the same bytes by pydantic_core alone
+    import orjson
+except ImportError:  # pragma: no cover - exercised only where orjson is missing
+    orjson = None  # type: ignore[assignment]
 
 if TYPE_CHECKING:
     from .types import IterationRecord, Message, ProblemResult, Usage, Verdict
@@ -188,7 +192,11 @@ class _VerdictTable:
 
 #: orjson hands these to :func:`_nested` instead of writing them its own way (which could differ from
 #: pydantic_core's): subclasses of str, int, dict and list other than enums, datetimes, dataclasses
-_ORJSON_OPTIONS = orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
+_ORJSON_OPTIONS = (
+    orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
+    if orjson is not None
+    else 0
+)
 
 
 def _json(value: Any) -> bytes:
@@ -198,10 +206,12 @@ def _json(value: Any) -> bytes:
     exactly as pydantic_core does (the same escapes, the same shortest floats, NaN and infinities as null);
     anything else (a non-string key, a bigger integer, a datetime, a foreign model, ...) makes orjson give
     up, and pydantic_core writes the whole value as before."""
-    try:
-        return orjson.dumps(value, default=_nested, option=_ORJSON_OPTIONS)
-    except TypeError:  # orjson.JSONEncodeError: not only plain data
-        return pydantic_core.to_json(value, inf_nan_mode="null")
+    if orjson is not None:
+        try:
+            return orjson.dumps(value, default=_nested, option=_ORJSON_OPTIONS)
+        except TypeError:  # orjson.JSONEncodeError: not only plain data
+            pass
+    return pydantic_core.to_json(value, inf_nan_mode="null")
 
 
 def _nested(value: Any) -> dict[str, Any]:

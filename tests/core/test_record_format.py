@@ -543,3 +543,11 @@ def test_the_writers_encoder_writes_what_pydantic_core_writes(value: Any) -> Non
             recordformat._json(value)
         return
     assert recordformat._json(value) == expected
+
+
+def test_without_orjson_the_lines_are_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An environment installed before orjson became a dependency writes the same lines (pydantic_core alone)."""
+    recs = [record(), *(random_record(random.Random(seed)) for seed in range(8))]
+    fast = [encode_record(r) for r in recs]
+    monkeypatch.setattr(recordformat, "orjson", None)
+    assert [encode_record(r) for r in recs] == fast
