@@ -238,37 +238,96 @@ def critic_cpu(recorded: Recorded | None = None) -> Iterator[list[float]]:
         yield spent
 
 
-@contextmanager
-def replayed_critics(recorded: Recorded) -> Iterator[list[int]]:
-    """Critic calls answered with the outcomes another run recorded for the same problem and critic, in
-    order (no critic work, the plan handed on unchanged): what the run then spends is the loop's own
-    CPU. A call with nothing recorded runs the critic (counted in the list yielded)."""
-    missed = [0]
-    lock = threading.Lock()
+#: no plan given: the call is ``call_critic`` (a verdict returned, an error raised)
+_NO_PLAN: Any = object()
 
-    def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
-        def replay(critic: Any, problem: Any, frozen: Any, *plan: Any) -> Any:
-            # as little work as it can (what it costs is counted as the loop's): a deque's popleft is
-            # atomic, so the lock is only taken to count a miss
-            queue = recorded.get((problem.id, critic.name))
+
+class Replay:
+    """Critic calls answered with the outcomes another run recorded for the same problem and critic, in
+    order (no critic work, the plan handed on unchanged): what the run then spends is the loop's own CPU,
+    this replay included. A call with nothing recorded runs the critic (counted in ``missed``).
+
+    It does as little as a faithful replay can: the outcomes are looked up by critic name, then by
+    problem id (two dict reads of strings whose hashes are cached: no key tuple built), and a deque's
+    popleft is atomic, so no lock is taken but to count a miss. :meth:`cost` measures it apart."""
+
+    def __init__(self, recorded: Recorded) -> None:
+        self.by_critic: dict[str, dict[str, deque[Any]]] = defaultdict(dict)
+        for (problem_id, name), outcomes in recorded.items():
+            self.by_critic[name][problem_id] = outcomes
+        self.recorded = sum(len(q) for q in recorded.values())
+        self.missed = 0
+        self._lock = threading.Lock()
+
+    def wrap(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        get = self.by_critic.get
+
+        def replay(critic: Any, problem: Any, frozen: Any, plan: Any = _NO_PLAN) -> Any:
             try:
-                outcome = queue.popleft() if queue is not None else None
-            except IndexError:
-                outcome = None
-            if outcome is None:
-                with lock:
-                    missed[0] += 1
-                return original(critic, problem, frozen, *plan)
-            if not plan:  # call_critic: a verdict, or the error raised
-                if isinstance(outcome, BaseException):
-                    raise outcome
-                return outcome
-            return outcome, plan[0]
+                outcome = get(critic.name)[problem.id].popleft()  # type: ignore[index]
+            except (TypeError, KeyError, IndexError):  # no such critic, no such problem, none left
+                with self._lock:
+                    self.missed += 1
+                if plan is _NO_PLAN:
+                    return original(critic, problem, frozen)
+                return original(critic, problem, frozen, plan)
+            if plan is not _NO_PLAN:  # call_on_copy: the outcome and the copy for the next critic
+                return outcome, plan
+            if isinstance(outcome, BaseException):  # call_critic: a verdict, or the error raised
+                raise outcome
+            return outcome
 
         return replay
 
-    with patched(wrap):
-        yield missed
+    def replayed(self) -> int:
+        """The calls answered so far (the outcomes taken from the record)."""
+        return self.recorded - sum(len(q) for by_problem in self.by_critic.values() for q in by_problem.values())
+
+    @staticmethod
+    def cost(recorded: Recorded, rounds: int = 5) -> float:
+        """CPU seconds one replayed call takes (the call and its work), measured apart: a fresh replay
+        answering every recorded outcome once, in the recorded order per problem and critic, less the same
+        loop calling nothing (the median of ``rounds`` of each)."""
+        calls = [(_Named(name), _Identified(problem_id)) for (problem_id, name), q in recorded.items() for _ in q]
+        plan: list[Any] = []
+
+        def timed(replay: Callable[..., Any] | None) -> float:
+            t0 = time.thread_time()
+            if replay is None:
+                for _critic, _problem in calls:
+                    pass
+            else:
+                for critic, problem in calls:
+                    replay(critic, problem, None, plan)
+            return time.thread_time() - t0
+
+        spent, bare = [], []
+        for _ in range(rounds):
+            spent.append(timed(Replay({k: deque(q) for k, q in recorded.items()}).wrap(lambda *args: None)))
+            bare.append(timed(None))
+        return max(0.0, sorted(spent)[rounds // 2] - sorted(bare)[rounds // 2]) / max(1, len(calls))
+
+
+class _Named:
+    """A critic as the replay reads it (its name)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+class _Identified:
+    """A problem as the replay reads it (its id)."""
+
+    def __init__(self, problem_id: str) -> None:
+        self.id = problem_id
+
+
+@contextmanager
+def replayed_critics(recorded: Recorded) -> Iterator[Replay]:
+    """The run's critic calls answered by a :class:`Replay` of ``recorded`` (whose deques it empties)."""
+    replay = Replay(recorded)
+    with patched(replay.wrap):
+        yield replay
 
 
 @contextmanager
@@ -399,13 +458,16 @@ def main() -> int:
         for r in range(max(1, args.repeat)):  # the first at offset budget, the others past the profiled run's
             other, _ = wrong_plans(n, args.budget, offset=args.budget * (1 if r == 0 else 3 + r))
             outcomes: Recorded = defaultdict(deque, {k: deque(v) for k, v in recorded.items()})
-            with replayed_critics(outcomes) as missed, timed_parts() as parts:
+            with replayed_critics(outcomes) as replayer, timed_parts() as parts:
                 replay = one_run(other, n, args.budget, work, f"replayed-{r}", cache=args.cache)
             per = 1000 / replay["iterations"] if replay["iterations"] else float("nan")
-            runs.append((replay["cpu_s"] * per, replay, dict(parts), missed[0], per))
+            runs.append((replay["cpu_s"] * per, replay, dict(parts), replayer.missed, per, replayer.replayed()))
         runs.sort(key=lambda run: run[0])
-        _, replay, parts, missed_calls, replay_per_iter = runs[len(runs) // 2]  # the median run
+        _, replay, parts, missed_calls, replay_per_iter, replayed_calls = runs[len(runs) // 2]  # the median run
         missed = [missed_calls]
+        # what the replay itself costs, counted in the loop's figure (never subtracted from it): its calls in
+        # the median run times one call's CPU, measured apart on the same outcomes
+        replay_call_s = Replay.cost(recorded)
         out: dict[str, Any] = {
             "problems": n,
             "budget": args.budget,
@@ -422,6 +484,9 @@ def main() -> int:
             "replayed_records_ms_per_iteration": round(parts["records"] * replay_per_iter, 4),
             "replayed_summary_ms_per_iteration": round(parts["summary"] * replay_per_iter, 4),
             "replayed_critic_calls_run": missed[0],
+            "replayed_critic_calls_replayed": replayed_calls,
+            "replay_us_per_call": round(replay_call_s * 1e6, 4),
+            "replay_ms_per_iteration": round(replayed_calls * replay_call_s * replay_per_iter, 4),
             "replayed_runs_cpu_ms_per_iteration": [round(run[0], 4) for run in runs],
             "cache": "read-write" if args.cache else "off",
         }
@@ -479,6 +544,11 @@ def main() -> int:
     print(
         f"    the event loop's thread alone (the loop, the client, critic routing, the runner): "
         f"{out['replayed_main_thread_ms_per_iteration']:.3f} ms"
+    )
+    print(
+        f"    in both: this benchmark's own replay of the critics' outcomes, {out['replay_ms_per_iteration']:.4f} ms "
+        f"({replayed_calls:,} calls of {out['replay_us_per_call']:.3f} us each, measured apart): counted as the "
+        "loop's, not subtracted"
     )
     if "shares" in out:
         print(f"  profiled: {out['profiled_cpu_ms_per_iteration']:.3f} ms per iteration under cProfile; shares:")

@@ -27,7 +27,10 @@ Executor kinds. :class:`CriticExecutor` is the interface: ``await executor.run(c
 timeout_s)`` returns a labelled :class:`~modulo.types.Verdict` or raises CriticError, and ``await
 executor.run_all(critics, problem, frozen, timeouts, stop)`` runs a plan's critics in order and returns
 their outcomes (a Verdict or a CriticError each), ending early where ``stop`` says (the loop stops at
-the first crash under ``on_critic_error=stop``). ``run_all`` is written once: a kind says which critics
+the first crash under ``on_critic_error=stop``); ``executor.run_here(...)`` gives those outcomes at once,
+with no coroutine, when the kind runs every one of the critics on the calling thread (the inline ones),
+None otherwise, and may end the batch after its first ``gate`` critics when they do not all accept (the
+loop's format critics gating the others in one pass). ``run_all`` is written once: a kind says which critics
 it takes aside (``aside``), how it runs them (``run_aside``) and how it runs the others meanwhile
 (``run_rest``). The built-in kind is :class:`ThreadExecutor`: the critics declared ``inline`` run on the
 event loop's thread, one after another on one copy of the plan; the others run as one batch in one
@@ -182,6 +185,11 @@ Outcome = Verdict | CriticError
 StopRule = Callable[[Critic, Outcome], bool]
 
 
+def all_accept(outcomes: Sequence[Outcome]) -> bool:
+    """Whether every outcome is a verdict that accepts (no failure, no crash)."""
+    return all(not isinstance(o, CriticError) and o.accepts for o in outcomes)
+
+
 def never_stop(critic: Critic, outcome: Outcome) -> bool:
     """The stop rule of a batch that runs to its end."""
     return False
@@ -228,6 +236,27 @@ class CriticExecutor(ABC):
             return await self.run_rest(others, problem, frozen, other_timeouts, stop)
 
         return await run_beside(critics, timeouts, stop, list(aside), side, rest)
+
+    def run_here(
+        self,
+        critics: list[Critic],
+        problem: Problem,
+        frozen: FrozenPlan,
+        timeouts: list[float],
+        stop: StopRule = never_stop,
+        gate: int = 0,
+    ) -> list[Outcome] | None:
+        """The outcomes of ``critics`` as :meth:`run_all` gives them, when this kind runs every one of them on
+        the calling thread (the event loop's) with no hand-off: then at once, with no coroutine to await;
+        None when it does not (:meth:`run_all` runs them). ``gate``: when the first ``gate`` critics do not
+        all accept (a failing or crashed verdict), the batch ends there (the loop's format critics gating
+        the others in one pass). This default: a kind that runs the critics it takes aside elsewhere and
+        the others in its ``inner`` executor (the sandbox's, the heavy pool's) runs here what ``inner``
+        would, when it takes none of them aside."""
+        inner = getattr(self, "inner", None)
+        if not isinstance(inner, CriticExecutor) or self._aside_of(critics):
+            return None
+        return inner.run_here(critics, problem, frozen, timeouts, stop, gate)
 
     def _aside_of(self, critics: list[Critic]) -> tuple[int, ...]:
         """The positions of the critics :meth:`aside` takes, remembered per sequence of critics (a loop asks
@@ -377,32 +406,45 @@ class ThreadExecutor(CriticExecutor):
         frozen: FrozenPlan,
         timeouts: Sequence[float],
         stop: StopRule,
+        gate: int = 0,
     ) -> list[Outcome]:
-        """``critics`` in order on this thread, on one copy of the plan while none changes it, until ``stop``;
-        each deadline checked when the critic returns (past it: a timeout error, and the critic demoted)."""
+        """``critics`` in order on this thread, on one copy of the plan while none changes it, until ``stop``
+        (or, ``gate``, the first ``gate`` critics ended without all accepting); each deadline checked when
+        the critic returns (past it: a timeout error, and the critic demoted)."""
         out: list[Outcome] = []
         plan = frozen.lend()
         clock = time.perf_counter
+        stops = stop is not never_stop
+        started = clock()  # one clock read a critic: each critic's end is the next one's start
         for critic, timeout_s in zip(critics, timeouts, strict=True):
-            t0 = clock()
             outcome, plan = call_on_copy(critic, problem, frozen, plan)
-            took = clock() - t0
-            if isinstance(outcome, CriticError) and isinstance(outcome.cause, KeyboardInterrupt):
-                raise outcome.cause  # Ctrl-C while the critic ran on the loop's thread: the user's interrupt
-            if took > timeout_s:
-                self.demote(critic)
-                outcome = CriticError(
-                    critic.name,
-                    CriticTimeoutError(
-                        f"took {took:.3g} s, over its deadline of {timeout_s:g} s (it runs inline, on the event "
-                        "loop's thread: its verdict is ignored, and it runs in a worker thread from now on)"
-                    ),
-                )
+            ended = clock()
+            if ended - started > timeout_s or isinstance(outcome, CriticError):  # the rare cases, in one test
+                outcome = self._inline_outcome(critic, outcome, ended - started, timeout_s)
+            started = ended
             out.append(outcome)
-            if stop is not never_stop and stop(critic, outcome):
+            if stops and stop(critic, outcome):
+                break
+            if len(out) == gate and not all_accept(out):
                 break
         frozen.hand_back(plan)
         return out
+
+    def _inline_outcome(self, critic: Critic, outcome: Outcome, took: float, timeout_s: float) -> Outcome:
+        """An inline critic's error or late verdict: Ctrl-C is raised (it is the user's), a call past its
+        deadline is a timeout error (the critic demoted), any other outcome is kept."""
+        if isinstance(outcome, CriticError) and isinstance(outcome.cause, KeyboardInterrupt):
+            raise outcome.cause  # Ctrl-C while the critic ran on the loop's thread: the user's interrupt
+        if took <= timeout_s:
+            return outcome
+        self.demote(critic)
+        return CriticError(
+            critic.name,
+            CriticTimeoutError(
+                f"took {took:.3g} s, over its deadline of {timeout_s:g} s (it runs inline, on the event "
+                "loop's thread: its verdict is ignored, and it runs in a worker thread from now on)"
+            ),
+        )
 
     def runs_inline(self, critic: Critic) -> bool:
         """Whether this executor runs ``critic`` on the event loop's thread."""
@@ -447,6 +489,24 @@ class ThreadExecutor(CriticExecutor):
                 critic.name,
                 CriticTimeoutError(f"did not finish within {timeout_s:g} s (abandoned; its verdict is ignored)"),
             ) from None
+
+    def run_here(
+        self,
+        critics: list[Critic],
+        problem: Problem,
+        frozen: FrozenPlan,
+        timeouts: list[float],
+        stop: StopRule = never_stop,
+        gate: int = 0,
+    ) -> list[Outcome] | None:
+        """Every critic of ``critics`` runs inline (declared so, not demoted, inline critics on): all of them
+        in one :meth:`run_inline` pass; else None."""
+        runs = _remembered(self, "_runs", critics, lambda: _runs(critics, self.runs_inline))
+        if not runs:
+            return []
+        if len(runs) > 1 or not runs[0][0]:
+            return None
+        return self.run_inline(critics, problem, frozen, timeouts, stop, gate)
 
     # run_all: the critics declared inline run on the event loop's thread (no hand-off at all); the other
     # light critics run one after another in *one* worker thread, on one copy of the plan while none

@@ -40,7 +40,15 @@ from .canonical import frozen_object
 from .config import LoopSettings as LoopSettings  # the metacontroller config section
 from .critic import FORMAT_GROUP, Critic
 from .errors import CriticError, LLMError
-from .executor import CriticDeadlines, CriticExecutor, FrozenPlan, ThreadExecutor, never_stop, stop_at_error
+from .executor import (
+    CriticDeadlines,
+    CriticExecutor,
+    FrozenPlan,
+    ThreadExecutor,
+    never_stop,
+    stop_at_error,
+)
+from .executor import Outcome as CriticOutcome
 from .generators.base import Generation, GenerationContext, Generator
 from .prompts import Template
 from .reformulate import Reformulator
@@ -60,6 +68,7 @@ from .types import (
     UsageTally,
     UserAnswer,
     Verdict,
+    assign,
     canonical_json,
 )
 from .users.base import NO_MORE_QUESTIONS, NO_USER_REPLY, DialogueTurn, User, UserContext, in_force
@@ -146,7 +155,8 @@ class Metacontroller:
         self.llm = llm
         self.settings = settings or LoopSettings()
         self._deadlines: tuple[LoopSettings, CriticDeadlines] | None = None
-        self._split: tuple[list[Critic], tuple[list[Critic], list[Critic]]] | None = None
+        #: (the critics, how many, all in the order they run, (the format critics, the others))
+        self._split: tuple[list[Critic], int, list[Critic], tuple[list[Critic], list[Critic]]] | None = None
         #: id of a list of critics -> (the list, the deadlines object, their timeouts)
         self._timeout_lists: dict[int, tuple[list[Critic], CriticDeadlines, list[float]]] = {}
         self.executor = executor or ThreadExecutor(inline=self.settings.inline_critics)
@@ -189,15 +199,17 @@ class Metacontroller:
     @property
     def _stages(self) -> tuple[list[Critic], list[Critic]]:
         """The format critics and the others, in order (made again when ``critics`` is replaced or grows)."""
-        if (
-            self._split is None
-            or self._split[0] is not self.critics
-            or sum(map(len, self._split[1])) != len(self.critics)
-        ):
+        return self._staged[1]
+
+    @property
+    def _staged(self) -> tuple[list[Critic], tuple[list[Critic], list[Critic]]]:
+        """Every critic, the format critics first (the order they run in), and :attr:`_stages`."""
+        split = self._split
+        if split is None or split[0] is not self.critics or split[1] != len(self.critics):
             formats = [c for c in self.critics if c.group == FORMAT_GROUP]
             others = [c for c in self.critics if c.group != FORMAT_GROUP]
-            self._split = (self.critics, (formats, others))
-        return self._split[1]
+            split = self._split = (self.critics, len(self.critics), [*formats, *others], (formats, others))
+        return split[2], split[3]
 
     def _timeouts(self, critics: list[Critic]) -> list[float]:
         """Each critic's deadline, for a list of critics (made once per list and deadlines object)."""
@@ -291,6 +303,7 @@ class Metacontroller:
         sent: dict[str, list[int]] = {}
         base_temperature = self._temperature()
         hasher = PromptHasher()
+        best = _BestSoFar()
 
         index = -1
         while True:
@@ -367,11 +380,11 @@ class Metacontroller:
                 usage.add(rec.usage)
                 error, stop_reason = "MemoryError: the problem ran out of memory and was stopped", "memory"
                 break
-            rec.usage = _sum_usage(rec.calls)
-            rec.served = _served(rec.calls)
+            assign(rec, usage=_sum_usage(rec.calls), served=_served(rec.calls))
             usage.add(rec.usage)
             if run_budget is not None:
                 run_budget.add(rec.usage)
+            all_accept = best.add(rec)  # its verdicts counted once: for the stop, the best plan, the updates
 
             if rec.act == "abstain":
                 reason = rec.abstain_reason or ""
@@ -390,10 +403,13 @@ class Metacontroller:
                     repeats = 0
 
             # updates due after this turn; a certified plan with updates still to come meets the next ones now
-            due = [u for u in pending if (u.after or 0) <= index]
-            if pending and not due and rec.all_accept:
-                due = [u for u in pending if u.after == pending[0].after]
-            due += self.user.updates(in_force, index) if self.user is not None else []
+            due: list[ProblemUpdate] = []
+            if pending:
+                due = [u for u in pending if (u.after or 0) <= index]
+                if not due and all_accept:
+                    due = [u for u in pending if u.after == pending[0].after]
+            if self.user is not None:
+                due += self.user.updates(in_force, index)
             if rec.answer is not None and rec.answer.update is not None:
                 due.append(rec.answer.update)
             if due:
@@ -417,7 +433,7 @@ class Metacontroller:
             elif rec.act == "question":
                 first_prompt = self.first_prompt(view, dialogue)
 
-            accepted = rec.rejudged.accepts if rec.rejudged is not None else rec.all_accept
+            accepted = rec.rejudged.accepts if rec.rejudged is not None else all_accept
             if accepted:
                 stop_reason = "all_passed"
                 break
@@ -443,7 +459,7 @@ class Metacontroller:
                 rec.backprompt = messages[-1].content
                 rec.timings["backprompt"] = time.perf_counter() - t0
 
-        result = self._result(common, history, usage.usage(), started, stop_reason, error)
+        result = self._result(common, history, usage.usage(), started, stop_reason, error, best.position(history))
         result.solvable = in_force.solvable  # ground truth of the request as the updates left it
         result.user = self.user.name if self.user is not None else None
         result.pending_updates = pending
@@ -541,8 +557,7 @@ class Metacontroller:
         )
         gen = await self.generator.generate(problem, list(rec.prompt), ctx)
         rec.calls.extend(gen.calls)
-        rec.raw_reply = gen.text
-        rec.tool_use = gen.tool_use
+        assign(rec, raw_reply=gen.text, tool_use=gen.tool_use)
         t1 = time.perf_counter()
         rec.timings["generate"] = t1 - t0
         if self._dialogue_act(rec, gen):
@@ -587,9 +602,9 @@ class Metacontroller:
         _clip_replies(rec)  # the record keeps the head of an oversized reply, not all of it
         t2 = time.perf_counter()
         rec.timings["reformulate"] = t2 - t1
-        rec.plan = plan
-        rec.plan_sha256 = frozen.fingerprint if frozen is not None else None
-        rec.verdicts, rec.gated = await self._critique(problem, frozen, rec.format_error)
+        assign(rec, plan=plan, plan_sha256=frozen.fingerprint if frozen is not None else None)
+        verdicts, gated = await self._critique(problem, frozen, rec.format_error)
+        assign(rec, verdicts=verdicts, gated=gated)
         rec.timings["critique"] = time.perf_counter() - t2
 
     @staticmethod
@@ -621,7 +636,18 @@ class Metacontroller:
                 )
             )
             return verdicts, [c.name for c in self.critics if c.name != "format"]
-        formats, others = self._stages
+        critics, (formats, others) = self._staged
+        executor = self.executor
+        stop_on_error = self.settings.on_critic_error == "stop"
+        stop = stop_at_error if stop_on_error else never_stop
+        # every critic on this thread (the usual TravelPlanner batch): one pass, the format critics gating
+        # the others in it, with no coroutine and no second batch
+        outcomes = executor.run_here(critics, problem, frozen, self._timeouts(critics), stop, gate=len(formats))
+        if outcomes is not None:
+            verdicts = self._verdicts(critics, outcomes, stop_on_error)
+            if len(verdicts) == len(critics):
+                return verdicts, []
+            return verdicts, [c.name for c in critics[len(verdicts) :]]  # those the format critics gated
         verdicts = await self._run_critics(formats, problem, frozen)
         if not all(v.accepts for v in verdicts):  # format critics gate the others
             return verdicts, [c.name for c in others]
@@ -634,9 +660,23 @@ class Metacontroller:
             return []
         stop_on_error = self.settings.on_critic_error == "stop"
         stop = stop_at_error if stop_on_error else never_stop
-        outcomes = await self.executor.run_all(critics, problem, frozen, self._timeouts(critics), stop=stop)
+        timeouts = self._timeouts(critics)
+        outcomes = self.executor.run_here(critics, problem, frozen, timeouts, stop)
+        if outcomes is None:
+            outcomes = await self.executor.run_all(critics, problem, frozen, timeouts, stop=stop)
+        return self._verdicts(critics, outcomes, stop_on_error)
+
+    @staticmethod
+    def _verdicts(critics: list[Critic], outcomes: list[CriticOutcome], stop_on_error: bool) -> list[Verdict]:
+        """The verdicts of a batch's outcomes, in order (a stopped batch is shorter): a crash is an errored
+        verdict, or raised (``on_critic_error=stop``)."""
+        for outcome in outcomes:
+            if isinstance(outcome, CriticError):
+                break
+        else:
+            return outcomes  # type: ignore[return-value]  # verdicts all (the usual batch): no second list
         verdicts: list[Verdict] = []
-        for critic, outcome in zip(critics, outcomes, strict=False):  # a stopped batch is shorter
+        for critic, outcome in zip(critics, outcomes, strict=False):
             if isinstance(outcome, CriticError):
                 if stop_on_error:
                     raise outcome
@@ -652,8 +692,12 @@ class Metacontroller:
         started: float,
         stop_reason: str,
         error: str | None,
+        best_at: int | Literal[False] | None = False,
     ) -> ProblemResult:
-        best = best_iteration(history)
+        """The problem's record; ``best_at``: the best plan's position in ``history`` when the loop kept it
+        (:class:`_BestSoFar`), False to find it (:func:`best_position`)."""
+        pos = best_position(history) if best_at is False else best_at
+        best = history[pos] if pos is not None else None
         final = history[-1].version_after if history else 0
         judged = best.judged_at(final) if best is not None else None
         rejected_by = [v.critic for v in judged.verdicts if not v.accepts] if judged is not None else []
@@ -681,6 +725,36 @@ class Metacontroller:
             error=error,
             seconds=time.perf_counter() - started,
         )
+
+
+class _BestSoFar:
+    """:func:`best_position` of a problem's iterations, kept as each ends while no update has come (the
+    common case: every plan judged against one request), each plan's accepting verdicts counted once."""
+
+    __slots__ = ("at", "count", "counted")
+
+    def __init__(self) -> None:
+        self.counted = 0  # iterations counted, from the first
+        self.count = -1  # the most accepting verdicts of a plan so far
+        self.at: int | None = None  # where the earliest plan with that many is
+
+    def add(self, rec: IterationRecord) -> bool:
+        """Count ``rec``, the next iteration, its verdicts final: whether every critic accepted its plan
+        (:attr:`IterationRecord.all_accept`)."""
+        self.counted += 1
+        if rec.plan is None:
+            return False
+        passed = rec.passed_count
+        if passed > self.count:
+            self.count, self.at = passed, self.counted - 1
+        return passed == len(rec.verdicts) and not rec.gated
+
+    def position(self, history: list[IterationRecord]) -> int | None:
+        """``best_position(history)``: the one kept, when it counted every iteration and none brought an
+        update; else worked out afresh."""
+        if self.counted == len(history) and (not history or history[-1].version_after == 0):
+            return self.at
+        return best_position(history)
 
 
 def best_position(history: list[IterationRecord], upto: int | None = None) -> int | None:
@@ -734,11 +808,13 @@ def _clip_replies(rec: IterationRecord) -> None:
     """Keep records bounded: a reply past :data:`RECORDED_REPLY_CHARS` is stored clipped, and says so."""
     if rec.raw_reply is not None and len(rec.raw_reply) > RECORDED_REPLY_CHARS:
         rec.raw_reply = _clip(rec.raw_reply)
-    if any(c.reply and len(c.reply) > RECORDED_REPLY_CHARS for c in rec.calls):
-        rec.calls = [
-            c.model_copy(update={"reply": _clip(c.reply)}) if c.reply and len(c.reply) > RECORDED_REPLY_CHARS else c
-            for c in rec.calls
-        ]
+    for call in rec.calls:  # a loop, not any(): no generator made for the usual short replies
+        if call.reply and len(call.reply) > RECORDED_REPLY_CHARS:
+            rec.calls = [
+                c.model_copy(update={"reply": _clip(c.reply)}) if c.reply and len(c.reply) > RECORDED_REPLY_CHARS else c
+                for c in rec.calls
+            ]
+            return
 
 
 def count_values(data: Any, limit: int) -> int:
@@ -762,6 +838,8 @@ def best_iteration(history: list[IterationRecord], upto: int | None = None) -> I
 
 def _served(calls: list[LLMCall]) -> Literal["fresh", "cache", "mixed", "none"]:
     """How an iteration's model calls were served (failed calls count as fresh: they reached the model)."""
+    if len(calls) == 1:  # the usual iteration: one model call
+        return "cache" if calls[0].cached else "fresh"
     cached = sum(1 for c in calls if c.cached)
     if not calls:
         return "none"

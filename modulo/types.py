@@ -61,6 +61,13 @@ def text_fingerprint(canonical: str) -> str:
     return sha256_hex(canonical.encode())[:16]  # a plan's text is often over 2 KB: hashed keeping the GIL
 
 
+def assign(model: BaseModel, **values: Any) -> None:
+    """Set fields of an unfrozen model, unvalidated (values the framework made: what ``model.name = value``
+    does for each without ``validate_assignment``, in one call)."""
+    model.__dict__.update(values)
+    model.__pydantic_fields_set__.update(values)
+
+
 class ProblemUpdate(BaseModel):
     """A change to a problem while the loop runs (a user's new constraint, a budget that moves).
 
