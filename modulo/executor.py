@@ -253,10 +253,15 @@ class CriticExecutor(ABC):
         the others in one pass). This default: a kind that runs the critics it takes aside elsewhere and
         the others in its ``inner`` executor (the sandbox's, the heavy pool's) runs here what ``inner``
         would, when it takes none of them aside."""
+        here = self._inline_for(critics)
+        return None if here is None else here.run_inline(critics, problem, frozen, timeouts, stop, gate)
+
+    def _inline_for(self, critics: list[Critic]) -> ThreadExecutor | None:
+        """The executor that runs every one of ``critics`` on the calling thread, if any."""
         inner = getattr(self, "inner", None)
         if not isinstance(inner, CriticExecutor) or self._aside_of(critics):
             return None
-        return inner.run_here(critics, problem, frozen, timeouts, stop, gate)
+        return inner._inline_for(critics)
 
     def _aside_of(self, critics: list[Critic]) -> tuple[int, ...]:
         """The positions of the critics :meth:`aside` takes, remembered per sequence of critics (a loop asks
@@ -412,6 +417,8 @@ class ThreadExecutor(CriticExecutor):
         (or, ``gate``, the first ``gate`` critics ended without all accepting); each deadline checked when
         the critic returns (past it: a timeout error, and the critic demoted)."""
         out: list[Outcome] = []
+        if not critics:
+            return out
         plan = frozen.lend()
         clock = time.perf_counter
         stops = stop is not never_stop
@@ -490,23 +497,11 @@ class ThreadExecutor(CriticExecutor):
                 CriticTimeoutError(f"did not finish within {timeout_s:g} s (abandoned; its verdict is ignored)"),
             ) from None
 
-    def run_here(
-        self,
-        critics: list[Critic],
-        problem: Problem,
-        frozen: FrozenPlan,
-        timeouts: list[float],
-        stop: StopRule = never_stop,
-        gate: int = 0,
-    ) -> list[Outcome] | None:
-        """Every critic of ``critics`` runs inline (declared so, not demoted, inline critics on): all of them
-        in one :meth:`run_inline` pass; else None."""
+    def _inline_for(self, critics: list[Critic]) -> ThreadExecutor | None:
+        """This executor when every critic of ``critics`` runs inline (declared so, not demoted, inline
+        critics on; an empty list too), else None."""
         runs = _remembered(self, "_runs", critics, lambda: _runs(critics, self.runs_inline))
-        if not runs:
-            return []
-        if len(runs) > 1 or not runs[0][0]:
-            return None
-        return self.run_inline(critics, problem, frozen, timeouts, stop, gate)
+        return self if not runs or (len(runs) == 1 and runs[0][0]) else None
 
     # run_all: the critics declared inline run on the event loop's thread (no hand-off at all); the other
     # light critics run one after another in *one* worker thread, on one copy of the plan while none
