@@ -161,9 +161,10 @@ class _VerdictTable:
     found by identity, not encoded again: the record holds every verdict while it is encoded, so no
     identity is reused meanwhile."""
 
-    __slots__ = ("by_id", "by_length", "entries")
+    __slots__ = ("by_id", "by_length", "entries", "plain")
 
     def __init__(self) -> None:
+        self.plain = _record_models()
         #: the JSON of each entry, in order of first use
         self.entries: list[bytes] = []
         #: the entries of each length (a new encoding is compared with these, never hashed whole)
@@ -176,7 +177,8 @@ class _VerdictTable:
         return [by_id[key] if (key := id(v)) in by_id else self._new(v) for v in verdicts]
 
     def _new(self, verdict: Verdict) -> int:
-        data = _model_json(verdict)
+        values = verdict.__dict__
+        data = _json(values if self.plain.get(type(verdict)) == len(values) else verdict)  # _model_json
         entries = self.entries
         same = self.by_length.setdefault(len(data), [])
         for at in same:
@@ -226,34 +228,33 @@ def _model_json(model: BaseModel) -> bytes:
     """:func:`_json` of a model (the record's own models written from their fields, as :func:`_nested` does,
     without orjson calling back for the model itself)."""
     values = model.__dict__
-    kind = type(model)
-    if kind in _record_models() and len(values) == len(_field_names(kind)):  # see _fields
-        return _json(values)
-    return _json(model)
+    # a record model whose __dict__ holds its fields and nothing else (validation fills every field, in the
+    # model's order: see _fields)
+    return _json(values if _record_models().get(type(model)) == len(values) else model)
 
 
 @functools.cache
-def _record_models() -> frozenset[type[BaseModel]]:
+def _record_models() -> dict[type[BaseModel], int]:
     """The models a record holds whose JSON is their fields' values as they are (no aliases, no custom
-    serialisers, no computed fields): their fields are written without asking their serialisers."""
+    serialisers, no computed fields), each with its number of fields: their fields are written without
+    asking their serialisers."""
     from . import types
 
-    return frozenset(
-        {
-            types.ProblemResult,
-            types.IterationRecord,
-            types.LLMCall,
-            types.Message,
-            types.ToolCall,
-            types.Fault,
-            types.Usage,
-            types.Verdict,
-            types.Judgement,
-            types.UserAnswer,
-            types.ProblemUpdate,
-            types.Abstention,
-        }
+    models: tuple[type[BaseModel], ...] = (
+        types.ProblemResult,
+        types.IterationRecord,
+        types.LLMCall,
+        types.Message,
+        types.ToolCall,
+        types.Fault,
+        types.Usage,
+        types.Verdict,
+        types.Judgement,
+        types.UserAnswer,
+        types.ProblemUpdate,
+        types.Abstention,
     )
+    return {model: len(model.model_fields) for model in models}
 
 
 def _fields(model: BaseModel) -> dict[str, Any]:
@@ -289,7 +290,7 @@ class _Encoder:
         done = self.usages.get(id(usage))
         if done is None:
             values = usage.__dict__
-            plain = type(usage) in _record_models() and len(values) == len(_field_names(type(usage)))
+            plain = _record_models().get(type(usage)) == len(values)  # see _model_json
             done = self.usages[id(usage)] = values if plain else usage
         return done
 
