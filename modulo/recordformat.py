@@ -206,8 +206,9 @@ def _json(value: Any) -> bytes:
     value is plain JSON data and the record's own models: orjson writes those (dicts with string keys,
     lists, tuples, strings, integers of 64 bits, floats, booleans, None, enums, :data:`_RECORD_MODELS`)
     exactly as pydantic_core does (the same escapes, the same shortest floats, NaN and infinities as null);
-    anything else (a non-string key, a bigger integer, a datetime, a foreign model, ...) makes orjson give
-    up, and pydantic_core writes the whole value as before."""
+    any other value in it (a datetime, a numpy number, a critic's own model, ...) is written by pydantic_core
+    and spliced in; a key that is not a string or an integer over 64 bits makes orjson give up, and
+    pydantic_core writes the whole value as before."""
     if orjson is not None:
         try:
             return orjson.dumps(value, default=_nested, option=_ORJSON_OPTIONS)
@@ -216,12 +217,14 @@ def _json(value: Any) -> bytes:
     return pydantic_core.to_json(value, inf_nan_mode="null")
 
 
-def _nested(value: Any) -> dict[str, Any]:
+def _nested(value: Any) -> Any:
     """orjson's fallback: one of the record's own models as its fields (what its JSON holds); anything else
-    refused (then :func:`_json` leaves the whole value to pydantic_core)."""
+    (a datetime, a numpy number, a critic's own model, ...) as pydantic_core writes it, spliced in as it is
+    (a value it cannot write raises, and :func:`_json` leaves the whole value to pydantic_core, which says
+    so)."""
     if type(value) in _record_models():
         return _fields(value)
-    raise TypeError(type(value).__name__)
+    return orjson.Fragment(pydantic_core.to_json(value, inf_nan_mode="null"))
 
 
 def _model_json(model: BaseModel) -> bytes:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pydantic_core
 import pytest
 from click.testing import CliRunner
@@ -500,6 +501,10 @@ class _Name(str):
     pass
 
 
+class _Real(float):
+    pass
+
+
 #: values orjson writes as pydantic_core does, and values it must leave to pydantic_core (which the writer's
 #: encoder then writes as before): whatever a verdict's details or a plan may hold
 _LEAVES = st.one_of(
@@ -515,6 +520,7 @@ _LEAVES = st.one_of(
     st.sampled_from(
         [Outcome.CERTIFIED, _Level.EASY, _Name("x"), dt.datetime(2026, 11, 25, 1, 2, 3, 4), {1, 2}, b"bytes"]
     ),
+    st.sampled_from([np.float64(1.5), np.float64("nan"), np.int64(3), np.float32(0.1), _Real(2.0), b"\xff"]),
     st.builds(_Foreign, when=st.floats(allow_nan=False)),
     st.builds(Usage, calls=st.integers(0, 9), cost_usd=st.floats(0, 1)),
     st.builds(Verdict, critic=st.text(max_size=5), passed=st.booleans(), details=st.just({"x": 1.0})),
