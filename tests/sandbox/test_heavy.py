@@ -234,3 +234,20 @@ def test_warm_starts_as_many_workers_as_asked_up_to_the_pools_size() -> None:
         assert len(ex._pool._idle) == 2 and len({w.proc.pid for w in ex._pool._idle}) == 2
     finally:
         ex.close()
+
+
+def test_closing_kills_every_worker_at_once_and_reaps_each() -> None:
+    """Close signals every idle worker before it waits for the first (their exits overlap), and returns with
+    each reaped (no zombie) and its scratch directory gone."""
+    ex = HeavyExecutor(["heavy_count"], SandboxSpec(benchmark=BENCH, imports=(heavy_plugin.__name__,)), workers=2)
+    ex.warm(2)
+    workers = list(ex._pool._idle)
+    steps: list[str] = []
+    for w in workers:
+        for step in ("signal", "reap"):
+            plain = getattr(w, step)
+            setattr(w, step, lambda plain=plain, step=step, w=w: (steps.append(f"{step} {w.proc.pid}"), plain())[1])
+    ex.close()
+    a, b = (w.proc.pid for w in workers)
+    assert steps == [f"signal {a}", f"signal {b}", f"reap {a}", f"reap {b}"]
+    assert all(w.proc.returncode is not None and not os.path.exists(w.scratch) for w in workers)
