@@ -94,8 +94,9 @@ class BackpromptStrategy(ABC):
 
     # -- shared pieces -------------------------------------------------------------------------
     def selected(self, ctx: BackpromptContext) -> list[Verdict]:
-        """Failing verdicts to report (crashed critics are never pasted into a prompt)."""
-        return [v for v in ctx.last.failing if v.error is None]
+        """Failing verdicts to report (crashed critics are never pasted into a prompt): the last turn's
+        ``failing`` less the crashed, in one pass."""
+        return [v for v in ctx.history[-1].verdicts if v.error is None and not v.accepts]
 
     def failures(self, verdicts: list[Verdict]) -> list[dict[str, Any]]:
         hints = self.hints
@@ -131,8 +132,17 @@ def _window(k: int) -> int:
 
 
 def _sorted_by_priority(verdicts: list[Verdict], priorities: dict[str, int]) -> list[Verdict]:
-    order = {name: i for i, name in enumerate(priorities)}
-    return sorted(verdicts, key=lambda v: (priorities.get(v.critic, 100), order.get(v.critic, 10**6)))
+    """``verdicts`` by their critics' priority (100 for a critic not listed), ties in the order ``priorities``
+    lists the critics (an unlisted one last), then as given (a stable sort)."""
+    if len(verdicts) < 2:
+        return list(verdicts)  # nothing to order (the usual backprompt names a few failures; often one)
+    names = list(priorities)
+
+    def rank(v: Verdict) -> tuple[int, int]:
+        name = v.critic
+        return (priorities[name], names.index(name)) if name in priorities else (100, 10**6)
+
+    return sorted(verdicts, key=rank)
 
 
 class AllStrategy(BackpromptStrategy):

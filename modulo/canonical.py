@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import operator
+import threading
 from collections.abc import Sequence
 from json.encoder import encode_basestring
 from typing import Any
@@ -55,6 +56,30 @@ def escaped(text: str) -> bytes:
         .replace(b"\r", b"\\r")
         .replace(b"\t", b"\\t")
     )
+
+
+#: (id of a long text, where its part starts) -> (the text, the part's escaped body): the bodies escaped last,
+#: so that what escapes a long text a second time finds it here (the loop's prompt hash and the LLM client's
+#: cache key both escape each prompt: a TravelPlanner request is 17,000 characters, about 25 us)
+_BODIES: dict[tuple[int, int], tuple[str, bytes]] = {}
+#: how many are kept (they keep their texts alive: a few MB at most)
+BODIES_KEPT = 32
+_BODIES_LOCK = threading.Lock()
+
+
+def escaped_part(text: str, start: int = 0) -> bytes:
+    """``escaped(text[start:])`` for a long ``text`` (:data:`QUOTED_CHARS` or more), made once for the texts
+    escaped last (by identity: the same text object, the same start)."""
+    key = (id(text), start)
+    known = _BODIES.get(key)
+    if known is not None and known[0] is text:
+        return known[1]
+    body = escaped(text[start:] if start else text)
+    with _BODIES_LOCK:
+        if len(_BODIES) >= BODIES_KEPT:
+            del _BODIES[next(iter(_BODIES))]  # the oldest
+        _BODIES[key] = (text, body)
+    return body
 
 
 _ENDS: dict[str, bytes] = {}
@@ -168,10 +193,16 @@ class PromptHasher:
         """``messages_bytes(messages)`` for the messages :meth:`state` hashed last (the same objects), joined
         from what it kept of them (a message hashed by resuming: the escaped long text it starts with and
         the escaped rest) instead of escaping them again; None for other messages."""
+        parts = self.encoded_parts(messages)
+        return b"".join(parts) if parts is not None else None
+
+    def encoded_parts(self, messages: Sequence[Message]) -> list[bytes] | None:
+        """:meth:`encoded` in the pieces it is joined from (a new list): whoever needs the bytes joins them
+        (the LLM client hands them to the response cache's writing thread, which does, off the event loop)."""
         states = self._states
         if len(messages) != len(states) or not all(map(operator.is_, messages, (m for m, _ in states))):
             return None
-        chunks: list[bytes] = [b"["]  # joined once
+        chunks: list[bytes] = [b"["]
         for i, m in enumerate(messages):
             if i:
                 chunks.append(b",")
@@ -185,7 +216,7 @@ class PromptHasher:
                 return None
             chunks += (CONTENT_START, parts[1], parts[2], message_end(m.role))
         chunks.append(b"]")
-        return b"".join(chunks)
+        return chunks
 
     def _resume(self, messages: Sequence[Message], i: int, m: Message) -> tuple[Any, bytes, bytes] | None:
         """The hash state after message ``i``, resumed from the state after a long text it starts with, and
@@ -197,7 +228,7 @@ class PromptHasher:
         for before, quoted, body, state in self._long:
             if len(before) == i and text.startswith(quoted) and all(map(operator.is_, before, messages)):
                 h = state.copy()
-                rest = escaped(text[len(quoted) :])
+                rest = escaped_part(text, len(quoted))
                 feed(h, rest)
                 h.update(message_end(m.role))
                 return h, body, rest
@@ -218,7 +249,7 @@ class PromptHasher:
                     body = b"".join((escaped(text[:at]), quoted_body, escaped(text[at + len(quoted) :])))
                     break
         if body is None:
-            body = escaped(text)
+            body = escaped_part(text) if len(text) >= QUOTED_CHARS else escaped(text)
         h.update(CONTENT_START)
         feed(h, body)
         if len(text) >= QUOTED_CHARS:  # the first long text stays, the latest joins

@@ -107,7 +107,10 @@ class _Environment(jinja2.Environment):
                 return obj[attribute]
             except KeyError:
                 pass  # a missing key: Jinja's own lookup says what it is (undefined)
-        return super().getattr(obj, attribute)
+        try:  # Jinja's first choice, the attribute (``loop.index``), read here without another call
+            return getattr(obj, attribute)
+        except AttributeError:
+            return super().getattr(obj, attribute)  # Jinja's own fallbacks: the item, else undefined
 
 
 @lru_cache(maxsize=1)

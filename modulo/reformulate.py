@@ -10,7 +10,6 @@ A failure is never a crash: it becomes a failed ``format`` verdict with a backpr
 
 from __future__ import annotations
 
-import itertools
 import json
 import re
 from abc import ABC, abstractmethod
@@ -97,16 +96,21 @@ def extract_json(text: str) -> Any:
     (starting points and characters read), so that no answer, however long or degenerate, takes more
     than linear time; a value nested more than MAX_JSON_DEPTH levels deep is refused.
     """
-    if not text or not text.strip():
+    whole = text.strip()
+    if not whole:
         raise PlanFormatError("the answer is empty")
     if "\x00" in text:
         raise PlanFormatError("the answer contains binary data")
     # the whole text first; the fenced blocks are looked for only when it is not JSON
-    candidates = itertools.chain((text.strip(),), (m.group(1).strip() for m in _FENCE.finditer(text)))
-    for cand in candidates:
+    try:
+        return _shallow(_whole_json(whole), whole)
+    except (ValueError, RecursionError):  # JSONDecodeError, or a number too long to convert
+        pass
+    for m in _FENCE.finditer(text):
+        block = m.group(1).strip()
         try:
-            return _shallow(_whole_json(cand), cand)
-        except (ValueError, RecursionError):  # JSONDecodeError, or a number too long to convert
+            return _shallow(_whole_json(block), block)
+        except (ValueError, RecursionError):
             pass
     decoder = json.JSONDecoder()
     starts, budget = 0, _SCAN_FACTOR * len(text) + 1_000_000

@@ -10,6 +10,7 @@ cache and accounting layers in :mod:`modulo.llm.client` wrap every backend the s
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from json.encoder import encode_basestring
 from typing import Annotated, Any, Literal, Protocol, runtime_checkable
@@ -139,25 +140,27 @@ class LLMRequest(BaseModel):
             return None  # a value whose repr might not tell it apart (a model_copy may hold anything)
         return (backend, id(schema), kinds, *map(repr, values))
 
-    def stored_json(self, messages_json: bytes | None = None) -> str:
+    def stored_json(self, messages_json: bytes | Sequence[bytes] | None = None) -> str:
         """``canonical_json(self.model_dump(mode="json", exclude={"tags"}))``: the request as the response cache
         stores it, with its messages (most of it) written by :mod:`modulo.canonical` (the standard encoder
         escapes a text holding one non-ASCII character character by character: ~150 us for a TravelPlanner
         prompt), or given: ``messages_json``, their list's canonical JSON in UTF-8 (as the client's keys
-        made it)."""
+        made it), whole or in pieces to join."""
         parts = self.stored_parts(messages_json)
         if parts is None:
             return canonical_json(self.model_dump(mode="json", exclude={"tags"}))
         return b"".join(parts).decode()
 
-    def stored_parts(self, messages_json: bytes | None = None) -> tuple[bytes, bytes, bytes] | None:
+    def stored_parts(self, messages_json: bytes | Sequence[bytes] | None = None) -> tuple[bytes, bytes, bytes] | None:
         """:meth:`stored_json` in UTF-8 in three parts: what comes before the messages' list (kept for requests
         alike: the same object), the list, what comes after it (kept too). None when a message is not a
         plain :class:`Message`."""
         if not all(map(plain, self.messages)):
             return None
         head, tail = self._kept_parts(None)
-        return head, messages_json if messages_json is not None else messages_bytes(self.messages), tail
+        if messages_json is None:
+            return head, messages_bytes(self.messages), tail
+        return head, messages_json if isinstance(messages_json, bytes) else b"".join(messages_json), tail
 
     def _members_parts(self, backend: str | None) -> tuple[bytes, bytes]:
         """The request's canonical JSON before and after its messages' list: with ``backend``, the text

@@ -21,13 +21,13 @@ import sqlite3
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from .. import redact as redaction
-from ..canonical import QUOTED_CHARS, escaped
+from ..canonical import QUOTED_CHARS, escaped_part
 from ..errors import ConfigError
 from ..redact import redact
 from ..settings import cache_dir as default_cache_dir
@@ -223,16 +223,19 @@ class ResponseCache:
         input_tokens: int,
         output_tokens: int,
         tool_calls: str | None = None,
-        messages_json: bytes | None = None,
+        messages_json: bytes | Sequence[bytes] | None = None,
     ) -> tuple[tuple[Any, ...], list[_Text]]:
         """The row a put inserts, and the texts it refers to. ``messages_json``: the request's messages as
-        :meth:`LLMRequest.stored_json` would write them, when the caller has them at hand."""
+        :meth:`LLMRequest.stored_json` would write them, when the caller has them at hand (whole, or in pieces
+        to join: a put hands them over unjoined, and the writing thread joins them here)."""
         payload, refs, texts = self._pieces(request, messages_json)
         text = redact(text)  # the client scrubbed it already; the cache is a writer all the same
         row = (key, backend, model, text, finish_reason, input_tokens, output_tokens, payload, time.time(), tool_calls)
         return (*row, refs), texts
 
-    def _pieces(self, request: LLMRequest, messages_json: bytes | None) -> tuple[str, str | None, list[_Text]]:
+    def _pieces(
+        self, request: LLMRequest, messages_json: bytes | Sequence[bytes] | None
+    ) -> tuple[str, str | None, list[_Text]]:
         """The request as stored (redacted): the text of :meth:`LLMRequest.stored_json` with its long pieces cut
         out, where each was (``[[offset, text id], ...]`` in JSON, None when nothing was cut), and those texts.
         The pieces cut: the members before and after the messages (the same for a run's requests: the
@@ -255,7 +258,7 @@ class ResponseCache:
                 if raw is not None and (known is None or len(t.body) > len(known.body)) and content.startswith(raw):
                     known = t
             if known is None:
-                known = _Text(escaped(content), content)
+                known = _Text(escaped_part(content), content)  # (escaped by the client's key already: found)
                 long.insert(0, known)
                 del long[TEXTS_KEPT:]
             found = _find(body, known.body, at)

@@ -130,6 +130,42 @@ class CpuTurns:
             self._loop = None
 
 
+class Slots:
+    """At most ``n`` calls in flight on one event loop, the waiting ones served in the order they came:
+    :class:`asyncio.Semaphore`'s work, with a free slot taken at once (no coroutine, no look over the waiters
+    for a cancelled one) and a freed slot handed straight to the next waiter (it cannot be taken by a call
+    that came later)."""
+
+    def __init__(self, n: int) -> None:
+        #: slots free now (none is free while a call waits: a freed slot goes to a waiter)
+        self.free = n
+        self._waiting: deque[asyncio.Future[None]] = deque()
+
+    async def take(self) -> None:
+        """Hold a slot: at once when one is free, else when the calls that waited before have theirs."""
+        if self.free > 0:
+            self.free -= 1
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self.give()  # handed a slot, then cancelled before it could use it: the next one has it
+            raise
+
+    def give(self) -> None:
+        """Free a slot: the longest waiting call (not cancelled) gets it, else it is free."""
+        waiting = self._waiting
+        while waiting:
+            waiter = waiting.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+        self.free += 1
+
+
 class RequestKeys:
     """:meth:`LLMRequest.key` for the requests of many problems, each problem's hashed by a
     :class:`~modulo.canonical.PromptHasher` of its own (the members before the messages as its head): a
@@ -162,9 +198,14 @@ class RequestKeys:
     def messages_json(self, request: LLMRequest, backend: str) -> bytes | None:
         """The canonical JSON (UTF-8) of the messages of a request just keyed, joined from the escaped pieces
         its key was hashed from (what the response cache stores them as); None when they are not at hand."""
+        parts = self.messages_parts(request, backend)
+        return b"".join(parts) if parts is not None else None
+
+    def messages_parts(self, request: LLMRequest, backend: str) -> list[bytes] | None:
+        """:meth:`messages_json` in pieces, not joined (the response cache's writing thread joins them)."""
         parts = request.key_parts(backend)
         hasher = self._hashers.get((request.tags.get("problem_id", ""), parts[0])) if parts is not None else None
-        return hasher.encoded(request.messages) if hasher is not None else None
+        return hasher.encoded_parts(request.messages) if hasher is not None else None
 
 
 class LLMClient:
@@ -212,7 +253,7 @@ class LLMClient:
         self._prices: dict[str, Price | None] = {}
         self._usage = UsageTally()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._semaphore: asyncio.Semaphore | None = None
+        self._slots: Slots | None = None
         #: turns for the work after a reply while other calls wait for a slot (:class:`CpuTurns`)
         self._turns = CpuTurns()
         self._limiter: RateLimiter | None = None
@@ -233,15 +274,15 @@ class LLMClient:
         return self._usage.usage()
 
     # -- helpers ------------------------------------------------------------------------------------
-    def _limits(self) -> tuple[asyncio.Semaphore, RateLimiter | None]:
+    def _limits(self) -> tuple[Slots, RateLimiter | None]:
         loop = asyncio.get_running_loop()
-        if self._semaphore is None or self._loop is not loop:  # asyncio primitives belong to one loop
+        if self._slots is None or self._loop is not loop:  # the waiters' futures belong to one loop
             self._loop = loop
-            self._semaphore = asyncio.Semaphore(self.settings.concurrency)
+            self._slots = Slots(self.settings.concurrency)
             self._turns = CpuTurns()
             rpm = self.settings.requests_per_minute
             self._limiter = RateLimiter(rpm) if rpm else None
-        return self._semaphore, self._limiter
+        return self._slots, self._limiter
 
     def _price(self, model: str) -> Price | None:
         if model in self._prices:
@@ -308,6 +349,7 @@ class LLMClient:
         """One logical call: cache, then attempts with retries. Raises an LLMError carrying ``.call``."""
         request = self.prepare(request, stage)
         started = time.monotonic()
+        capabilities = capabilities_of(self.backend)
         faults: list[Fault] = []
         spent = NO_USAGE  # what failed attempts cost (a new Usage only when one fails)
         key = self._keys.key(request, self.cache_id) if self.cache is not None and self.cache_mode != "off" else ""
@@ -354,7 +396,7 @@ class LLMClient:
             nonlocal spent
             number = len(faults) + 1
             try:
-                response = _scrubbed(_valid_text(await self._send(request)))
+                response = _scrubbed(_valid_text(await self._send(request, capabilities.bounded)))
                 if self.retry_empty and not response.text.strip() and not response.tool_calls:
                     raise EmptyReplyError(
                         f"the model returned an empty reply (finish_reason={response.finish_reason!r})",
@@ -400,7 +442,7 @@ class LLMClient:
         cost = self._cost(model, response.usage.input_tokens, response.usage.output_tokens)
         # a backend that answers from a recording (replay) is accounted like a cache hit: free, with
         # what the recorded call would cost now
-        recorded = capabilities_of(self.backend).recorded
+        recorded = capabilities.recorded
         usage = Usage(
             calls=1,
             cached_calls=1 if recorded else 0,
@@ -418,7 +460,7 @@ class LLMClient:
                     key,
                     backend=self.backend_name,
                     request=request,
-                    messages_json=self._keys.messages_json(request, self.cache_id),
+                    messages_json=self._keys.messages_parts(request, self.cache_id),  # joined by the writer
                     text=response.text,
                     model=model,
                     finish_reason=response.finish_reason,
@@ -447,46 +489,47 @@ class LLMClient:
         self._usage.add(usage)
         return call
 
-    async def _send(self, request: LLMRequest) -> LLMResponse:
-        semaphore, limiter = self._limits()
-        waits = semaphore.locked()  # every slot is taken: this call queues for one
-        if waits:
+    async def _send(self, request: LLMRequest, bounded: bool) -> LLMResponse:
+        """One attempt: a slot (and the rate's token), the backend's reply. ``bounded``: the backend declares
+        that it returns within ``timeout_s`` (:class:`~modulo.llm.base.Capabilities`)."""
+        slots, limiter = self._limits()
+        if slots.free > 0:  # the usual case: a slot is free, taken at once
+            slots.free -= 1
+        else:  # every slot is taken: this call queues for one
             self._queued += 1
-        try:
-            await semaphore.acquire()
-        finally:
-            if waits:
+            try:
+                await slots.take()
+            finally:
                 self._queued -= 1
         try:
-            return await self._send_in_slot(request, limiter)
+            if limiter is not None:
+                await limiter.acquire()
+            self.backend_calls += 1
+            # the backend enforces timeout_s itself; this outer guard catches a backend that does not (a
+            # backend that cannot wait past it, such as a script, declares itself bounded and needs none)
+            guard = self.settings.timeout_s * 1.5 + 1.0
+            try:
+                if bounded:
+                    return await self.backend.complete(request)
+                async with asyncio.timeout(guard):
+                    return await self.backend.complete(request)
+            except TimeoutError:
+                raise TransientLLMError(
+                    f"no reply from the {self.backend_name} backend within {guard:.1f}s", fault="timeout"
+                ) from None
+            except LLMError:
+                raise
+            except Exception as exc:
+                raise PermanentLLMError(
+                    f"the {self.backend_name} backend crashed: {type(exc).__name__}: {exc}"
+                ) from exc
         finally:
-            semaphore.release()
+            slots.give()
             if self._queued:
                 # other calls wait for a slot: this reply's processing (critique, backprompt) takes its turn
                 # after the task woken for the freed slot has sent its request, one reply per pass of the
                 # loop (see CpuTurns)
                 await self._turns.turn()
-
-    async def _send_in_slot(self, request: LLMRequest, limiter: RateLimiter | None) -> LLMResponse:
-        if limiter is not None:
-            await limiter.acquire()
-        self.backend_calls += 1
-        # the backend enforces timeout_s itself; this outer guard catches a backend that does not (a
-        # backend that cannot wait past it, such as a script, declares itself bounded and needs none)
-        guard = self.settings.timeout_s * 1.5 + 1.0
-        try:
-            if capabilities_of(self.backend).bounded:
-                return await self.backend.complete(request)
-            async with asyncio.timeout(guard):
-                return await self.backend.complete(request)
-        except TimeoutError:
-            raise TransientLLMError(
-                f"no reply from the {self.backend_name} backend within {guard:.1f}s", fault="timeout"
-            ) from None
-        except LLMError:
-            raise
-        except Exception as exc:
-            raise PermanentLLMError(f"the {self.backend_name} backend crashed: {type(exc).__name__}: {exc}") from exc
 
     def _fail(
         self,

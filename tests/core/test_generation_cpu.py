@@ -227,3 +227,106 @@ def test_a_requests_members_are_written_once_per_run_and_every_key_is_still_its_
     assert again.key_parts("openai")[0] is base.key_parts("openai")[0]  # type: ignore[index]
     assert base.model_copy(update={"stop": ["a"]})._members_signature("openai") is None
     assert base.model_copy(update={"response_schema": schema})._members_signature("openai") is None
+
+
+def test_a_template_reads_an_objects_attribute_or_item_or_nothing_as_jinja_does() -> None:
+    """Objects that are no dict: the attribute first (``loop.index``, a property), else the item, else undefined."""
+
+    class Both:
+        name = "attribute"
+
+        def __getitem__(self, key: str) -> str:
+            if key == "other":
+                return "item"
+            raise KeyError(key)
+
+    sources = [
+        "{% for f in xs %}{{ loop.index }}.{{ f.real }}/{{ loop.length }};{% endfor %}",
+        "{{ o.name }}|{{ o.other }}|{{ o.missing is defined }}",
+        "{{ o.missing }}",
+        "{{ xs.count is callable }}|{{ xs.nothing is defined }}",
+    ]
+    for source in sources:
+        assert _ours_with(source, xs=[3, 4], o=Both()) == _jinja_with(source, xs=[3, 4], o=Both()), source
+
+
+def _jinja_with(source: str, **variables: Any) -> str:
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
+    try:
+        return env.from_string(source).render(**variables).strip() + "\n"
+    except jinja2.TemplateError as exc:
+        return f"error: {exc}"
+
+
+def _ours_with(source: str, **variables: Any) -> str:
+    try:
+        return Template.from_text("t", source).render(**variables)
+    except PromptError as exc:
+        return f"error: {str(exc).removeprefix('template t failed to render: ')}"
+
+
+def test_failures_are_ordered_by_priority_then_critic_order_as_before() -> None:
+    """The backprompt's order of failures: priority (100 for an unlisted critic), then the order the critics
+    are listed in (an unlisted one last), then as given; checked against the rule written out."""
+    import random
+
+    from modulo.backprompt import _sorted_by_priority
+    from modulo.types import Verdict
+
+    def reference(verdicts: list[Verdict], priorities: dict[str, int]) -> list[Verdict]:
+        order = {name: i for i, name in enumerate(priorities)}
+        return sorted(verdicts, key=lambda v: (priorities.get(v.critic, 100), order.get(v.critic, 10**6)))
+
+    rng = random.Random(7)
+    names = [f"c{i}" for i in range(8)]
+    for _ in range(300):
+        listed = rng.sample(names, rng.randint(0, len(names)))
+        priorities = {name: rng.choice([0, 1, 1, 100, 150]) for name in listed}
+        verdicts = [Verdict(critic=rng.choice(names), passed=False, feedback=str(i)) for i in range(rng.randint(0, 6))]
+        got = _sorted_by_priority(verdicts, priorities)
+        assert got == reference(verdicts, priorities)
+        assert [v.feedback for v in got] == [v.feedback for v in reference(verdicts, priorities)]
+        assert got is not verdicts
+
+
+def test_rough_token_counts_are_ceil_of_a_quarter_of_the_length() -> None:
+    import math
+
+    from modulo.llm.tokens import approx_prompt_tokens, approx_tokens
+    from modulo.types import Message
+
+    texts = ["x" * n for n in range(0, 41)] + ["é" * 13, "a\nb"]
+    for text in texts:
+        assert approx_tokens(text) == (math.ceil(len(text) / 4) if text else 0)
+    messages = [Message(role="user", content=t) for t in texts]
+    assert approx_prompt_tokens(messages) == sum(math.ceil(len(t) / 4) if t else 0 for t in texts)
+    assert approx_prompt_tokens([]) == 0
+
+
+def test_a_long_text_escaped_once_serves_every_hasher_and_their_digests_stay_the_whole_texts() -> None:
+    """The loop's prompt hash and the client's cache key escape the same long prompts: the second finds the
+    body made by the first (by identity), and both digests are those of the whole canonical JSON."""
+    import hashlib
+
+    from modulo import canonical
+    from modulo.canonical import PromptHasher, escaped, escaped_part, messages_bytes
+    from modulo.types import Message
+
+    request = 'Plan a trip: "Paris" \u2b50 caf\u00e9\n\ttabs \\ and\r\n\x01 ' * 120
+    first = [Message(role="system", content="be brief"), Message(role="user", content=request)]
+    loop_hasher, key_hasher = PromptHasher(), PromptHasher(b'{"backend":"x","messages":')
+    prompts = [first]
+    for k in range(6):
+        prompts.append([first[0], Message(role="user", content=request + f'\n\nFeedback {k}: \u00e9 "x"\n' * 3)])
+    for messages in prompts:
+        whole = messages_bytes(messages)
+        assert loop_hasher.sha(messages) == hashlib.sha256(whole).hexdigest()
+        h = key_hasher.state(messages)
+        assert h.hexdigest() == hashlib.sha256(b'{"backend":"x","messages":' + whole).hexdigest()
+        assert key_hasher.encoded(messages) == whole
+    for start in (0, 1, 17, len(request) - 3):
+        assert escaped_part(request, start) == escaped(request[start:])
+        assert escaped_part(request, start) is escaped_part(request, start)  # made once
+    for n in range(canonical.BODIES_KEPT + 10):
+        escaped_part(request + str(n) * 3000)
+    assert len(canonical._BODIES) <= canonical.BODIES_KEPT

@@ -268,6 +268,8 @@ def test_keys_by_the_parts_that_changed_are_the_whole_keys() -> None:
                     assert joined == messages_bytes(messages)  # right after its key: at hand
                     stored = canonical_json(req.model_dump(mode="json", exclude={"tags"}))
                     assert req.stored_json(joined) == req.stored_json() == stored
+                    parts = keys.messages_parts(req, "openai")  # what the client hands the cache's writer
+                    assert parts is not None and req.stored_json(parts) == stored
                     longer = req.model_copy(update={"messages": (*messages, system)})
                     assert keys.messages_json(longer, "openai") is None  # not the messages keyed last
 

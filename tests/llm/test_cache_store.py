@@ -55,10 +55,10 @@ def put_all(cache: ResponseCache, requests: list[LLMRequest], *, hashed: bool = 
         hashers: dict[str, PromptHasher] = {}
         for req in requests:
             messages_json = None
-            if hashed:  # as the client hands them over: joined from the pieces its key was hashed from
+            if hashed:  # as the client hands them over: the pieces its key was hashed from, joined by the writer
                 hasher = hashers.setdefault(req.tags.get("problem_id", ""), PromptHasher())
                 hasher.state(req.messages)
-                messages_json = hasher.encoded(req.messages)
+                messages_json = hasher.encoded_parts(req.messages)
             await cache.put(
                 req.key("b"), request=req, text=f"reply to {req.key('b')[:8]}", messages_json=messages_json, **FIELDS
             )

@@ -6,7 +6,7 @@ import asyncio
 import time
 
 from modulo.llm.base import LLMRequest, LLMSettings
-from modulo.llm.client import CpuTurns, RateLimiter, build_client
+from modulo.llm.client import CpuTurns, RateLimiter, Slots, build_client
 
 from .support import ProviderFactory, openai_settings, request
 
@@ -123,3 +123,46 @@ async def test_replies_that_arrive_together_free_their_slots_before_either_is_pr
     assert events[:2] == ["sent a", "sent b"]
     assert events.index("sent c") < events.index("processed a")
     assert events.index("sent d") < events.index("processed a")
+
+
+async def test_slots_hold_at_most_n_and_serve_the_waiting_calls_in_order_through_cancellations() -> None:
+    """The client's slots: a free one is taken at once; the waiting calls get theirs in the order they came,
+    a call cancelled while it waits holds none, and one cancelled after it was handed a slot passes it on."""
+    slots = Slots(2)
+    order: list[str] = []
+    in_flight = peak = 0
+
+    async def call(name: str, hold: float) -> None:
+        nonlocal in_flight, peak
+        await slots.take()
+        in_flight += 1
+        peak = max(peak, in_flight)
+        order.append(name)
+        try:
+            await asyncio.sleep(hold)
+        finally:
+            in_flight -= 1
+            slots.give()
+
+    first = [asyncio.ensure_future(call(n, 0.02)) for n in "ab"]
+    await asyncio.sleep(0)
+    assert slots.free == 0
+    waiting = [asyncio.ensure_future(call(n, 0.0)) for n in "cdefg"]
+    await asyncio.sleep(0)
+    waiting[1].cancel()  # d: cancelled while it waits
+    await asyncio.gather(*first, *waiting, return_exceptions=True)
+    assert order == ["a", "b", "c", "e", "f", "g"] and peak == 2 and slots.free == 2
+
+    # handed a slot, cancelled before it ran: the slot goes to the next waiter, none is lost
+    slots = Slots(1)
+    await slots.take()
+    handed = asyncio.ensure_future(slots.take())
+    after = asyncio.ensure_future(slots.take())
+    await asyncio.sleep(0)
+    slots.give()  # to `handed`, which has not run yet
+    handed.cancel()
+    await asyncio.sleep(0)
+    await asyncio.wait_for(after, 1.0)  # it got the slot `handed` passed on
+    assert handed.cancelled() and slots.free == 0
+    slots.give()
+    assert slots.free == 1
