@@ -31,6 +31,7 @@ import hashlib
 import os
 import time
 from dataclasses import dataclass
+from itertools import filterfalse
 from typing import Any, Literal
 
 from .backprompt import BackpromptContext, BackpromptStrategy
@@ -68,6 +69,7 @@ from .types import (
     UsageTally,
     UserAnswer,
     Verdict,
+    accepts,
     assign,
     canonical_json,
 )
@@ -603,8 +605,8 @@ class Metacontroller:
         t2 = time.perf_counter()
         rec.timings["reformulate"] = t2 - t1
         assign(rec, plan=plan, plan_sha256=frozen.fingerprint if frozen is not None else None)
-        verdicts, gated = await self._critique(problem, frozen, rec.format_error)
-        assign(rec, verdicts=verdicts, gated=gated)
+        judged = self._judge_here(problem, frozen, rec.format_error) or await self._in_stages(problem, frozen)
+        assign(rec, verdicts=judged[0], gated=judged[1])
         rec.timings["critique"] = time.perf_counter() - t2
 
     @staticmethod
@@ -623,35 +625,46 @@ class Metacontroller:
     async def _critique(
         self, problem: Problem, frozen: FrozenPlan | None, format_error: str | None
     ) -> tuple[list[Verdict], list[str]]:
-        verdicts: list[Verdict] = []
-        if frozen is None:
-            reason = format_error or "no plan could be read from the answer"
-            verdicts.append(
-                Verdict(
-                    critic="format",
-                    group=FORMAT_GROUP,
-                    passed=False,
-                    feedback=f"Your answer could not be read as a plan: {reason}.",
-                    details={"reformulation_error": reason},
-                )
-            )
-            return verdicts, [c.name for c in self.critics if c.name != "format"]
-        critics, (formats, others) = self._staged
-        executor = self.executor
-        stop_on_error = self.settings.on_critic_error == "stop"
-        stop = stop_at_error if stop_on_error else never_stop
-        # every critic on this thread (the usual TravelPlanner batch): one pass, the format critics gating
-        # the others in it, with no coroutine and no second batch
-        outcomes = executor.run_here(critics, problem, frozen, self._timeouts(critics), stop, gate=len(formats))
-        if outcomes is not None:
-            verdicts = self._verdicts(critics, outcomes, stop_on_error)
-            if len(verdicts) == len(critics):
-                return verdicts, []
-            return verdicts, [c.name for c in critics[len(verdicts) :]]  # those the format critics gated
+        """The critics' verdicts on the plan (a format failure's when there is none) and the critics the
+        format critics gated."""
+        return self._judge_here(problem, frozen, format_error) or await self._in_stages(problem, frozen)
+
+    async def _in_stages(self, problem: Problem, frozen: FrozenPlan | None) -> tuple[list[Verdict], list[str]]:
+        """The verdicts of the critics that do not all run on this thread: the format critics' batch, then
+        (when they all accept) the others'."""
+        assert frozen is not None  # no plan is judged here (:meth:`_judge_here`)
+        formats, others = self._stages
         verdicts = await self._run_critics(formats, problem, frozen)
-        if not all(v.accepts for v in verdicts):  # format critics gate the others
+        if not all(map(accepts, verdicts)):  # format critics gate the others
             return verdicts, [c.name for c in others]
         return [*verdicts, *await self._run_critics(others, problem, frozen)], []
+
+    def _judge_here(
+        self, problem: Problem, frozen: FrozenPlan | None, format_error: str | None
+    ) -> tuple[list[Verdict], list[str]] | None:
+        """:meth:`_critique`'s answer where it needs no await: no plan, or every critic on this thread (the
+        usual TravelPlanner batch: one pass, the format critics gating the others in it, no coroutine and no
+        second batch); None otherwise."""
+        if frozen is None:
+            reason = format_error or "no plan could be read from the answer"
+            failed = Verdict(
+                critic="format",
+                group=FORMAT_GROUP,
+                passed=False,
+                feedback=f"Your answer could not be read as a plan: {reason}.",
+                details={"reformulation_error": reason},
+            )
+            return [failed], [c.name for c in self.critics if c.name != "format"]
+        critics, (formats, _) = self._staged
+        stop_on_error = self.settings.on_critic_error == "stop"
+        stop = stop_at_error if stop_on_error else never_stop
+        outcomes = self.executor.run_here(critics, problem, frozen, self._timeouts(critics), stop, gate=len(formats))
+        if outcomes is None:
+            return None
+        verdicts = self._verdicts(critics, outcomes, stop_on_error)
+        if len(verdicts) == len(critics):
+            return verdicts, []
+        return verdicts, [c.name for c in critics[len(verdicts) :]]  # those the format critics gated
 
     async def _run_critics(self, critics: list[Critic], problem: Problem, frozen: FrozenPlan) -> list[Verdict]:
         """Verdicts of ``critics`` in order (through the executor, in one batch); a crash is an errored
@@ -670,11 +683,8 @@ class Metacontroller:
     def _verdicts(critics: list[Critic], outcomes: list[CriticOutcome], stop_on_error: bool) -> list[Verdict]:
         """The verdicts of a batch's outcomes, in order (a stopped batch is shorter): a crash is an errored
         verdict, or raised (``on_critic_error=stop``)."""
-        for outcome in outcomes:
-            if isinstance(outcome, CriticError):
-                break
-        else:
-            return outcomes  # type: ignore[return-value]  # verdicts all (the usual batch): no second list
+        if not any(map(_is_error, outcomes)):  # verdicts all (the usual batch): no second list
+            return outcomes  # type: ignore[return-value]
         verdicts: list[Verdict] = []
         for critic, outcome in zip(critics, outcomes, strict=False):
             if isinstance(outcome, CriticError):
@@ -700,7 +710,7 @@ class Metacontroller:
         best = history[pos] if pos is not None else None
         final = history[-1].version_after if history else 0
         judged = best.judged_at(final) if best is not None else None
-        rejected_by = [v.critic for v in judged.verdicts if not v.accepts] if judged is not None else []
+        rejected_by = [v.critic for v in filterfalse(accepts, judged.verdicts)] if judged is not None else []
         last = history[-1].judged_at(final) if history else None
         if error is not None:
             outcome = Outcome.ERROR
@@ -725,6 +735,10 @@ class Metacontroller:
             error=error,
             seconds=time.perf_counter() - started,
         )
+
+
+#: ``isinstance(outcome, CriticError)`` as a function, for ``map`` (a batch's outcomes checked in C)
+_is_error = CriticError.__instancecheck__
 
 
 class _BestSoFar:

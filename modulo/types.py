@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 import json
 from collections.abc import Callable, Iterable, Iterator
+from itertools import filterfalse
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -177,6 +178,11 @@ class Verdict(BaseModel):
     @classmethod
     def not_applicable(cls, feedback: str = "not asked for by the query") -> Verdict:
         return cls(passed=True, applicable=False, feedback=feedback)
+
+
+#: ``Verdict.accepts`` as a function, for ``map`` and ``filter`` (counting a list of verdicts in C, with no
+#: generator: half the time of ``sum(1 for v in verdicts if v.accepts)``)
+accepts: Callable[[Verdict], bool] = Verdict.__dict__["accepts"].fget
 
 
 class Usage(BaseModel):
@@ -358,11 +364,11 @@ class Judgement(BaseModel):
 
     @property
     def accepts(self) -> bool:
-        return not self.gated and all(v.accepts for v in self.verdicts)
+        return not self.gated and all(map(accepts, self.verdicts))
 
     @property
     def passed_count(self) -> int:
-        return sum(1 for v in self.verdicts if v.accepts)
+        return sum(map(accepts, self.verdicts))
 
 
 class IterationRecord(BaseModel):
@@ -419,15 +425,15 @@ class IterationRecord(BaseModel):
 
     @property
     def failing(self) -> list[Verdict]:
-        return [v for v in self.verdicts if not v.accepts]
+        return list(filterfalse(accepts, self.verdicts))
 
     @property
     def passed_count(self) -> int:
-        return sum(1 for v in self.verdicts if v.accepts)
+        return sum(map(accepts, self.verdicts))
 
     @property
     def all_accept(self) -> bool:
-        return self.plan is not None and not self.gated and all(v.accepts for v in self.verdicts)
+        return self.plan is not None and not self.gated and all(map(accepts, self.verdicts))
 
     def judged_at(self, version: int) -> Judgement | None:
         """This turn's judgement against version ``version`` of the problem (None: its plan was not judged
