@@ -330,3 +330,49 @@ def test_a_long_text_escaped_once_serves_every_hasher_and_their_digests_stay_the
     for n in range(canonical.BODIES_KEPT + 10):
         escaped_part(request + str(n) * 3000)
     assert len(canonical._BODIES) <= canonical.BODIES_KEPT
+
+
+def test_a_plain_value_read_from_json_gets_the_same_canonical_text_and_verdict_through_orjson() -> None:
+    """A reply read from JSON with no float in it is encoded by orjson: the same canonical text, plan and error
+    as the standard encoder's, for random values (control characters, non-ASCII keys and text, integers at and
+    past 64 bits, lone surrogates, floats, NaN) and for the special cases told apart before."""
+    import random
+
+    from modulo.reformulate import read_json
+
+    rng = random.Random(5)
+    chars = [chr(i) for i in range(128)] + ["é", "\u2b50", "\u2028", "\ufeff", "\U0001f600", "\x7f", "Ω"]
+
+    def text() -> str:
+        return "".join(rng.choice(chars) for _ in range(rng.randint(0, 8)))
+
+    def value(depth: int = 0) -> Any:
+        r = rng.random()
+        if depth > 3 or r < 0.45:
+            return rng.choice(
+                [text(), rng.randint(-(2**64), 2**64), rng.randint(-9, 9), True, False, None, 2**63 - 1, -(2**63)]
+            )
+        if r < 0.7:
+            return [value(depth + 1) for _ in range(rng.randint(0, 4))]
+        return {text(): value(depth + 1) for _ in range(rng.randint(0, 4))}
+
+    replies = [json.dumps(value(), ensure_ascii=rng.random() < 0.5) for _ in range(3000)]
+    replies += ['{"a": "\\ud800"}', "[1.5, 2]", "[1e400]", '{"x": NaN}', "[-Infinity, 3]", "[1E2]", '["1.5e3"]']
+    replies += ["[" + "1," * 50 + "18446744073709551616]", '{"b": 1, "a": {"d": [], "c": {}}}', "-0", "[0.0]"]
+    plain_seen = 0
+    for reply in replies:
+        value_read, plain = read_json(reply)
+        assert plain == (not _holds_a_float(json.loads(reply))), reply
+        ours = validated(Anything(), value_read, plain=plain)  # type: ignore[arg-type]
+        standard = validated(Anything(), json.loads(reply))  # type: ignore[arg-type]
+        assert (ours.plan, ours.error, ours.canonical) == (standard.plan, standard.error, standard.canonical), reply
+        plain_seen += plain
+    assert plain_seen > 2000
+
+
+def _holds_a_float(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any(map(_holds_a_float, value.values()))
+    if isinstance(value, list):
+        return any(map(_holds_a_float, value))
+    return type(value) is float
