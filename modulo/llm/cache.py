@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .. import redact as redaction
-from ..canonical import QUOTED_CHARS, escaped_part
+from ..canonical import QUOTED_CHARS, escaped
 from ..errors import ConfigError
 from ..redact import redact
 from ..settings import cache_dir as default_cache_dir
@@ -258,7 +258,7 @@ class ResponseCache:
                 if raw is not None and (known is None or len(t.body) > len(known.body)) and content.startswith(raw):
                     known = t
             if known is None:
-                known = _Text(escaped_part(content), content)  # (escaped by the client's key already: found)
+                known = _Text(escaped(content), content)
                 long.insert(0, known)
                 del long[TEXTS_KEPT:]
             found = _find(body, known.body, at)

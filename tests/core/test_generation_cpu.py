@@ -303,33 +303,41 @@ def test_rough_token_counts_are_ceil_of_a_quarter_of_the_length() -> None:
     assert approx_prompt_tokens([]) == 0
 
 
-def test_a_long_text_escaped_once_serves_every_hasher_and_their_digests_stay_the_whole_texts() -> None:
-    """The loop's prompt hash and the client's cache key escape the same long prompts: the second finds the
-    body made by the first (by identity), and both digests are those of the whole canonical JSON."""
+def test_a_text_is_escaped_as_the_standard_encoder_writes_it_with_orjson_or_without(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``escaped`` (every prompt hash, cache key and stored request) writes a text's JSON body as the standard
+    encoder does, by orjson or, without it, by byte scans: control characters, quotes, non-ASCII, long texts;
+    a lone surrogate (no UTF-8 holds it) raises UnicodeEncodeError either way. The prompt hasher's digests
+    stay those of the whole canonical JSON."""
     import hashlib
+    import random
+    from json.encoder import encode_basestring
 
     from modulo import canonical
-    from modulo.canonical import PromptHasher, escaped, escaped_part, messages_bytes
+    from modulo.canonical import PromptHasher, escaped, messages_bytes
     from modulo.types import Message
 
-    request = 'Plan a trip: "Paris" \u2b50 caf\u00e9\n\ttabs \\ and\r\n\x01 ' * 120
-    first = [Message(role="system", content="be brief"), Message(role="user", content=request)]
-    loop_hasher, key_hasher = PromptHasher(), PromptHasher(b'{"backend":"x","messages":')
-    prompts = [first]
-    for k in range(6):
-        prompts.append([first[0], Message(role="user", content=request + f'\n\nFeedback {k}: \u00e9 "x"\n' * 3)])
-    for messages in prompts:
-        whole = messages_bytes(messages)
-        assert loop_hasher.sha(messages) == hashlib.sha256(whole).hexdigest()
-        h = key_hasher.state(messages)
-        assert h.hexdigest() == hashlib.sha256(b'{"backend":"x","messages":' + whole).hexdigest()
-        assert key_hasher.encoded(messages) == whole
-    for start in (0, 1, 17, len(request) - 3):
-        assert escaped_part(request, start) == escaped(request[start:])
-        assert escaped_part(request, start) is escaped_part(request, start)  # made once
-    for n in range(canonical.BODIES_KEPT + 10):
-        escaped_part(request + str(n) * 3000)
-    assert len(canonical._BODIES) <= canonical.BODIES_KEPT
+    rng = random.Random(3)
+    chars = [chr(i) for i in range(128)] + ["é", "\u2b50", "\u2028", "\ufeff", "\U0001f600", "\x7f"]
+    texts = ["".join(rng.choice(chars) for _ in range(rng.randint(0, 40))) for _ in range(3000)]
+    texts.append('Plan a trip: "Paris" \u2b50 caf\u00e9\n\ttabs \\ and\r\n\x01 ' * 500)
+    request = texts[-1]
+    prompts = [[Message(role="system", content="be brief"), Message(role="user", content=request)]]
+    for k in range(4):
+        feedback = f'\n\nFeedback {k}: \u00e9 "x"\x02\n' * 3
+        prompts.append([prompts[0][0], Message(role="user", content=request + feedback)])
+    for with_orjson in (True, False):
+        if not with_orjson:
+            monkeypatch.setattr(canonical, "orjson", None)
+        for text in texts:
+            assert escaped(text) == encode_basestring(text)[1:-1].encode(), repr(text)
+        with pytest.raises(UnicodeEncodeError):
+            escaped("half an emoji \ud83d")
+        hasher = PromptHasher()
+        for messages in prompts:
+            assert hasher.sha(messages) == hashlib.sha256(messages_bytes(messages)).hexdigest()
+            assert hasher.encoded(messages) == canonical_json([m.model_dump() for m in messages]).encode()
 
 
 def test_a_plain_value_read_from_json_gets_the_same_canonical_text_and_verdict_through_orjson() -> None:
