@@ -384,3 +384,21 @@ def _holds_a_float(value: Any) -> bool:
     if isinstance(value, list):
         return any(map(_holds_a_float, value))
     return type(value) is float
+
+
+def test_the_failures_reported_are_the_failing_verdicts_less_the_crashed() -> None:
+    import itertools
+
+    from modulo.backprompt import AllStrategy, BackpromptContext
+    from modulo.types import IterationRecord, Verdict
+
+    kinds = [
+        Verdict(critic=f"c{i}", passed=passed, applicable=applicable, error=error, feedback=str(i))
+        for i, (passed, applicable, error) in enumerate(
+            itertools.product((True, False), (True, False), (None, "it crashed"))
+        )
+    ]
+    rec = IterationRecord(index=0, verdicts=kinds)
+    ctx = BackpromptContext(problem=None, benchmark=None, first_prompt=[], history=[rec])  # type: ignore[arg-type]
+    assert AllStrategy().selected(ctx) == [v for v in rec.failing if v.error is None]
+    assert [v.feedback for v in AllStrategy().selected(ctx)] == ["4"]  # failed, applicable, no crash
