@@ -20,6 +20,11 @@ Two runs of the same work:
 The shares of run 2 applied to the CPU of run 1 give the per-iteration figures (profiling inflates
 every function call by about the same factor, so shares survive it better than absolute times).
 
+The loop's own CPU is measured by a third run of other plans with every critic call answered by the
+outcome the first run recorded (:class:`Replay`): the loop, the client, the routing and the records do
+their whole work, the critics none. The replay's own calls (one per critic call, 14 an iteration) are
+part of that figure; their cost, measured apart, is printed beside it, not subtracted from it.
+
     python benchmarks/iteration_cpu.py                     # 180 problems, budget 10, strict critics
     python benchmarks/iteration_cpu.py --limit 50 --top 25 # fewer problems, the 25 costliest functions
     python benchmarks/iteration_cpu.py --json               # figures as one JSON line too

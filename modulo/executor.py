@@ -252,7 +252,8 @@ class CriticExecutor(ABC):
         all accept (a failing or crashed verdict), the batch ends there (the loop's format critics gating
         the others in one pass). This default: a kind that runs the critics it takes aside elsewhere and
         the others in its ``inner`` executor (the sandbox's, the heavy pool's) runs here what ``inner``
-        would, when it takes none of them aside."""
+        would, when it takes none of them aside. A kind that changes how :meth:`run_all` runs such a batch
+        overrides this too (returning None sends every batch through :meth:`run_all`)."""
         here = self._inline_for(critics)
         return None if here is None else here.run_inline(critics, problem, frozen, timeouts, stop, gate)
 
