@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 import json
+import operator
 from collections.abc import Callable, Iterable, Iterator
 from itertools import filterfalse
 from typing import Any, Literal
@@ -180,9 +181,9 @@ class Verdict(BaseModel):
         return cls(passed=True, applicable=False, feedback=feedback)
 
 
-#: ``Verdict.accepts`` as a function, for ``map`` and ``filter`` (counting a list of verdicts in C, with no
-#: generator: half the time of ``sum(1 for v in verdicts if v.accepts)``)
-accepts: Callable[[Verdict], bool] = Verdict.__dict__["accepts"].fget
+#: ``v.accepts`` as a function, for ``map`` and ``filter``: a list of verdicts counted in C, with no generator
+#: (a subclass's own ``accepts`` is the one read)
+accepts: Callable[[Verdict], bool] = operator.attrgetter("accepts")
 
 
 class Usage(BaseModel):

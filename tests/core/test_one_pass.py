@@ -133,3 +133,18 @@ def test_the_run_here_default_answers_through_the_inner_executor_unless_a_critic
     assert asyncio.run(aside.run_all([], view, FrozenPlan.of([1]), [])) == []
     for ex in (sandbox, aside):
         ex.close()
+
+
+def test_verdicts_are_counted_by_their_own_accepts() -> None:
+    """The counts read each verdict's ``accepts``, a subclass's own included, as ``v.accepts`` does."""
+
+    class Strict(Verdict):
+        @property
+        def accepts(self) -> bool:
+            return False
+
+    it = IterationRecord(index=0, plan=[1], verdicts=[Strict(passed=True), Verdict(passed=True), Verdict(passed=False)])
+    assert it.passed_count == sum(1 for v in it.verdicts if v.accepts) == 1
+    assert it.failing == [v for v in it.verdicts if not v.accepts] and not it.all_accept
+    best = _BestSoFar()
+    assert not best.add(it) and best.count == 1
