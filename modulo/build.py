@@ -7,7 +7,6 @@ problems are loaded. Only then does a run start. ``modulo check`` runs just this
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import json
 import logging
@@ -69,10 +68,7 @@ class Session(BoundRun):
                 await start()
 
     async def aclose(self) -> None:
-        # in a thread: closing waits for the critics' worker processes to exit, and the event loop may still
-        # have work meanwhile (a run closes its session once the last problem is solved, while the last
-        # records are written)
-        await asyncio.to_thread(self.loop.executor.close)
+        self.loop.executor.close()
         await self.loop.generator.aclose()  # model clients a generator opened itself (a judge on another backend)
         if self.llm is not None:
             await self.llm.aclose()

@@ -176,59 +176,24 @@ class RunResult:
 
 class _Digests:
     """The digests of finished problems, on disk (a :class:`~modulo.problems.Spool`), by problem position:
-    memory holds 8 bytes a problem (where its digest lies), whatever the number of problems.
-
-    The summary may read them while the last ones are still being put (in the records writer's thread):
-    until :meth:`end`, iteration waits at a problem whose digest is not there yet; after :meth:`abandon`
-    it raises :class:`_Abandoned`."""
+    memory holds 8 bytes a problem (where its digest lies), whatever the number of problems."""
 
     def __init__(self, ids: list[str]) -> None:
         self.ids = ids
         self.spool: Spool[Finished] = Spool(prefix="modulo-digests-")
         self.at = array("q", [-1]) * len(ids)  # problem position -> position in the spool (-1: none yet)
-        self._cond = threading.Condition()  # the spool is read and appended to under it
-        self._ended = False
-        self._abandoned = False
 
     def put(self, pos: int, digest: Finished) -> None:
-        with self._cond:
-            self.at[pos] = self.spool.append(digest)
-            self._cond.notify_all()
+        self.at[pos] = self.spool.append(digest)
 
     def done(self, pos: int) -> bool:
         return self.at[pos] >= 0
 
-    def end(self) -> None:
-        """No digest comes any more: a problem without one is not run."""
-        with self._cond:
-            self._ended = True
-            self._cond.notify_all()
-
-    def abandon(self) -> None:
-        """The run failed: a pass reading the digests stops (:class:`_Abandoned`)."""
-        with self._cond:
-            self._abandoned = True
-            self._cond.notify_all()
-
     def __iter__(self) -> Iterator[tuple[int, Finished | None]]:
-        """(position, digest or None) of every problem, in run order, read one at a time (waiting for a
-        digest still to come); over once the run has ended (:meth:`end`: what the run counted of its
-        last records is counted then too)."""
-        for pos in range(len(self.ids) + 1):
-            with self._cond:
-                while (pos == len(self.ids) or self.at[pos] < 0) and not self._ended and not self._abandoned:
-                    self._cond.wait()
-                if self._abandoned:
-                    raise _Abandoned
-                if pos == len(self.ids):
-                    return
-                k = self.at[pos]
-                digest = self.spool[k] if k >= 0 else None
-            yield pos, digest
-
-
-class _Abandoned(Exception):
-    """The run failed while its summary was being made (the summary is dropped)."""
+        """(position, digest or None) of every problem, in run order, read one at a time."""
+        for pos in range(len(self.ids)):
+            k = self.at[pos]
+            yield pos, (self.spool[k] if k >= 0 else None)
 
 
 async def run_session(
@@ -292,29 +257,12 @@ async def run_session(
             progress(state)
 
     unsolved = sum(1 for pos in range(len(problems)) if not digests.done(pos))  # the problems ``todo`` yields
-    closing: list[asyncio.Task[None]] = []  # the session closing (at most one)
-    summarising: list[asyncio.Future[_Summary]] = []  # the summary being made (at most one)
-
-    def close() -> asyncio.Task[None]:
-        if not closing:
-            closing.append(asyncio.ensure_future(session.aclose()))
-        return closing[0]
-
-    def summarise_all() -> asyncio.Future[_Summary]:
-        if not summarising:  # in a thread (see _ended); it waits for each digest still to come
-            loop = asyncio.get_running_loop()
-            summarising.append(loop.run_in_executor(None, summarise, session, digests, state, lambda: usage))
-        return summarising[0]
 
     async def finish(pos: int, result: ProblemResult) -> None:
         nonlocal unsolved
         unsolved -= 1
-        if not unsolved:
-            # the last problem solved: no more model or critic calls. The session closes (its critics' worker
-            # processes exit) and the summary starts (the evaluation of the problems already on disk: no
-            # critic runs beside it any more) while the last records are written
-            close()
-            summarise_all()
+        if not unsolved:  # the last problem solved: no critic call comes any more; the critics' worker
+            session.loop.executor.closing()  # processes are stopped now and exit while the last records are written
         # encoded, written and fsync'ed in the writer's thread (other problems go on meanwhile); counted
         # once on disk (``written``)
         await writer.put(pos, result)
@@ -351,17 +299,13 @@ async def run_session(
                 progress(state)
             await asyncio.gather(*(worker() for _ in range(n_workers)))
         except BaseException:
-            digests.abandon()  # a summary started is dropped
             try:
-                await close()  # (already closing when the last problem was solved)
+                await session.aclose()
             finally:
                 writer.stop()  # the records handed over are written (a run ending by an error or a signal)
-                if summarising:  # it reads the digests: done before they are deleted
-                    await _settled(summarising[0])
             raise
         writer.stop()  # every record is on disk: each worker waited for its own
-        digests.end()
-        summary, evaluation, rows = await _ended(close(), summarise_all())
+        summary, evaluation, rows = await _ended(session, digests, state, usage)
         # the evaluation is written first: summary.json, written last, says the run ended
         if evaluation is not None:
             run_dir.write_json("evaluation.json", evaluation)
@@ -380,32 +324,25 @@ async def run_session(
     )
 
 
-#: what :func:`summarise` makes: ``summary.json``, ``evaluation.json`` and the budget rows
-_Summary = tuple[dict[str, Any], dict[str, Any] | None, list[tuple[int, dict[str, float]]]]
-
-
-async def _ended(closing: asyncio.Task[None], summarising: asyncio.Future[_Summary]) -> _Summary:
-    """The summary (``summarising``: :func:`summarise` in a worker thread) once the session has closed
-    (``closing``: its model clients, its critics' worker processes, whose exits it waits for); both
-    started when the last problem was solved, so they go on together and beside the last records.
+async def _ended(
+    session: Session, digests: _Digests, state: RunState, usage: Usage
+) -> tuple[dict[str, Any], dict[str, Any] | None, list[tuple[int, dict[str, float]]]]:
+    """:func:`summarise` the run while the session closes (its model clients, its critics' worker
+    processes, whose exits it waits for: meanwhile the summary goes on in its thread).
 
     The summary runs in a worker thread: Z3 (the synthesized benchmarks' evaluator) pays, for each
     context it creates on the main thread, a cost that grows with the process's heap (~10 ms at 200 MB).
     A session that fails to close fails the run as before (no summary is written); the summary's own
     failure is raised once the session is closed."""
+    summarising = asyncio.get_running_loop().run_in_executor(None, summarise, session, digests, state, usage)
     try:
-        await closing
+        await session.aclose()
     except BaseException:
-        await _settled(summarising)  # it reads the digests: done before they are deleted
+        await asyncio.wait([summarising])  # it reads the digests: done before they are deleted
+        if not summarising.cancelled():
+            summarising.exception()  # retrieved: the session's error is the run's
         raise
     return await summarising
-
-
-async def _settled(future: asyncio.Future[Any]) -> None:
-    """Wait for ``future`` to end, its outcome dropped (another error is the run's)."""
-    await asyncio.wait([future])
-    if not future.cancelled():
-        future.exception()  # retrieved
 
 
 #: how long the writer waits, after a record is handed over while other problems are still being solved,
@@ -600,13 +537,13 @@ class _Tally:
         self.first_is_best = self.first_is_best and _first(r)[0] == _best(r)[0]
 
 
-def summarise(session: Session, digests: _Digests, state: RunState, usage: Callable[[], Usage]) -> _Summary:
+def summarise(
+    session: Session, digests: _Digests, state: RunState, usage: Usage
+) -> tuple[dict[str, Any], dict[str, Any] | None, list[tuple[int, dict[str, float]]]]:
     """``summary.json`` and ``evaluation.json`` content for a finished (or stopped) run, and the budget
     rows (see ``RunResult.budget_metrics``), from the digests of the finished problems, read in run
     order by streaming passes (the tally within the benchmark's evaluation of the final plans, once for
-    all three; a benchmark that streams its evaluation may hand its rows back on disk). The first pass
-    may start before the last digests are there (it waits for them); ``usage()``, the run's usage, is
-    read once it is over.
+    all three; a benchmark that streams its evaluation may hand its rows back on disk).
 
     Problems that ended ``error`` (or have no record) are left out of the evaluation: a problem that
     could not be run is neither a plan failure nor an abstention. ``summary["errors"]`` counts them and
@@ -635,7 +572,7 @@ def summarise(session: Session, digests: _Digests, state: RunState, usage: Calla
         "counts": dict(counts),
         "certified_rate": counts.get(Outcome.CERTIFIED.value, 0) / n if n else 0.0,
         "metrics": metrics,
-        "usage": usage().model_dump(),
+        "usage": usage.model_dump(),
         "iterations": tally.iterations,
         "seconds": time.perf_counter() - state.started,
     }

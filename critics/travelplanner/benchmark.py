@@ -376,16 +376,12 @@ class TravelPlanner(Benchmark):
                 own[name] = official_key_of(name)
             return frozenset(key for name in names if (key := own[name]) is not None)
 
-        return self._scored(((f.problem, f.plan, passing(f.passed_by)) for f in finals), "official")
+        return self._scored([(f.problem, f.plan, passing(f.passed_by)) for f in finals], "official")
 
-    def _scored(self, items: Iterable[tuple[Problem, PlanJSON | None, frozenset[str]]], mode: str) -> EvalResult:
-        """The figures, rows and tables of (problem, plan, official keys known to pass) items, each plan
-        evaluated as it is read (a run's final plans come as its problems end)."""
-        problems: list[Problem] = []
-        evaluations: list[PlanEvaluation] = []
-        for p, plan, passing in items:
-            problems.append(p)
-            evaluations.append(self._evaluation(p, plan, mode, passing))
+    def _scored(self, items: list[tuple[Problem, PlanJSON | None, frozenset[str]]], mode: str) -> EvalResult:
+        """The figures, rows and tables of (problem, plan, official keys known to pass) items."""
+        evaluations = [self._evaluation(p, plan, mode, passing) for p, plan, passing in items]
+        problems = [p for p, _, _ in items]
         splits = {str(p.metadata.get("split")) for p in problems}
         distinct = len({p.id for p in problems}) == len(problems)
         split = official_split_of(splits, len(problems)) if distinct else None

@@ -397,65 +397,28 @@ def test_a_failing_end_writes_no_summary_and_keeps_the_records(
     assert len(list(read_records(tmp_path))) == 3 and not (tmp_path / "summary.json").exists()
 
 
-def test_the_session_closes_and_the_summary_starts_once_the_last_problem_is_solved(
+def test_the_critics_workers_are_stopped_once_the_last_problem_is_solved(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """No model or critic call comes after the last problem is solved: the session closes (its critics'
-    worker processes exit) and the evaluation starts on the problems already on disk while the last
-    record is still being written; the summary still counts every problem and the run's whole usage."""
+    """No critic call comes after the last problem is solved: the executor is told then (its worker
+    processes exit while the last record is written), and closed with the session after every record."""
     import threading
 
     from modulo.executor import ThreadExecutor
 
-    closed, evaluating = threading.Event(), threading.Event()
-    during_last_write: list[bool] = []
-    plain_evaluate, plain_append = toy.Toy.evaluate_final, RunDir.append_many
-
-    def evaluate_final(self: toy.Toy, finals: Any) -> Any:
-        evaluating.set()
-        return plain_evaluate(self, finals)
+    told = threading.Event()
+    steps: list[str] = []
+    plain_append = RunDir.append_many
 
     def append_many(self: RunDir, results: Any) -> None:
         if any(r.problem_id == "toy-2" for r in results):  # the last problem's record (one problem at a time)
-            during_last_write.append(closed.wait(timeout=10) and evaluating.wait(timeout=10))
+            steps.append(f"last record, told: {told.wait(timeout=10)}")
         plain_append(self, results)
 
-    monkeypatch.setattr(toy.Toy, "evaluate_final", evaluate_final)
-    monkeypatch.setattr(ThreadExecutor, "close", lambda self: closed.set())
+    monkeypatch.setattr(ThreadExecutor, "closing", lambda self: (told.set(), steps.append("closing")))
+    monkeypatch.setattr(ThreadExecutor, "close", lambda self: steps.append("close"))
     monkeypatch.setattr(RunDir, "append_many", append_many)
     session = build_session(config("toy", 3, RIGHT, concurrency=1))
     result = asyncio.run(run_session(session, RunDir(tmp_path)))
-    assert during_last_write == [True]
+    assert steps == ["closing", "last record, told: True", "close"]
     assert result.summary["counts"] == {"certified": 3} and result.summary["usage"]["calls"] == 3
-    assert result.evaluation is not None and len(result.evaluation["per_problem"]) == 3
-
-
-def test_a_pass_over_the_digests_waits_for_those_to_come_and_stops_when_the_run_fails() -> None:
-    import threading
-
-    from modulo.runner import Finished, _Abandoned, _Digests
-    from modulo.types import Outcome
-
-    def digest(pid: str) -> Finished:
-        return Finished(pid, Outcome.CERTIFIED, "certified", None, 1, [1], [1], True, True, None)
-
-    for ending in ("end", "abandon"):
-        digests = _Digests(["a", "b", "c"])
-        digests.put(0, digest("a"))
-        seen: list[Any] = []
-
-        def read(digests: _Digests = digests, seen: list[Any] = seen) -> None:
-            try:
-                seen.extend((pos, d.problem_id if d else None) for pos, d in digests)
-            except _Abandoned:
-                seen.append("abandoned")
-
-        reader = threading.Thread(target=read)
-        reader.start()
-        digests.put(2, digest("c"))  # out of order: read in run order once b's is there or the run ended
-        time.sleep(0.05)
-        assert seen == [(0, "a")] and reader.is_alive()  # waiting for b's
-        getattr(digests, ending)()
-        reader.join(timeout=10)
-        assert seen == ([(0, "a"), (1, None), (2, "c")] if ending == "end" else [(0, "a"), "abandoned"])
-        digests.spool.close()
