@@ -210,15 +210,15 @@ def validated(benchmark: Benchmark, value: Any, *, plain: bool = False) -> Refor
     lone surrogate) is written by the standard encoder."""
     try:  # text that cannot be written as UTF-8 (a lone surrogate escape) would break hashing and records
         key = _plain_json(value) if plain else None
-        if key is None:
+        if key is None:  # (orjson's text is UTF-8, and a plain value holds no float: it needs neither check)
             try:
                 key = tree_json(value)  # a value read from JSON text (the usual case) holds no cycle
             except (RecursionError, ValueError):
                 key = canonical_json(value)  # a cycle or too deep (a parser's value): checked, and told apart
-        if not key.isascii():
-            key.encode("utf-8")
-        if ("NaN" in key or "Infinity" in key) and _non_finite(value):
-            return Reformulation(error=NON_FINITE)
+            if not key.isascii():
+                key.encode("utf-8")
+            if ("NaN" in key or "Infinity" in key) and _non_finite(value):
+                return Reformulation(error=NON_FINITE)
     except UnicodeEncodeError:
         return Reformulation(error="the plan holds text that is not valid Unicode (a lone surrogate escape)")
     except RecursionError:
