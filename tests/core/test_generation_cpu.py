@@ -5,6 +5,7 @@ canonical_json writes (a cycle is still told apart from depth)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import jinja2
@@ -402,3 +403,41 @@ def test_the_failures_reported_are_the_failing_verdicts_less_the_crashed() -> No
     ctx = BackpromptContext(problem=None, benchmark=None, first_prompt=[], history=[rec])  # type: ignore[arg-type]
     assert AllStrategy().selected(ctx) == [v for v in rec.failing if v.error is None]
     assert [v.feedback for v in AllStrategy().selected(ctx)] == ["4"]  # failed, applicable, no crash
+
+
+@pytest.mark.slow
+def test_the_generation_cpu_script_times_each_part_inside_the_run_and_puts_every_method_back(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    """``benchmarks/generation_cpu.py`` on a tiny run: every part timed in each run, the half their sum, no
+    more than the event loop's thread spent; and the methods it timed are the originals again afterwards."""
+    import subprocess
+    import sys
+
+    from modulo.canonical import PromptHasher
+    from modulo.metacontroller import Metacontroller
+
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "generation_cpu.py"
+    if not (data_dir / "travelplanner").is_dir():
+        pytest.skip("no TravelPlanner data")
+    before = (Metacontroller.first_prompt, Metacontroller._next_messages, PromptHasher.sha)
+    figures_file = tmp_path / "figures.json"
+    args = ["--limit", "2", "--budget", "2", "--repeat", "2", "--json", str(figures_file)]
+    done = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    figures = json.loads(figures_file.read_text())
+    parts = ["first prompt", "prompt hash", "generate", "reformulate", "backprompt"]
+    for run in figures["runs_us"]:
+        assert all(run[p] > 0 for p in parts)
+        assert abs(sum(run[p] for p in parts) - run["generation half"]) < 1e-6
+        assert run["generation half"] <= run["event loop's thread"]
+    assert "generation half" in done.stdout
+    sys.path.insert(0, str(script.parent))
+    try:
+        import generation_cpu
+
+        with generation_cpu.timed_parts():
+            assert Metacontroller.first_prompt is not before[0]
+        assert (Metacontroller.first_prompt, Metacontroller._next_messages, PromptHasher.sha) == before
+    finally:
+        sys.path.remove(str(script.parent))
