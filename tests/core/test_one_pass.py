@@ -5,7 +5,9 @@ the best plan kept as iterations end is :func:`best_position`'s, and ``assign`` 
 from __future__ import annotations
 
 import asyncio
+import json
 import random
+import struct
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,7 +17,7 @@ from modulo.critic import Critic
 from modulo.executor import FrozenPlan, ThreadExecutor
 from modulo.metacontroller import Metacontroller, RunAborted, _BestSoFar, best_position
 from modulo.sandbox import SandboxExecutor, SandboxSpec
-from modulo.types import IterationRecord, Message, ProblemUpdate, Verdict, assign
+from modulo.types import IterationRecord, Message, ProblemUpdate, Verdict, assign, canonical_json
 
 from .test_loop import make_loop, solve
 
@@ -148,3 +150,48 @@ def test_verdicts_are_counted_by_their_own_accepts() -> None:
     assert it.failing == [v for v in it.verdicts if not v.accepts] and not it.all_accept
     best = _BestSoFar()
     assert not best.add(it) and best.count == 1
+
+
+def _typed(value: Any) -> Any:
+    """``value`` with every number's type spelt out (``1 == 1.0 == True`` in Python)."""
+    if isinstance(value, float):
+        return ("float", repr(value))
+    if isinstance(value, bool | int):
+        return (type(value).__name__, value)
+    if isinstance(value, list):
+        return [_typed(v) for v in value]
+    if isinstance(value, dict):
+        return [(k, _typed(v)) for k, v in value.items()]
+    return value
+
+
+def _value(rng: random.Random, depth: int = 0) -> Any:
+    if depth > 3 or rng.random() < 0.35:
+        double = struct.unpack("<d", rng.getrandbits(64).to_bytes(8, "little"))[0]  # any double: NaN, inf too
+        return rng.choice(
+            [
+                double,
+                rng.randint(-(2**63), 2**63 - 1),
+                rng.randint(-(10**25), 10**25),  # past 64 bits mostly
+                "".join(chr(rng.randint(1, 0x10FFFF)) for _ in range(rng.randint(0, 6))),  # lone surrogates too
+                None,
+                rng.random() < 0.5,
+                rng.randint(-9, 9),
+            ]
+        )
+    if rng.random() < 0.5:
+        return [_value(rng, depth + 1) for _ in range(rng.randint(0, 4))]
+    return {
+        "".join(chr(rng.randint(32, 0x2FF)) for _ in range(rng.randint(0, 5))): _value(rng, depth + 1) for _ in range(4)
+    }
+
+
+def test_a_plans_copy_is_what_the_standard_json_reader_reads() -> None:
+    """The critics' copy is decoded by orjson where that gives json.loads's value: never an integer past 64
+    bits (orjson reads it as a float), NaN, an infinity or a lone surrogate, which go to json.loads."""
+    rng = random.Random(3)
+    values = [2**63, -(2**63) - 1, 10**30, float("nan"), float("inf"), "\ud800", "é\u2028\x01", 1e16, 5e-324, -0.0]
+    values += [_value(rng) for _ in range(3000)]
+    for value in values:
+        text = canonical_json(value)
+        assert _typed(FrozenPlan(text).copy()) == _typed(json.loads(text)), text
