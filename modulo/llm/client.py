@@ -178,9 +178,15 @@ class RequestKeys:
         self._hashers: OrderedDict[tuple[str, bytes], PromptHasher] = OrderedDict()
 
     def key(self, request: LLMRequest, backend: str) -> str:
+        return self.keyed(request, backend)[0]
+
+    def keyed(self, request: LLMRequest, backend: str) -> tuple[str, PromptHasher | None]:
+        """The key, and the hasher that made it (its :meth:`~PromptHasher.encoded_parts` are the messages'
+        canonical JSON while it has hashed nothing since: what :meth:`messages_parts` asks it, with no second
+        look at the request's members); no hasher when the request was hashed whole."""
         parts = request.key_parts(backend)
         if parts is None:
-            return request.key(backend)
+            return request.key(backend), None
         head, tail = parts
         who = (request.tags.get("problem_id", ""), head)
         hasher = self._hashers.get(who)
@@ -193,7 +199,7 @@ class RequestKeys:
         h = hasher.state(request.messages)
         h.update(tail)
         digest: str = h.hexdigest()
-        return digest
+        return digest, hasher
 
     def messages_json(self, request: LLMRequest, backend: str) -> bytes | None:
         """The canonical JSON (UTF-8) of the messages of a request just keyed, joined from the escaped pieces
@@ -352,7 +358,11 @@ class LLMClient:
         capabilities = capabilities_of(self.backend)
         faults: list[Fault] = []
         spent = NO_USAGE  # what failed attempts cost (a new Usage only when one fails)
-        key = self._keys.key(request, self.cache_id) if self.cache is not None and self.cache_mode != "off" else ""
+        key, hasher = (
+            self._keys.keyed(request, self.cache_id)
+            if self.cache is not None and self.cache_mode != "off"
+            else ("", None)
+        )
 
         if key:
             assert self.cache is not None
@@ -460,7 +470,8 @@ class LLMClient:
                     key,
                     backend=self.backend_name,
                     request=request,
-                    messages_json=self._keys.messages_parts(request, self.cache_id),  # joined by the writer
+                    # the pieces its key was hashed from (None: no longer at hand), joined by the writing thread
+                    messages_json=hasher.encoded_parts(request.messages) if hasher is not None else None,
                     text=response.text,
                     model=model,
                     finish_reason=response.finish_reason,

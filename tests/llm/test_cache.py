@@ -270,6 +270,9 @@ def test_keys_by_the_parts_that_changed_are_the_whole_keys() -> None:
                     assert req.stored_json(joined) == req.stored_json() == stored
                     parts = keys.messages_parts(req, "openai")  # what the client hands the cache's writer
                     assert parts is not None and req.stored_json(parts) == stored
+                    key, hasher = keys.keyed(req, "openai")  # the client's one look at the request's members
+                    assert key == req.key("openai") and hasher is not None
+                    assert b"".join(hasher.encoded_parts(messages) or []) == messages_bytes(messages)
                     longer = req.model_copy(update={"messages": (*messages, system)})
                     assert keys.messages_json(longer, "openai") is None  # not the messages keyed last
 
