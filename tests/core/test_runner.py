@@ -255,6 +255,34 @@ def test_run_json_files_are_written_in_pieces_as_one_dumps_would(tmp_path: Path)
     assert text == whole and secret not in text and text.count(REDACTED) == len(range(0, 3000, 97))
 
 
+def test_the_json_files_writer_gives_the_standard_librarys_text_for_every_kind_of_value(tmp_path: Path) -> None:
+    """Long ASCII strings are escaped by a faster encoder: the text stays ``json.dumps(data, indent=1,
+    default=str)``, whatever the strings hold (quotes, backslashes, control characters, DEL, non-ASCII), the
+    numbers (NaN, the infinities) or the keys (numbers, booleans, None); run.json is ``RunInfo.to_json()``."""
+    import datetime
+    import json
+
+    from modulo import runs
+
+    long = "".join(chr(c) for c in range(127)) * 5 + '{"plan": [1, 2]} \\ "quoted"' * 20
+    data: Any = {
+        "ascii": long,
+        "del": long + "\x7f",
+        "unicode": long + "é ☃ \U0001f600",
+        "short": 'a "b" \\ \n',
+        "numbers": [0, -1, 10**30, 0.1, 1e-05, 1e300, float("nan"), float("inf"), float("-inf"), True, False, None],
+        "keys": {3: "int", 2.5: "float", True: "bool", None: "none", long: "a long key"},
+        "empty": [[], {}, ""],
+        "nested": [{"a": [long, {"b": long}]}],
+        "other": datetime.date(2024, 5, 1),
+    }
+    assert "".join(runs._json_pieces(data, long_texts=True)) == json.dumps(data, indent=1, default=str)
+    session = build_session(config("toy", 2, {"*": [long]}))
+    RunDir(tmp_path).prepare_digests(session.info, "", lambda r: r)
+    info = session.info.model_copy(update={"run_id": tmp_path.name})
+    assert (tmp_path / "run.json").read_text(encoding="utf-8") == info.to_json()
+
+
 class ThresholdToy(toy.Toy):
     """Notes the collector's first threshold whenever a prompt is built (that is, during the run)."""
 
