@@ -335,11 +335,6 @@ class CriticExecutor(ABC):
 
         return list(await asyncio.gather(*(one(c, t) for c, t in zip(critics, timeouts, strict=True))))
 
-    def closing(self) -> None:  # noqa: B027 - optional hook
-        """No critic call is expected any more (the run's last problem is solved): a kind with worker
-        processes stops its idle ones now, without waiting for them (:meth:`close` does; a call that comes
-        after all the same is served by a new worker)."""
-
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release workers (called when the session closes)."""
 

@@ -256,13 +256,7 @@ async def run_session(
         if progress is not None:
             progress(state)
 
-    unsolved = sum(1 for pos in range(len(problems)) if not digests.done(pos))  # the problems ``todo`` yields
-
     async def finish(pos: int, result: ProblemResult) -> None:
-        nonlocal unsolved
-        unsolved -= 1
-        if not unsolved:  # the last problem solved: no critic call comes any more; the critics' worker
-            session.loop.executor.closing()  # processes are stopped now and exit while the last records are written
         # encoded, written and fsync'ed in the writer's thread (other problems go on meanwhile); counted
         # once on disk (``written``)
         await writer.put(pos, result)

@@ -399,17 +399,6 @@ class _Pool:
         signalled before the first is waited for, so their exits overlap."""
         kill_all(self.closed())
 
-    def retire(self) -> list[_Worker]:
-        """Take the idle workers out of the pool, each sent SIGKILL (no wait; see :func:`kill_all`); a call
-        that comes later starts a new worker."""
-        with self._cond:
-            idle, self._idle = self._idle, []
-            self._count -= len(idle)
-            self._cond.notify_all()
-        for worker in idle:
-            worker.signal()
-        return idle
-
     def closed(self) -> list[_Worker]:
         """Close the pool (a worker given back from now on is killed) and hand over its idle workers."""
         with self._cond:
@@ -445,7 +434,6 @@ class SandboxExecutor(CriticExecutor):
         self.inner = inner or ThreadExecutor()
         self._pools: dict[str, _Pool] = {}
         self._lock = threading.Lock()
-        self._retired: list[_Worker] = []  # signalled by closing(), reaped by close()
 
     # one critic: a sandboxed one in its worker, the others in ``inner``; a batch (run_all): the
     # sandboxed critics one after another in their workers (the interface's default run_aside, through
@@ -516,17 +504,10 @@ class SandboxExecutor(CriticExecutor):
             raise CriticError(critic.name, SandboxError(f"returned something that is not a Verdict: {exc}")) from None
         return verdict.model_copy(update={"critic": critic.name, "group": critic.group})
 
-    def closing(self) -> None:
-        with self._lock:
-            pools = list(self._pools.values())
-        self._retired += [worker for pool in pools for worker in pool.retire()]
-        self.inner.closing()
-
     def close(self) -> None:
         with self._lock:
             pools = list(self._pools.values())
-        retired, self._retired = self._retired, []
-        kill_all([*retired, *(worker for pool in pools for worker in pool.closed())])
+        kill_all(worker for pool in pools for worker in pool.closed())
         self.inner.close()
 
 
@@ -573,7 +554,6 @@ class HeavyExecutor(CriticExecutor):
         self.limits = SandboxLimits(workers=workers, isolated=False)
         self.inner = inner or ThreadExecutor()
         self._pool = _Pool(self.names, spec, self.limits)
-        self._retired: list[_Worker] = []  # signalled by closing(), reaped by close()
         self._problems = PerProblem(_problem_message)
         #: batches in flight, at most one per worker (so a batch never waits for a worker in a thread)
         self._slots: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
@@ -753,13 +733,8 @@ class HeavyExecutor(CriticExecutor):
             numbered[reply["id"]] = verdict
         return verdict
 
-    def closing(self) -> None:
-        self._retired += self._pool.retire()
-        self.inner.closing()
-
     def close(self) -> None:
-        retired, self._retired = self._retired, []
-        kill_all([*retired, *self._pool.closed()])
+        kill_all(self._pool.closed())
         self.inner.close()
 
 

@@ -423,30 +423,3 @@ def test_a_failing_end_writes_no_summary_and_keeps_the_records(
         asyncio.run(run_session(session, RunDir(tmp_path)))
     assert finished == [True]
     assert len(list(read_records(tmp_path))) == 3 and not (tmp_path / "summary.json").exists()
-
-
-def test_the_critics_workers_are_stopped_once_the_last_problem_is_solved(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """No critic call comes after the last problem is solved: the executor is told then (its worker
-    processes exit while the last record is written), and closed with the session after every record."""
-    import threading
-
-    from modulo.executor import ThreadExecutor
-
-    told = threading.Event()
-    steps: list[str] = []
-    plain_append = RunDir.append_many
-
-    def append_many(self: RunDir, results: Any) -> None:
-        if any(r.problem_id == "toy-2" for r in results):  # the last problem's record (one problem at a time)
-            steps.append(f"last record, told: {told.wait(timeout=10)}")
-        plain_append(self, results)
-
-    monkeypatch.setattr(ThreadExecutor, "closing", lambda self: (told.set(), steps.append("closing")))
-    monkeypatch.setattr(ThreadExecutor, "close", lambda self: steps.append("close"))
-    monkeypatch.setattr(RunDir, "append_many", append_many)
-    session = build_session(config("toy", 3, RIGHT, concurrency=1))
-    result = asyncio.run(run_session(session, RunDir(tmp_path)))
-    assert steps == ["closing", "last record, told: True", "close"]
-    assert result.summary["counts"] == {"certified": 3} and result.summary["usage"]["calls"] == 3

@@ -251,22 +251,3 @@ def test_closing_kills_every_worker_at_once_and_reaps_each() -> None:
     a, b = (w.proc.pid for w in workers)
     assert steps == [f"signal {a}", f"signal {b}", f"reap {a}", f"reap {b}"]
     assert all(w.proc.returncode is not None and not os.path.exists(w.scratch) for w in workers)
-
-
-def test_closing_stops_the_idle_workers_at_once_and_a_later_call_gets_a_new_one(
-    critics: dict[str, Any], bench: Any
-) -> None:
-    """closing() (no call expected any more) signals the idle workers without waiting; a call that comes all
-    the same is served by a new worker; close() reaps every one of them."""
-    ex = HeavyExecutor(["heavy_count"], SandboxSpec(benchmark=BENCH, imports=(heavy_plugin.__name__,)), workers=1)
-    try:
-        ex.warm(1)
-        [first] = ex._pool._idle
-        ex.closing()
-        assert not ex._pool._idle and first.proc.wait(timeout=10) == -9  # it was sent SIGKILL
-        [verdict] = run_all(ex, [critics["heavy_count"]], bench.select("generated", limit=1)[0], [1])
-        assert isinstance(verdict, Verdict) and verdict.details["pid"] != first.proc.pid
-        [second] = ex._pool._idle
-    finally:
-        ex.close()
-    assert second.proc.returncode is not None and not os.path.exists(first.scratch)
