@@ -1,4 +1,5 @@
-"""Every command in README.md and experiments/README.md, run as a new user would (issue 11).
+"""Every command in README.md, experiments/README.md and benchmarks/README.md, run as a new user would
+(issue 11).
 
 Commands are read from the ```bash blocks. Each one is classified by the first rule of ``RULES`` it
 matches, and a command that no rule covers fails the test, so a new README line gets a decision:
@@ -36,7 +37,7 @@ from modulo.llm.local import PORTABLE_CMAKE_ARGS
 pytestmark = pytest.mark.slow  # every README command runs as a real process: minutes
 
 REPO = Path(__file__).resolve().parents[2]
-DOCS = ("README.md", "experiments/README.md")
+DOCS = ("README.md", "experiments/README.md", "benchmarks/README.md")
 
 
 @dataclass(frozen=True)
