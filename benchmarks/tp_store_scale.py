@@ -109,7 +109,7 @@ def main() -> int:
     }
     for goal, ok in goals.items():
         print(f"{'met' if ok else 'MISSED'}: {goal}")
-    return finish(results, args.json)
+    return finish(results, args.json, all(goals.values()))
 
 
 if __name__ == "__main__":
