@@ -147,7 +147,10 @@ def main(argv: list[str] | None = None) -> int:
             outcomes: Recorded = defaultdict(deque, {k: deque(v) for k, v in recorded.items()})
             with replayed_critics(outcomes), timed_parts() as spent:
                 run = one_run(other, n, args.budget, work, f"replayed-{r}")
-            iterations = run["iterations"] or 1
+            iterations = run["iterations"]
+            if iterations != n * args.budget:  # the figures assume every problem ran to its budget
+                print(f"the replayed run made {iterations} iterations, not {n} x {args.budget}: no figures")
+                return 2
             row = {part: spent[part] / iterations * 1e6 for part in PARTS}
             row["generation half"] = sum(row[part] for part in PARTS)
             row["event loop's thread"] = run["main_thread_s"] / iterations * 1e6
