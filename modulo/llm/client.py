@@ -141,10 +141,16 @@ class Slots:
         self.free = n
         self._waiting: deque[asyncio.Future[None]] = deque()
 
-    async def take(self) -> None:
-        """Hold a slot: at once when one is free, else when the calls that waited before have theirs."""
+    def try_take(self) -> bool:
+        """Hold a slot if one is free now (no coroutine); whether it did."""
         if self.free > 0:
             self.free -= 1
+            return True
+        return False
+
+    async def take(self) -> None:
+        """Hold a slot: at once when one is free, else when the calls that waited before have theirs."""
+        if self.try_take():
             return
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiting.append(waiter)
@@ -504,9 +510,7 @@ class LLMClient:
         """One attempt: a slot (and the rate's token), the backend's reply. ``bounded``: the backend declares
         that it returns within ``timeout_s`` (:class:`~modulo.llm.base.Capabilities`)."""
         slots, limiter = self._limits()
-        if slots.free > 0:  # the usual case: a slot is free, taken at once
-            slots.free -= 1
-        else:  # every slot is taken: this call queues for one
+        if not slots.try_take():  # every slot is taken (the usual case: one is free, taken at once)
             self._queued += 1
             try:
                 await slots.take()
