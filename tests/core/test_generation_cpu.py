@@ -329,7 +329,9 @@ def test_a_text_is_escaped_as_the_standard_encoder_writes_it_with_orjson_or_with
         feedback = f'\n\nFeedback {k}: \u00e9 "x"\x02\n' * 3
         prompts.append([prompts[0][0], Message(role="user", content=request + feedback)])
     for with_orjson in (True, False):
-        if not with_orjson:
+        if with_orjson:
+            assert canonical.orjson is not None  # a dependency: this pass is orjson's, not the byte scans' twice
+        else:
             monkeypatch.setattr(canonical, "orjson", None)
         for text in texts:
             assert escaped(text) == encode_basestring(text)[1:-1].encode(), repr(text)
@@ -347,7 +349,7 @@ def test_a_plain_value_read_from_json_gets_the_same_canonical_text_and_verdict_t
     past 64 bits, lone surrogates, floats, NaN) and for the special cases told apart before."""
     import random
 
-    from modulo.reformulate import read_json
+    from modulo.reformulate import _plain_json, read_json
 
     rng = random.Random(5)
     chars = [chr(i) for i in range(128)] + ["é", "\u2b50", "\u2028", "\ufeff", "\U0001f600", "\x7f", "Ω"]
@@ -368,15 +370,17 @@ def test_a_plain_value_read_from_json_gets_the_same_canonical_text_and_verdict_t
     replies = [json.dumps(value(), ensure_ascii=rng.random() < 0.5) for _ in range(3000)]
     replies += ['{"a": "\\ud800"}', "[1.5, 2]", "[1e400]", '{"x": NaN}', "[-Infinity, 3]", "[1E2]", '["1.5e3"]']
     replies += ["[" + "1," * 50 + "18446744073709551616]", '{"b": 1, "a": {"d": [], "c": {}}}', "-0", "[0.0]"]
-    plain_seen = 0
+    plain_seen = by_orjson = 0
     for reply in replies:
         value_read, plain = read_json(reply)
+        by_orjson += plain and _plain_json(value_read) is not None  # the text orjson wrote, not the fallback's
         assert plain == (not _holds_a_float(json.loads(reply))), reply
         ours = validated(Anything(), value_read, plain=plain)  # type: ignore[arg-type]
         standard = validated(Anything(), json.loads(reply))  # type: ignore[arg-type]
         assert (ours.plan, ours.error, ours.canonical) == (standard.plan, standard.error, standard.canonical), reply
         plain_seen += plain
     assert plain_seen > 2000
+    assert by_orjson > 2000
 
 
 def _holds_a_float(value: Any) -> bool:
