@@ -95,9 +95,8 @@ class BackpromptStrategy(ABC):
     # -- shared pieces -------------------------------------------------------------------------
     def selected(self, ctx: BackpromptContext) -> list[Verdict]:
         """Failing verdicts to report (crashed critics are never pasted into a prompt): the last turn's
-        ``failing`` less the crashed, in one pass (a verdict that passed is passed over at once: it accepts,
-        or it crashed)."""
-        return [v for v in ctx.history[-1].verdicts if not v.passed and v.error is None and not v.accepts]
+        ``failing`` less the crashed (a verdict's own ``accepts`` decides, a subclass's included)."""
+        return [v for v in ctx.last.failing if v.error is None]
 
     def failures(self, verdicts: list[Verdict]) -> list[dict[str, Any]]:
         hints = self.hints

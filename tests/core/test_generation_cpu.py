@@ -403,10 +403,18 @@ def test_the_failures_reported_are_the_failing_verdicts_less_the_crashed() -> No
             itertools.product((True, False), (True, False), (None, "it crashed"))
         )
     ]
+
+    class Strict(Verdict):  # passed, yet blocks certification: its own accepts decides
+        @property
+        def accepts(self) -> bool:
+            return False
+
+    kinds.append(Strict(critic="strict", passed=True, feedback="strict"))
     rec = IterationRecord(index=0, verdicts=kinds)
     ctx = BackpromptContext(problem=None, benchmark=None, first_prompt=[], history=[rec])  # type: ignore[arg-type]
     assert AllStrategy().selected(ctx) == [v for v in rec.failing if v.error is None]
-    assert [v.feedback for v in AllStrategy().selected(ctx)] == ["4"]  # failed, applicable, no crash
+    # failed, applicable, no crash; and the verdict whose own accepts says no
+    assert [v.feedback for v in AllStrategy().selected(ctx)] == ["4", "strict"]
 
 
 @pytest.mark.slow
