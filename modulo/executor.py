@@ -70,7 +70,7 @@ from .critic import Critic
 from .errors import CriticError
 from .types import PlanJSON, Problem, Verdict, canonical_json, text_fingerprint
 
-try:  # a plan's copy for its critics, decoded three times faster where that gives the same value
+try:  # a plan's copy for its critics, decoded by orjson where that gives the same value (about 2.5 times faster)
     from orjson import loads as _orjson_loads
 except ImportError:  # pragma: no cover - orjson is a dependency; without it every copy is json's
     _orjson_loads = None  # type: ignore[assignment]
@@ -102,7 +102,8 @@ class FrozenPlan:
 
     def copy(self) -> PlanJSON:
         """A fresh decoding of the text: ``json.loads(text)``, read by orjson where that gives the same
-        value (three times faster; see :attr:`_orjson_reads`)."""
+        value (orjson decodes about 2.5 times faster; with the once-per-plan check of :attr:`_orjson_reads`, a
+        1.5 KB plan's copy costs about 15-20 % less)."""
         if self._orjson_reads:
             try:
                 return _orjson_loads(self.text)

@@ -643,7 +643,7 @@ class Metacontroller:
         self, problem: Problem, frozen: FrozenPlan | None, format_error: str | None
     ) -> tuple[list[Verdict], list[str]] | None:
         """:meth:`_critique`'s answer where it needs no await: no plan, or every critic on this thread (the
-        usual TravelPlanner batch: one pass, the format critics gating the others in it, no coroutine and no
+        usual batch of quick critics: one pass, the format critics gating the others in it, no coroutine and no
         second batch); None otherwise."""
         if frozen is None:
             reason = format_error or "no plan could be read from the answer"
