@@ -278,19 +278,15 @@ class CriticExecutor(ABC):
         the calling thread (the event loop's) with no hand-off: then at once, with no coroutine to await;
         None when it does not (:meth:`run_all` runs them). ``gate``: when the first ``gate`` critics do not
         all accept (a failing or crashed verdict), the batch ends there (the loop's format critics gating
-        the others in one pass). This default: a kind that runs the critics it takes aside elsewhere and
-        the others in its ``inner`` executor (the sandbox's, the heavy pool's) runs here what ``inner``
-        would, when it takes none of them aside. A kind that changes how :meth:`run_all` runs such a batch
-        overrides this too (returning None sends every batch through :meth:`run_all`)."""
+        the others in one pass). A kind opts in through :meth:`_inline_for` (the thread executor, and
+        :class:`InnerExecutor`'s kinds when they take none of the critics aside); by default it does not."""
         here = self._inline_for(critics)
         return None if here is None else here.run_inline(critics, problem, frozen, timeouts, stop, gate)
 
     def _inline_for(self, critics: list[Critic]) -> ThreadExecutor | None:
-        """The executor that runs every one of ``critics`` on the calling thread, if any."""
-        inner = getattr(self, "inner", None)
-        if not isinstance(inner, CriticExecutor) or self._aside_of(critics):
-            return None
-        return inner._inline_for(critics)
+        """The executor that runs every one of ``critics`` on the calling thread, if any (by default none:
+        every batch goes through :meth:`run_all`)."""
+        return None
 
     def _aside_of(self, critics: list[Critic]) -> tuple[int, ...]:
         """The positions of the critics :meth:`aside` takes, remembered per sequence of critics (a loop asks
@@ -399,6 +395,22 @@ class _DaemonPool:
             for _ in range(self._idle):
                 self._jobs.put(None)
             self._idle = 0
+
+
+class InnerExecutor(CriticExecutor):
+    """A kind that runs the critics it takes aside (:meth:`aside`) its own way and every other one in its
+    ``inner`` executor, as one batch (the sandbox's and the heavy pool's kinds); a batch it takes none of
+    runs on the calling thread where ``inner`` would run it there (:meth:`run_here`)."""
+
+    inner: CriticExecutor
+
+    async def run_rest(
+        self, critics: list[Critic], problem: Problem, frozen: FrozenPlan, timeouts: list[float], stop: StopRule
+    ) -> list[Outcome]:
+        return await self.inner.run_all(critics, problem, frozen, timeouts, stop)
+
+    def _inline_for(self, critics: list[Critic]) -> ThreadExecutor | None:
+        return None if self._aside_of(critics) else self.inner._inline_for(critics)
 
 
 class ThreadExecutor(CriticExecutor):

@@ -63,6 +63,7 @@ from .executor import (
     CriticExecutor,
     CriticTimeoutError,
     FrozenPlan,
+    InnerExecutor,
     Outcome,
     PlanMutatedError,
     StopRule,
@@ -416,7 +417,7 @@ def kill_all(workers: Iterable[_Worker]) -> None:
         worker.reap()
 
 
-class SandboxExecutor(CriticExecutor):
+class SandboxExecutor(InnerExecutor):
     """Sandboxed critics in worker processes (see the module docstring); the others in ``inner``."""
 
     kind = "sandbox"
@@ -445,11 +446,6 @@ class SandboxExecutor(CriticExecutor):
         if critic.name not in self.sandboxed:
             return await self.inner.run(critic, problem, frozen, timeout_s)
         return await asyncio.to_thread(self._call, critic, problem, frozen, timeout_s)
-
-    async def run_rest(
-        self, critics: list[Critic], problem: Problem, frozen: FrozenPlan, timeouts: list[float], stop: StopRule
-    ) -> list[Outcome]:
-        return await self.inner.run_all(critics, problem, frozen, timeouts, stop)
 
     def warm(self, name: str) -> None:
         """Start one worker for the sandboxed critic ``name`` now, so that its first call does not wait
@@ -511,7 +507,7 @@ class SandboxExecutor(CriticExecutor):
         self.inner.close()
 
 
-class HeavyExecutor(CriticExecutor):
+class HeavyExecutor(InnerExecutor):
     """CPU-heavy critics in worker processes, so they neither hold the event loop's GIL nor wait for
     it; the other critics in ``inner`` (the thread kind), at the same time.
 
@@ -579,11 +575,6 @@ class HeavyExecutor(CriticExecutor):
             self._slots = (loop, asyncio.Semaphore(self.limits.workers))
         async with self._slots[1]:
             return await self._batch(critics, problem, frozen, timeouts, stop)
-
-    async def run_rest(
-        self, critics: list[Critic], problem: Problem, frozen: FrozenPlan, timeouts: list[float], stop: StopRule
-    ) -> list[Outcome]:
-        return await self.inner.run_all(critics, problem, frozen, timeouts, stop)
 
     def warm(self, workers: int = 1) -> None:
         """Start ``workers`` workers now (at most the pool's size; a start, seconds for a benchmark with a
