@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from modulo.critic import Critic
-from modulo.executor import FrozenPlan, ThreadExecutor
+from modulo.executor import FrozenPlan, ThreadExecutor, never_stop
 from modulo.metacontroller import Metacontroller, RunAborted, _BestSoFar, best_position
 from modulo.sandbox import SandboxExecutor, SandboxSpec
 from modulo.types import IterationRecord, Message, ProblemUpdate, Verdict, assign, canonical_json
@@ -123,7 +123,9 @@ def test_assign_sets_fields_as_assignment_does() -> None:
     assert by_assign.model_dump_json() == by_setattr.model_dump_json()
 
 
-def test_the_run_here_default_answers_through_the_inner_executor_unless_a_critic_goes_aside() -> None:
+def test_a_sandbox_runs_here_through_its_inner_executor_unless_a_critic_goes_aside(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     loop = _loop(inline=True)
     critics = loop._staged[0]
     view = loop.benchmark.load("dev")[0]
@@ -133,6 +135,12 @@ def test_the_run_here_default_answers_through_the_inner_executor_unless_a_critic
     aside = SandboxExecutor([critics[-1].name], SandboxSpec(benchmark="toy"), inner=ThreadExecutor())
     assert aside.run_here(critics, view, FrozenPlan.of([2, 3]), [5.0] * len(critics)) is None
     assert asyncio.run(aside.run_all([], view, FrozenPlan.of([1]), [])) == []
+
+    def no_copy(self: FrozenPlan) -> Any:
+        raise AssertionError("an empty batch decoded a copy of the plan")
+
+    monkeypatch.setattr(FrozenPlan, "copy", no_copy)
+    assert ThreadExecutor().run_inline([], view, FrozenPlan.of([1]), [], never_stop) == []
     for ex in (sandbox, aside):
         ex.close()
 
