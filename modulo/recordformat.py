@@ -161,10 +161,9 @@ class _VerdictTable:
     found by identity, not encoded again: the record holds every verdict while it is encoded, so no
     identity is reused meanwhile."""
 
-    __slots__ = ("by_id", "by_length", "entries", "plain")
+    __slots__ = ("by_id", "by_length", "entries")
 
     def __init__(self) -> None:
-        self.plain = _record_models()
         #: the JSON of each entry, in order of first use
         self.entries: list[bytes] = []
         #: the entries of each length (a new encoding is compared with these, never hashed whole)
@@ -177,8 +176,7 @@ class _VerdictTable:
         return [by_id[key] if (key := id(v)) in by_id else self._new(v) for v in verdicts]
 
     def _new(self, verdict: Verdict) -> int:
-        values = verdict.__dict__
-        data = _json(values if self.plain.get(type(verdict)) == len(values) else verdict)  # _model_json
+        data = _model_json(verdict)
         entries = self.entries
         same = self.by_length.setdefault(len(data), [])
         for at in same:
