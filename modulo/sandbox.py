@@ -337,6 +337,8 @@ def exited(proc: subprocess.Popen[bytes], timeout_s: float) -> bool:
     """Wait up to ``timeout_s`` for ``proc`` to exit and reap it; whether it did. Woken by the exit itself
     (a pidfd where the system has them): ``Popen.wait``'s polling sleeps double up to 50 ms, so a worker
     that took 17 ms to die was seen dead after 31."""
+    if proc.returncode is not None:  # reaped already: its pid may now be another process's
+        return True
     try:
         fd = os.pidfd_open(proc.pid)
     except (AttributeError, OSError):  # no pidfd here, or the process already reaped
@@ -725,7 +727,7 @@ class HeavyExecutor(InnerExecutor):
         return verdict
 
     def close(self) -> None:
-        kill_all(self._pool.closed())
+        self._pool.close()
         self.inner.close()
 
 
