@@ -374,7 +374,9 @@ class Metacontroller:
                 rec.usage = _sum_usage(rec.calls)
                 rec.served = _served(rec.calls)
                 usage.add(rec.usage)
-                result = self._result(common, history, usage.usage(), started, "critic_error", f"{exc}")
+                result = self._result(
+                    common, history, usage.usage(), started, "critic_error", f"{exc}", best.position(history)
+                )
                 raise RunAborted(result) from exc
             except MemoryError:  # this problem ends with a recorded error; the process and the run go on
                 rec.plan, rec.raw_reply, rec.verdicts = None, None, []
@@ -427,7 +429,9 @@ class Metacontroller:
                         in_force = await self._apply(in_force, group, rec)
                         rec.updates = [*so_far, *group]
                 except CriticError as exc:
-                    result = self._result(common, history, usage.usage(), started, "critic_error", f"{exc}")
+                    result = self._result(
+                        common, history, usage.usage(), started, "critic_error", f"{exc}", best.position(history)
+                    )
                     raise RunAborted(result) from exc
                 version += 1
                 view = in_force.planner_view()
@@ -702,11 +706,9 @@ class Metacontroller:
         started: float,
         stop_reason: str,
         error: str | None,
-        best_at: int | Literal[False] | None = False,
+        pos: int | None,
     ) -> ProblemResult:
-        """The problem's record; ``best_at``: the best plan's position in ``history`` when the loop kept it
-        (:class:`_BestSoFar`), False to find it (:func:`best_position`)."""
-        pos = best_position(history) if best_at is False else best_at
+        """The problem's record; ``pos``: the best plan's position in ``history`` (:meth:`_BestSoFar.position`)."""
         best = history[pos] if pos is not None else None
         final = history[-1].version_after if history else 0
         judged = best.judged_at(final) if best is not None else None
