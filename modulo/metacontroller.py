@@ -45,6 +45,7 @@ from .executor import (
     CriticDeadlines,
     CriticExecutor,
     FrozenPlan,
+    StopRule,
     ThreadExecutor,
     never_stop,
     stop_at_error,
@@ -609,6 +610,7 @@ class Metacontroller:
         t2 = time.perf_counter()
         rec.timings["reformulate"] = t2 - t1
         assign(rec, plan=plan, plan_sha256=frozen.fingerprint if frozen is not None else None)
+        # :meth:`_critique`'s body, written out: a plan judged on this thread costs no coroutine
         judged = self._judge_here(problem, frozen, rec.format_error) or await self._in_stages(problem, frozen)
         assign(rec, verdicts=judged[0], gated=judged[1])
         rec.timings["critique"] = time.perf_counter() - t2
@@ -660,8 +662,7 @@ class Metacontroller:
             )
             return [failed], [c.name for c in self.critics if c.name != "format"]
         critics, (formats, _) = self._staged
-        stop_on_error = self.settings.on_critic_error == "stop"
-        stop = stop_at_error if stop_on_error else never_stop
+        stop_on_error, stop = self._stop_rule()
         outcomes = self.executor.run_here(critics, problem, frozen, self._timeouts(critics), stop, gate=len(formats))
         if outcomes is None:
             return None
@@ -675,13 +676,17 @@ class Metacontroller:
         verdict, or stops the run (``on_critic_error=stop``: raised at the first crash, in order)."""
         if not critics:
             return []
-        stop_on_error = self.settings.on_critic_error == "stop"
-        stop = stop_at_error if stop_on_error else never_stop
+        stop_on_error, stop = self._stop_rule()
         timeouts = self._timeouts(critics)
         outcomes = self.executor.run_here(critics, problem, frozen, timeouts, stop)
         if outcomes is None:
             outcomes = await self.executor.run_all(critics, problem, frozen, timeouts, stop=stop)
         return self._verdicts(critics, outcomes, stop_on_error)
+
+    def _stop_rule(self) -> tuple[bool, StopRule]:
+        """Whether a crash stops the run (``on_critic_error=stop``), and the batch's stop rule that says so."""
+        stop_on_error = self.settings.on_critic_error == "stop"
+        return stop_on_error, stop_at_error if stop_on_error else never_stop
 
     @staticmethod
     def _verdicts(critics: list[Critic], outcomes: list[CriticOutcome], stop_on_error: bool) -> list[Verdict]:
