@@ -136,13 +136,8 @@ def _sorted_by_priority(verdicts: list[Verdict], priorities: dict[str, int]) -> 
     lists the critics (an unlisted one last), then as given (a stable sort)."""
     if len(verdicts) < 2:
         return list(verdicts)  # nothing to order (the usual backprompt names a few failures; often one)
-    names = list(priorities)
-
-    def rank(v: Verdict) -> tuple[int, int]:
-        name = v.critic
-        return (priorities[name], names.index(name)) if name in priorities else (100, 10**6)
-
-    return sorted(verdicts, key=rank)
+    order = {name: i for i, name in enumerate(priorities)}
+    return sorted(verdicts, key=lambda v: (priorities.get(v.critic, 100), order.get(v.critic, 10**6)))
 
 
 class AllStrategy(BackpromptStrategy):

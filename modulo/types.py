@@ -65,7 +65,8 @@ def text_fingerprint(canonical: str) -> str:
 
 def assign(model: BaseModel, **values: Any) -> None:
     """Set fields of an unfrozen model, unvalidated (values the framework made: what ``model.name = value``
-    does for each without ``validate_assignment``, in one call)."""
+    does for each without ``validate_assignment``, in one call). Only the model's own field names: unlike
+    ``=``, a misspelt name is not refused."""
     model.__dict__.update(values)
     model.__pydantic_fields_set__.update(values)
 
