@@ -174,3 +174,18 @@ def test_published_figures_are_left_out_when_the_problems_change(tp: TravelPlann
     result = CliRunner().invoke(cli, [*args, "user.updates=[{after: 0, add: {budget: '-30%'}}]"])
     assert result.exit_code == 0, result.output
     assert "(published)" not in result.output and "published figures left out" in result.output
+
+
+def test_a_local_constraint_added_to_an_easy_query_is_in_the_hard_micro_denominator(
+    tp: TravelPlanner, annotated: list[tuple[Problem, list[dict[str, Any]]]]
+) -> None:
+    """An update that gives an easy query a house rule makes the room-rule check count in the hard
+    micro numerator; the denominator must count it too, or the rate goes past 100%."""
+    easy = [(p, plan) for p, plan in annotated if p.metadata["level"] == "easy"][:3]
+    updated = [tp.apply_update(p, ProblemUpdate(add={"house_rule": "pets"})) for p, _ in easy]
+    result = tp.evaluate(updated, [plan for _, plan in easy], mode="official")
+    counted = [row["hard_micro"] for row in result.per_problem]
+    assert all(passes <= total for passes, total in counted), counted
+    assert sum(total for _, total in counted) == 2 * len(easy)  # the budget and the house rule of each
+    assert 0.0 <= result.metrics["hard_micro"] <= 1.0
+    assert result.metrics["hard_micro"] == sum(p for p, _ in counted) / (2 * len(easy))
