@@ -83,6 +83,8 @@ def _describe(model: type[BaseModel], prefix: str, exc: ValidationError) -> str:
                 ("at least", ctx.get("ge")) if kind == "greater_than_equal" else ("more than", ctx.get("gt"))
             )
             lines.append(f"{key} must be {relation} {bound}, not {value!r}")
+        elif kind == "value_error" and isinstance(ctx.get("error"), InvalidSettings):
+            lines.append(str(ctx["error"]))  # a section's own message: it names its full keys already
         elif kind == "value_error":
             lines.append(f"{key}: {ctx.get('error', err['msg'])!s}")
         else:

@@ -79,6 +79,18 @@ def test_a_value_set_in_python_after_construction_is_checked_before_anything_run
         build_session(cfg, load_problems=False)
 
 
+def test_a_section_error_is_said_once_with_no_empty_key_before_it() -> None:
+    # a section's own error, raised while the whole configuration is validated, was printed as
+    # ": run: run.concurrency must be ..." (an empty key, then the section twice)
+    for data, message in (
+        ({"run": {"concurrency": 0}}, "run.concurrency must be at least 1, not 0"),
+        ({"metacontroller": {"max_iterations": -1}}, "metacontroller.max_iterations must be at least 1, not -1"),
+    ):
+        with pytest.raises(InvalidSettings) as caught:
+            ModuloConfig.from_dict(data)
+        assert str(caught.value) == message
+
+
 def test_the_schema_is_made_afresh_so_a_class_a_launcher_damaged_is_never_reused() -> None:
     # Hydra's Ray launcher round-trips the config through cloudpickle < 3, which leaves copies of
     # dataclasses.MISSING as the defaults of the schema classes the driver holds
