@@ -701,6 +701,17 @@ def collect(
             raise DataError(f"{where}: unknown split {line_split!r}")
         parsed.append((where, idx, own, line_split, line))
     idxs = [idx for _, idx, _, _, _ in parsed]
+    named = any(own is not None or "id" in line or "plan_id" in line for _, _, own, _, line in parsed)
+    if not named and len(set(idxs)) != len(idxs):
+        # a submission holds each query once: a repeat is a mistake (two files joined), not a corpus
+        first: dict[int, int] = {}
+        for (lineno, _), idx in zip(lines, idxs, strict=True):
+            if idx in first:
+                raise DataError(
+                    f"{path.name}: idx {idx} is on lines {first[idx]} and {lineno}; a submission has one line "
+                    "per query (to score several plans of a query, give each line an 'id': corpus mode)"
+                )
+            first[idx] = lineno
     corpus = any(own is not None for _, _, own, _, _ in parsed) or len(set(idxs)) != len(idxs)
     corpus = corpus or any(ls != split for _, _, _, ls, _ in parsed)
 

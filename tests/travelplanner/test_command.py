@@ -104,6 +104,8 @@ def test_crashing_entries_are_reported_failed(tp: TravelPlanner, tmp_path: Path)
         ('{"idx": 1, "plan": \n', "line 1: not valid JSON"),
         ('{"idx": 999, "plan": []}\n', "idx 999 is not a query of the train split"),
         ('{"idx": "one", "plan": []}\n', "'idx' must be an integer"),
+        # a submission with a query twice (two files joined) was scored as a corpus of 2 plans, N = 2
+        ('{"idx": 1, "plan": []}\n{"idx": 2, "plan": []}\n{"idx": 1, "plan": []}\n', "idx 1 is on lines 1 and 3"),
     ],
 )
 def test_bad_input_is_a_clear_error(tp: TravelPlanner, tmp_path: Path, content: str, message: str) -> None:
