@@ -106,6 +106,18 @@ class Section(BaseModel):
         except ValidationError as exc:
             raise InvalidSettings(_describe(type(self), self.section, exc)) from None
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        """A key set in Python that the section does not have is refused like a misspelt override
+        (values are checked again by ``build_session``)."""
+        if not name.startswith("_") and name not in type(self).model_fields:
+            known = sorted(type(self).model_fields)
+            key = f"{self.section}.{name}" if self.section else name
+            hits = _suggest(name, known)
+            hint = f" Did you mean {' or '.join(repr(h) for h in hits)}?" if hits else ""
+            keys = f"Keys of {self.section}: " if self.section else "Known keys: "
+            raise InvalidSettings(f"unknown configuration key {key!r}.{hint} {keys}{', '.join(known)}")
+        super().__setattr__(name, value)
+
 
 class BenchmarkConf(Section):
     """``benchmark``: which benchmark, split and problems; every other key is a constructor argument

@@ -91,6 +91,16 @@ def test_a_section_error_is_said_once_with_no_empty_key_before_it() -> None:
         assert str(caught.value) == message
 
 
+def test_a_misspelt_key_set_in_python_is_a_config_error_naming_it() -> None:
+    cfg = ModuloConfig()
+    with pytest.raises(ConfigError, match=r"unknown configuration key 'benchmark\.limt'\. Did you mean 'limit'"):
+        cfg.benchmark.limt = 5  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError, match=r"unknown configuration key 'metacontrolr'"):
+        cfg.metacontrolr = None  # type: ignore[attr-defined]
+    cfg.benchmark.limit = 5  # a known key is set as before
+    assert cfg.benchmark.limit == 5
+
+
 def test_the_schema_is_made_afresh_so_a_class_a_launcher_damaged_is_never_reused() -> None:
     # Hydra's Ray launcher round-trips the config through cloudpickle < 3, which leaves copies of
     # dataclasses.MISSING as the defaults of the schema classes the driver holds
