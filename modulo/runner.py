@@ -91,6 +91,9 @@ class Finished:
     #: problem in force at the end (see :attr:`modulo.benchmark.FinalPlan.passed_by`); empty when unknown
     best_passed_by: tuple[str, ...] = ()
     first_passed_by: tuple[str, ...] = ()
+    #: (critic, how many of its verdicts on this problem's plans were errors: crashed, timed out, changed
+    #: the plan, refused by the sandbox), by critic name; empty when none was
+    critic_errors: tuple[tuple[str, int], ...] = ()
 
     @classmethod
     def of(cls, result: ProblemResult, *, judged_here: bool = True) -> Finished:
@@ -122,7 +125,18 @@ class Finished:
             usage=result.usage,
             best_passed_by=best_passed_by,
             first_passed_by=first_passed_by,
+            critic_errors=_critic_errors(result.iterations),
         )
+
+
+def _critic_errors(iterations: list[IterationRecord]) -> tuple[tuple[str, int], ...]:
+    """(critic, errored verdicts) of the iterations, by critic name (see :attr:`Finished.critic_errors`)."""
+    counts: Counter[str] = Counter()
+    for it in iterations:
+        for v in it.verdicts:
+            if v.error is not None:
+                counts[v.critic] += 1
+    return tuple(sorted(counts.items()))
 
 
 def _plan(it: IterationRecord | None) -> PlanJSON:
@@ -503,6 +517,8 @@ class _Tally:
     iterations: int = 0
     counts: Counter[str] = field(default_factory=Counter)
     errored: list[Finished] = field(default_factory=list)
+    #: errored verdicts per critic, over every finished problem
+    critic_errors: Counter[str] = field(default_factory=Counter)
     #: problems not scored (ended ``error`` or not run), in run order
     excluded: list[str] = field(default_factory=list)
     longest: int = 0
@@ -520,6 +536,8 @@ class _Tally:
         self.finished += 1
         self.iterations += r.iterations
         self.counts[r.outcome.value] += 1
+        for name, count in r.critic_errors:
+            self.critic_errors[name] += count
         if r.outcome == Outcome.ERROR:
             self.errored.append(r)
             self.excluded.append(r.problem_id)
@@ -564,6 +582,8 @@ def summarise(
         "finished": tally.finished,
         "evaluated": tally.scored,
         "counts": dict(counts),
+        # errored verdicts per critic (never a pass; see metacontroller.on_critic_error)
+        "critic_errors": dict(sorted(tally.critic_errors.items())),
         "certified_rate": counts.get(Outcome.CERTIFIED.value, 0) / n if n else 0.0,
         "metrics": metrics,
         "usage": usage.model_dump(),

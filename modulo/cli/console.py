@@ -232,6 +232,19 @@ def error_banner(summary: dict[str, Any]) -> str | None:
     )
 
 
+def critic_error_banner(summary: dict[str, Any]) -> str | None:
+    """``"12 critic verdicts were errors (mylab/x 9, budget 3): ..."`` or None when no critic errored."""
+    errors = summary.get("critic_errors") or {}
+    total = sum(errors.values())
+    if not total:
+        return None
+    each = ", ".join(f"{name} {count}" for name, count in sorted(errors.items(), key=lambda kv: (-kv[1], kv[0])))
+    return (
+        f"{total} critic verdict(s) were errors ({each}): a plan they judged was not certified; "
+        "`modulo show RUN_DIR PROBLEM_ID` says what each one raised"
+    )
+
+
 def print_result(session: Session, result: RunResult) -> None:
     s = result.summary
     counts = s["counts"]
@@ -239,6 +252,9 @@ def print_result(session: Session, result: RunResult) -> None:
     banner = error_banner(s)
     if banner:
         err_console.print(f"[bold red]errors:[/] {escape(safe_text(banner))}", soft_wrap=True, markup=True)
+    critic_banner = critic_error_banner(s)
+    if critic_banner:
+        err_console.print(f"[bold yellow]critic errors:[/] {escape(safe_text(critic_banner))}", soft_wrap=True)
     console.print(
         f"\n[bold]run[/] {result.run_dir.path}  ({result.state.resumed} resumed, "
         f"{s['iterations']} iterations, {s['seconds']:.1f}s)",

@@ -423,3 +423,28 @@ def test_a_failing_end_writes_no_summary_and_keeps_the_records(
         asyncio.run(run_session(session, RunDir(tmp_path)))
     assert finished == [True]
     assert len(list(read_records(tmp_path))) == 3 and not (tmp_path / "summary.json").exists()
+
+
+def test_critic_errors_are_counted_in_the_summary_and_said_on_the_console(tmp_path: Path) -> None:
+    """A critic that crashes on every plan left no trace outside `modulo show`: the run printed its
+    outcomes (exhausted) with no word of the crashes, and summary.json had no count of them."""
+    from modulo.cli.console import critic_error_banner
+
+    cfg = config("toy", 2, {"*": ["[2, 3]"]})
+    cfg.llm.args["repeat_last"] = True
+    cfg.critics = ["format", "toy_sum", "toy_crash"]
+    cfg.metacontroller.max_iterations = 2
+    result = asyncio.run(run_session(build_session(cfg), RunDir(tmp_path)))
+    errored = [v for r in read_records(tmp_path) for it in r.iterations for v in it.verdicts if v.error is not None]
+    assert errored and {v.critic for v in errored} == {"toy_crash"}
+    assert result.summary["counts"] == {"exhausted": 2}  # never certified, and no problem ended in error
+    assert result.summary["critic_errors"] == {"toy_crash": len(errored)}
+    banner = critic_error_banner(result.summary)
+    assert banner is not None and f"{len(errored)} critic verdict(s) were errors (toy_crash {len(errored)})" in banner
+    # a resumed run counts the errors of the problems it read back from the records
+    again = asyncio.run(run_session(build_session(cfg), RunDir(tmp_path)))
+    assert again.state.resumed == 2 and again.summary["critic_errors"] == {"toy_crash": len(errored)}
+    # a run whose critics never errored says nothing
+    clean = config("toy", 1, {"*": ["[2, 3]"]})
+    ok = asyncio.run(run_session(build_session(clean), RunDir(tmp_path / "clean")))
+    assert ok.summary["critic_errors"] == {} and critic_error_banner(ok.summary) is None
