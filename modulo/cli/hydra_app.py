@@ -100,13 +100,14 @@ def config_yaml(cfg: ModuloConfig) -> str:
     return OmegaConf.to_yaml(OmegaConf.create(safe_config(cfg.to_dict())))
 
 
-def _task(check: bool, save_hydra: bool = False) -> Callable[[DictConfig], Any]:
+def _task(check: bool, subdir: str | None = None) -> Callable[[DictConfig], Any]:
     """The Hydra task function. The mode travels inside it: launchers such as joblib, Ray and submitit
-    run it in other processes, where a module-level flag set by the parent would read its default."""
+    run it in other processes, where a module-level flag set by the parent would read its default.
+    ``subdir``: where in the run directory the run saves Hydra's files (None: nowhere)."""
 
     def modulo_task(cfg: DictConfig) -> Any:
         _TASKS_STARTED[0] += 1
-        return _main(cfg, check=check, save_hydra=save_hydra)
+        return _main(cfg, check=check, subdir=subdir)
 
     return modulo_task
 
@@ -204,19 +205,40 @@ def _move_job_log(taken: Path, chosen: Path) -> None:
             handler.release()
 
 
-def hydra_files(cfg: DictConfig) -> dict[str, str]:
-    """What Hydra would save in ``.hydra/`` (config, hydra, overrides), written by the run only once the
-    run directory is locked and accepts the configuration (a refused run must not overwrite them)."""
+#: where Hydra saves its files in a run directory unless told otherwise (``hydra.output_subdir``)
+HYDRA_SUBDIR = ".hydra"
+
+
+def hydra_files(cfg: DictConfig, subdir: str = HYDRA_SUBDIR) -> dict[str, str]:
+    """What Hydra would save in ``subdir`` (``.hydra/``: config, hydra, overrides), written by the run only
+    once the run directory is locked and accepts the configuration (a refused run must not overwrite them).
+    ``hydra.yaml`` holds ``output_subdir`` as the user set it (Hydra itself was told to save nothing)."""
     hc = HydraConfig.get()
     hydra_node = OmegaConf.to_container(hc, resolve=False)
+    assert isinstance(hydra_node, dict)
+    hydra_node["output_subdir"] = subdir
     return {
-        ".hydra/config.yaml": OmegaConf.to_yaml(cfg),
-        ".hydra/hydra.yaml": OmegaConf.to_yaml(OmegaConf.create({"hydra": hydra_node})),
-        ".hydra/overrides.yaml": OmegaConf.to_yaml(OmegaConf.create(list(hc.overrides.task))),
+        f"{subdir}/config.yaml": OmegaConf.to_yaml(cfg),
+        f"{subdir}/hydra.yaml": OmegaConf.to_yaml(OmegaConf.create({"hydra": hydra_node})),
+        f"{subdir}/overrides.yaml": OmegaConf.to_yaml(OmegaConf.create(list(hc.overrides.task))),
     }
 
 
-def _main(cfg: DictConfig, *, check: bool = False, save_hydra: bool = False) -> Any:
+def hydra_subdir(argv: list[str]) -> str | None:
+    """Where the overrides ask for Hydra's files (the last ``hydra.output_subdir=`` wins; ``.hydra`` when
+    none does); None when they ask for none (``null``, or the key deleted)."""
+    subdir: str | None = HYDRA_SUBDIR
+    for a in argv:
+        name, sep, value = a.lstrip("+").partition("=")
+        if name == "~hydra.output_subdir":
+            subdir = None
+        elif sep and name == "hydra.output_subdir":
+            value = value.strip().strip("'\"")
+            subdir = None if value.lower() in ("", "null", "none") else value
+    return subdir
+
+
+def _main(cfg: DictConfig, *, check: bool = False, subdir: str | None = None) -> Any:
     for name in QUIET_LOGGERS:  # one INFO line per HTTP request drowns the progress bar
         logging.getLogger(name).setLevel(logging.WARNING)
     from ..build import build_session
@@ -238,7 +260,7 @@ def _main(cfg: DictConfig, *, check: bool = False, save_hydra: bool = False) -> 
             with RunLock(run_dir):  # one writer per run directory (re-entrant: run_hydra may hold it already)
                 saved = config_yaml(mcfg)  # before the server log's place is filled in: it is not a setting
                 keep_server_log(mcfg, run_dir)
-                extra = hydra_files(cfg) if save_hydra else None
+                extra = hydra_files(cfg, subdir) if subdir is not None else None
                 code = run_and_report(mcfg, run_dir, saved, extra)
         finally:
             if claimed is not None:
@@ -509,15 +531,17 @@ def run_hydra(argv: list[str], *, check: bool = False) -> None:
     register_schema()
     conf_dir = str(resource_dir("conf"))
     multirun = bool({"-m", "--multirun"} & set(argv))
-    # Hydra saves .hydra/ before the task runs; the run saves it instead, once the run directory is
-    # locked and accepts the configuration (unless the user chose hydra.output_subdir)
-    save_hydra = not check and not any(a.lstrip("+~").startswith("hydra.output_subdir=") for a in argv)
-    app = hydra.main(config_path=conf_dir, config_name="config", version_base="1.3")(_task(check, save_hydra))
+    # Hydra saves .hydra/ (or the user's hydra.output_subdir) before the task runs, into a directory another
+    # run may hold; the run saves those files instead, once its directory is locked and accepts the configuration
+    subdir = None if check else hydra_subdir(argv)
+    app = hydra.main(config_path=conf_dir, config_name="config", version_base="1.3")(_task(check, subdir))
     if check and not multirun:
         # a check runs nothing: no output directory, no log file, no saved config
         argv = _with_overrides(argv, ["hydra.output_subdir=null", "hydra.run.dir=.", "hydra/job_logging=none"])
-    elif save_hydra:
-        argv = _with_overrides(argv, ["hydra.output_subdir=null"])
+    else:
+        argv = _with_overrides(
+            [a for a in argv if a.lstrip("+~").partition("=")[0] != "hydra.output_subdir"], ["hydra.output_subdir=null"]
+        )
     argv = _with_overrides(argv, search_path_override())  # the benchmarks' own config groups
     # a single run into a known directory is locked before Hydra creates its log file there
     lock = RunLock(Path(known)) if not check and not multirun and (known := _run_dir_of(argv)) else None

@@ -67,3 +67,33 @@ def test_a_directory_named_on_the_command_line_is_used_as_it_is(
     code, _, err = run_main(capsys, "run", *QUICK, "benchmark.limit=1", f"hydra.run.dir={target}")
     assert code == 2 and "holds a run with another configuration" in err
     assert not (tmp_path / "mine-2").exists() and not same_second.exists()
+
+
+def test_a_user_set_output_subdir_is_saved_by_the_run_never_into_another_runs_directory(
+    capsys: pytest.CaptureFixture[str], same_second: Path, tmp_path: Path
+) -> None:
+    code, _, err = run_main(capsys, "run", *QUICK, "hydra.output_subdir=saved")
+    assert code == 0, err
+    first = same_second / "03-04-05"
+    saved = {p.name: p.read_bytes() for p in (first / "saved").iterdir()}
+    assert sorted(saved) == ["config.yaml", "hydra.yaml", "overrides.yaml"]
+    assert b"output_subdir: saved" in saved["hydra.yaml"] and b"benchmark.limit=2" in saved["overrides.yaml"]
+    assert not (first / ".hydra").exists()
+    # another configuration in the same second: Hydra named the first run's directory, which must keep its files
+    code, _, err = run_main(capsys, "run", *QUICK, "benchmark.limit=1", "hydra.output_subdir=saved")
+    assert code == 0, err
+    assert {p.name: p.read_bytes() for p in (first / "saved").iterdir()} == saved
+    assert b"benchmark.limit=1" in (same_second / "03-04-05-2" / "saved" / "overrides.yaml").read_bytes()
+    # refused for another configuration in a named directory: its saved files unchanged; null saves none
+    target = tmp_path / "mine"
+    code, _, err = run_main(capsys, "run", *QUICK, f"hydra.run.dir={target}", "hydra.output_subdir=kept")
+    assert code == 0, err
+    kept = (target / "kept" / "config.yaml").read_bytes()
+    code, _, err = run_main(
+        capsys, "run", *QUICK, "benchmark.limit=1", f"hydra.run.dir={target}", "hydra.output_subdir=kept"
+    )
+    assert code == 2 and "holds a run with another configuration" in err
+    assert (target / "kept" / "config.yaml").read_bytes() == kept
+    code, _, err = run_main(capsys, "run", *QUICK, f"hydra.run.dir={tmp_path / 'bare'}", "hydra.output_subdir=null")
+    assert code == 0, err
+    assert not (tmp_path / "bare" / ".hydra").exists() and (tmp_path / "bare" / "records.jsonl").exists()
