@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import fcntl
+import functools
 import itertools
 import json
 import logging
@@ -32,10 +33,14 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from json.encoder import _make_iterencode  # type: ignore[attr-defined]  # the indenting encoder's own
 from json.encoder import encode_basestring_ascii as _escape_ascii
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, TypeVar
+
+try:  # the standard library's indenting encoder (private: :func:`_long_text_encoder` checks it before use)
+    from json.encoder import _make_iterencode  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - a Python without it: run.json is written by json.JSONEncoder alone
+    _make_iterencode = None
 
 try:
     import orjson
@@ -535,12 +540,35 @@ class _Encoder(json.JSONEncoder):
         return fragments
 
 
+#: a sample of what run.json holds, for :func:`_long_text_encoder`'s check
+_SAMPLE = {
+    "a": ["x" * _LONG_TEXT, '\u00e9\x7f\n"', 1.5, float("nan"), -math.inf, 10**20, None, True],
+    "b": {},
+    "c": [],
+}
+
+
+@functools.cache
+def _long_text_encoder() -> type[json.JSONEncoder]:
+    """:class:`_Encoder` where it writes the standard library's text on a sample of every kind of value
+    (it builds on the standard library's private ``_make_iterencode``, whose signature another Python may
+    change), else ``json.JSONEncoder`` itself: the same text, slower on long strings."""
+    if _make_iterencode is None:
+        return json.JSONEncoder
+    try:
+        ours = "".join(_Encoder(indent=1, default=str).iterencode(_SAMPLE))
+    except Exception:  # any failure of the private function means: do without it
+        return json.JSONEncoder
+    return _Encoder if ours == json.dumps(_SAMPLE, indent=1, default=str) else json.JSONEncoder
+
+
 def _json_pieces(data: Any, size: int = 1 << 20, *, long_texts: bool = False) -> Iterator[str]:
     """``json.dumps(data, indent=1, default=str)`` in pieces of about ``size`` characters, each cut between
     two JSON tokens (a string is never split, so redaction sees every value whole): a large evaluation
     is written without its whole text and the encoder's list of fragments in memory at once.
     ``long_texts``: the data holds long strings (:class:`_Encoder`; a Python call more for each string)."""
-    fragments = (_Encoder if long_texts else json.JSONEncoder)(indent=1, default=_streamed).iterencode(data)
+    encoder = _long_text_encoder() if long_texts else json.JSONEncoder
+    fragments = encoder(indent=1, default=_streamed).iterencode(data)
     buffer: list[str] = []
     held = 0
     while True:

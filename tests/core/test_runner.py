@@ -283,6 +283,33 @@ def test_the_json_files_writer_gives_the_standard_librarys_text_for_every_kind_o
     assert (tmp_path / "run.json").read_text(encoding="utf-8") == info.to_json()
 
 
+def test_the_json_files_writer_does_without_the_private_encoder_where_it_changed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The long-text encoder builds on the standard library's private ``_make_iterencode``: where another
+    Python changed it (another signature, other text) or lacks it, the files are written by
+    ``json.JSONEncoder`` alone, the same text, and no run fails."""
+    import json
+
+    from modulo import runs
+
+    data = {"reply": "x" * 1000 + '"', "n": [1.5, float("nan")]}
+    expected = json.dumps(data, indent=1, default=str)
+    assert runs._long_text_encoder() is runs._Encoder  # this Python's: checked and used
+    for changed in (
+        None,
+        lambda *args: (_ for _ in ()).throw(TypeError("signature")),
+        lambda *a: lambda o, i: iter(["{}"]),
+    ):
+        runs._long_text_encoder.cache_clear()
+        monkeypatch.setattr(runs, "_make_iterencode", changed)
+        try:
+            assert runs._long_text_encoder() is json.JSONEncoder
+            assert "".join(runs._json_pieces(data, long_texts=True)) == expected
+        finally:
+            runs._long_text_encoder.cache_clear()
+
+
 class ThresholdToy(toy.Toy):
     """Notes the collector's first threshold whenever a prompt is built (that is, during the run)."""
 
