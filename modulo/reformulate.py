@@ -11,6 +11,7 @@ A failure is never a crash: it becomes a failed ``format`` verdict with a backpr
 from __future__ import annotations
 
 import json
+import math
 import re
 import threading
 from abc import ABC, abstractmethod
@@ -186,19 +187,23 @@ def short_reason(reason: str) -> str:
 #: ``Infinity`` or a number too large for a float, and which records, written as standard JSON, would turn
 #: into null: the plan the critics judged would not be the plan recorded)
 NON_FINITE = "the plan holds a number JSON cannot hold (NaN or an infinity): write finite numbers only"
-#: canonical_json's encoder less NaN and the infinities: raises ValueError on them
-_FINITE_ONLY = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 def _non_finite(value: Any) -> bool:
     """Whether ``value`` holds a float that is NaN or infinite (asked only when its canonical text shows one
-    of their names, which a string may hold too)."""
-    try:
-        _FINITE_ONLY.encode(value)
-    except ValueError as exc:
-        return "JSON compliant" in str(exc)
-    except (TypeError, RecursionError):  # not JSON data: found and told by the benchmark's checks
-        return False
+    of their names, which a string may hold too). Walked without recursion: the value was just encoded, so
+    it holds no cycle, but it may be deep."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())  # a key may be a float too (written as its text)
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
     return False
 
 

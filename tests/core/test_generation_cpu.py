@@ -146,6 +146,10 @@ def test_a_plan_holding_nan_or_an_infinity_is_a_format_failure_and_names_alone_a
     for text in ('["NaN", "Infinity"]', '{"NaN": "-Infinity", "x": 1.5e300}', '["Nana Cafe", 0.0]'):
         out = validated(Anything(), extract_json(text))  # type: ignore[arg-type]
         assert out.error is None and out.plan == json.loads(text), text
+    # a parser's value (not read from JSON text): a tuple, a float key
+    for value in ({"a": ("NaN", 1.0, float("inf"))}, {float("nan"): "x"}, [{"b": [[-float("inf")]]}]):
+        out = validated(Anything(), value)  # type: ignore[arg-type]
+        assert out.plan is None and out.error == NON_FINITE, value
 
 
 def test_a_reply_is_classified_the_same_whether_its_markers_are_a_tuple_or_a_list() -> None:
