@@ -233,19 +233,20 @@ async def run_session(
     state = RunState(total=len(problems))
     if previous:
         ids = set(problems.ids)
+        kept: set[str] = set()  # the resumed problems of this run (each digest read from the spool once)
         for pid, k in previous.items():
             digest = digests.spool[k]
             spent += digest.usage.cost_usd if digest.usage is not None else 0.0
             if pid in ids and digest.outcome not in retry:
+                kept.add(pid)
                 usage = usage + (digest.usage or Usage())
                 state.done += 1
                 state.resumed += 1
                 state.outcomes[digest.outcome.value] += 1
         for pos, pid in enumerate(problems.ids):
-            k = previous.get(pid, -1)
-            if k >= 0 and digests.spool[k].outcome not in retry:
-                digests.at[pos] = k
-        del previous, ids
+            if pid in kept:
+                digests.at[pos] = previous[pid]
+        del previous, ids, kept
     n_todo = len(problems) - state.resumed
     if n_todo:
         try:  # a model that cannot answer stops the run now, not after every problem has errored
