@@ -464,12 +464,31 @@ def now_iso() -> str:
 
 
 def _atomic_write(path: Path, text: str | Iterable[str]) -> None:
-    """Write ``text`` (or its pieces, in order) redacted to a temporary file, then move it over ``path``."""
+    """Write ``text`` (or its pieces, in order) redacted to a temporary file, on disk (fsync), then move it
+    over ``path`` and put the move on disk too: after a crash ``path`` holds the old text or the new one,
+    never an empty or partial file (a damaged run.json would leave the run's records unresumable)."""
     tmp = path.with_suffix(path.suffix + ".tmp")
     with tmp.open("w", encoding="utf-8") as fh:
         for piece in [text] if isinstance(text, str) else text:
             fh.write(redact(piece))
+        fh.flush()
+        os.fsync(fh.fileno())
     os.replace(tmp, path)
+    _fsync_directory(path.parent)
+
+
+def _fsync_directory(path: Path) -> None:
+    """Put a directory's entries (a file moved or created in it) on disk, where the system allows it."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # some file systems refuse an fsync of a directory: the file's own fsync is what they give
+        pass
+    finally:
+        os.close(fd)
 
 
 class _StreamedList(list[Any]):

@@ -475,3 +475,34 @@ def test_critic_errors_are_counted_in_the_summary_and_said_on_the_console(tmp_pa
     clean = config("toy", 1, {"*": ["[2, 3]"]})
     ok = asyncio.run(run_session(build_session(clean), RunDir(tmp_path / "clean")))
     assert ok.summary["critic_errors"] == {} and critic_error_banner(ok.summary) is None
+
+
+def test_the_run_files_are_on_disk_before_they_replace_the_old_ones(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """run.json, summary.json, evaluation.json and config.yaml are written to a temporary file, which is put
+    on disk (fsync) before it replaces the old file, and the move is put on disk too: a crash never leaves
+    an empty run.json, which would make the run's records unresumable."""
+    import os
+    import stat
+
+    from modulo import runs
+
+    events: list[str] = []
+    fsync, replace = os.fsync, os.replace
+
+    def synced(fd: int) -> None:
+        mode = os.fstat(fd).st_mode
+        events.append("fsync dir" if stat.S_ISDIR(mode) else f"fsync file of {os.fstat(fd).st_size} bytes")
+        fsync(fd)
+
+    def moved(src: Any, dst: Any) -> None:
+        events.append(f"replace {Path(dst).name}")
+        replace(src, dst)
+
+    monkeypatch.setattr(runs.os, "fsync", synced)
+    monkeypatch.setattr(runs.os, "replace", moved)
+    RunDir(tmp_path).write_json("summary.json", {"status": "complete"})
+    size = len((tmp_path / "summary.json").read_bytes())
+    assert events == [f"fsync file of {size} bytes", "replace summary.json", "fsync dir"]
+    assert not list(tmp_path.glob("*.tmp"))
