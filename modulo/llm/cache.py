@@ -162,7 +162,8 @@ class ResponseCache:
         self._reader.execute(f"PRAGMA busy_timeout={int(timeout_s * 1000)}")
 
     def _close_connections(self) -> None:
-        """Close the connections an open that failed made."""
+        """Close the connections (those an open that failed made, or the cache's at its close): a connection
+        that fails to close does not keep the other open."""
         for conn in (self._reader, self._conn):
             if conn is not None:
                 with contextlib.suppress(sqlite3.Error):
@@ -398,10 +399,7 @@ class ResponseCache:
         if writer is not None:
             writer.join()
         with self._lock, self._read_lock:
-            for conn in (self._reader, self._conn):
-                if conn is not None:
-                    conn.close()
-            self._conn = self._reader = None
+            self._close_connections()
 
     # -- asyncio API --------------------------------------------------------------------------------
     async def get(self, key: str) -> CachedResponse | None:
