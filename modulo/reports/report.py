@@ -50,7 +50,7 @@ from .labels import (
 )
 from .load import EVAL_MISSING, EVAL_REEVALUATED, RunData, ensure_evaluation, load_runs
 from .markdown import md_table, num, pct, pvalue, slug, text_table
-from .stats import DEFAULT_RESAMPLES, DEFAULT_SEED, Interval, PairedTest, holm
+from .stats import DEFAULT_RESAMPLES, DEFAULT_SEED, MIN_BOOTSTRAP_DISCORDANT, Interval, PairedTest, holm
 from .tables import (
     Comparison,
     HeadlineRow,
@@ -331,7 +331,9 @@ class _Builder:
             "",
             "Within each run: the first plan (budget 1, no backprompt) against the final plan of the whole "
             "budget, both scored by the benchmark's evaluator on the same problems. Exact McNemar test on the "
-            "discordant problems and a paired bootstrap of the difference (LLM-Modulo - Direct).",
+            "discordant problems and a paired bootstrap of the difference (LLM-Modulo - Direct); the "
+            f"bootstrap p is n/a below {MIN_BOOTSTRAP_DISCORDANT} discordant problems, where it understates the "
+            "exact p badly: read McNemar's there.",
             "",
             md_table(headers, rows, ["l"] + ["r"] * 8),
             "",
@@ -540,7 +542,9 @@ class _Builder:
             "",
             "Per problem: whether the final plan passed. Exact McNemar test (two-sided binomial on the "
             "discordant problems: A only / B only) and a paired bootstrap over problems (percentile interval "
-            "of B - A; p-value from the null-shifted bootstrap distribution). The McNemar p-values of the "
+            "of B - A; p-value from the null-shifted bootstrap distribution, n/a below "
+            f"{MIN_BOOTSTRAP_DISCORDANT} discordant problems, where it understates the exact p badly). The "
+            "McNemar p-values of the "
             f"{family} comparison(s) below form one family, Holm-adjusted (family-wise error rate); choose the "
             "baseline with `modulo report --baseline RUN`.",
             "",

@@ -23,6 +23,8 @@ DEFAULT_SEED = 0
 _BLOCK_CELLS = 2_000_000
 #: up to this many columns, index each column; beyond, count and multiply
 _FANCY_MAX_COLUMNS = 3
+#: the paired bootstrap p-value is reported from this many discordant problems on (see :func:`paired_test`)
+MIN_BOOTSTRAP_DISCORDANT = 10
 
 
 @dataclass(frozen=True)
@@ -188,7 +190,10 @@ def paired_test(
 
     Reports exact McNemar on the discordant pairs, and a paired bootstrap of the difference in rates
     (B - A): its percentile interval, and a two-sided p-value from the bootstrap distribution shifted to
-    the null of no difference, ``(1 + #{|d* - d| >= |d|}) / (1 + B)``.
+    the null of no difference, ``(1 + #{|d* - d| >= |d|}) / (1 + B)``. That p-value is NaN (not reported)
+    with fewer than :data:`MIN_BOOTSTRAP_DISCORDANT` discordant problems: there the bootstrap's handful of
+    distinct resamples makes it far smaller than the exact test's (3 problems, B alone passing 2: 0.039
+    against McNemar's 0.5), a "significant" difference that is not one.
     """
     a_arr = _as_float(a)
     b_arr = _as_float(b)
@@ -209,7 +214,13 @@ def paired_test(
         boot = sums / n
         low, high = _percentile_interval(boot, level)
         extreme = int(np.sum(np.abs(boot - observed) >= abs(observed) - 1e-12))
-        boot_p = float(min(1.0, (1 + extreme) / (1 + n_resamples))) if only_a + only_b else 1.0
+        discordant = only_a + only_b
+        if not discordant:
+            boot_p = 1.0
+        elif discordant < MIN_BOOTSTRAP_DISCORDANT:
+            boot_p = float("nan")  # far below the exact p there: not a number a report should show
+        else:
+            boot_p = float(min(1.0, (1 + extreme) / (1 + n_resamples)))
     else:
         low = high = float("nan")
         boot_p = float("nan")

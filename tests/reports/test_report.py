@@ -408,4 +408,4 @@ def test_first_vs_final_scores_only_the_first_plans_that_are_not_delivered(
     first = passed_vector(firsts.per_problem, ids)
     final = passed_vector(run.evaluation["per_problem"], ids)  # type: ignore[index]
     assert first is not None and final is not None and (first != final).any()
-    assert test == paired_test(first, final, n_resamples=200)
+    assert repr(test) == repr(paired_test(first, final, n_resamples=200))  # NaN (the bootstrap p) reads the same

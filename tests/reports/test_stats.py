@@ -81,7 +81,23 @@ def test_paired_test_counts_and_difference() -> None:
     assert t.rate_a == pytest.approx(3 / 8) and t.rate_b == pytest.approx(6 / 8)
     assert t.mcnemar_p == pytest.approx(stats.binomtest(1, 5, 0.5).pvalue)
     assert t.difference.low <= t.difference.value <= t.difference.high
-    assert 0.0 < t.bootstrap_p <= 1.0
+    assert np.isnan(t.bootstrap_p)  # 5 discordant problems: too few for the bootstrap's p (McNemar's is there)
+
+
+def test_the_paired_bootstrap_p_is_left_out_where_it_would_understate_the_exact_p() -> None:
+    """With few discordant problems the null-shifted bootstrap has a handful of distinct resamples: 3 problems,
+    B alone passing 2, would give 0.039 (27 equally likely draws, one of them all the third problem) against
+    McNemar's exact 0.5. It is not reported below MIN_BOOTSTRAP_DISCORDANT; from there on it is."""
+    from modulo.reports.stats import MIN_BOOTSTRAP_DISCORDANT
+
+    tiny = paired_test([1, 0, 0], [1, 1, 1], n_resamples=20_000, seed=0)
+    assert tiny.mcnemar_p == pytest.approx(0.5) and np.isnan(tiny.bootstrap_p)
+    assert tiny.difference.value == pytest.approx(2 / 3)  # the difference and its interval are still given
+    k = MIN_BOOTSTRAP_DISCORDANT
+    few = paired_test(np.zeros(100), np.r_[np.ones(k - 1), np.zeros(100 - k + 1)], n_resamples=2_000)
+    enough = paired_test(np.zeros(100), np.r_[np.ones(k), np.zeros(100 - k)], n_resamples=2_000)
+    assert np.isnan(few.bootstrap_p) and 0.0 < enough.bootstrap_p < 0.05
+    assert enough.mcnemar_p == pytest.approx(stats.binomtest(0, k, 0.5).pvalue)
 
 
 def test_paired_bootstrap_p_small_for_a_clear_difference_and_one_for_none() -> None:
