@@ -17,7 +17,13 @@ answering a well-formed, always-wrong slot (so every problem uses its whole budg
     python benchmarks/scale.py --n 1000 10000 100000 --budget 10 --keep /tmp/scale-work
     python benchmarks/scale.py --n 1000 10000 --keep /tmp/scale-work --report-only  # the kept runs' reports
 
-Numbers depend on the machine and its load; the script checks nothing, it measures.
+It then checks issue 15's targets for the sizes it measured: with 1,000 and 10,000 problems, the
+10,000-problem run's peak RSS within 20 % of the 1,000-problem run's and under 300 MB; with 5,000
+problems, that run under 60 seconds of wall time. Numbers depend on the machine and its load.
+
+Exit status: 0 when every target checked is met (or none could be checked), 1 when one is not, 2 when
+a run or a report exited non-zero or a run made another number of iterations than problems x budget
+(the figures assume every problem runs to its budget).
 """
 
 from __future__ import annotations
@@ -123,7 +129,7 @@ def one(
     summary = json.loads((run_dir / "summary.json").read_text()) if (run_dir / "summary.json").exists() else {}
     out = work / f"report-{n}-{budget}"
     shutil.rmtree(run_dir / "report_cache", ignore_errors=True)  # the report scores the budget curve afresh
-    report = measured([*MODULO, "report", str(run_dir), "--out", str(out)], env) if report else None
+    reported = measured([*MODULO, "report", str(run_dir), "--out", str(out)], env) if report else None
     iterations = int(summary.get("iterations") or 0)
     records = run_dir / "records.jsonl"
     return {
@@ -134,11 +140,34 @@ def one(
         "counts": summary.get("counts"),
         "cpu_ms_per_iteration": 1000 * run["cpu_s"] / iterations if iterations else float("nan"),
         "records_mb": records.stat().st_size / 1e6 if records.exists() else 0.0,
-        "report": report,
+        "report": reported,
     }
 
 
-def main() -> None:
+#: issue 15's targets: peak RSS of 10,000 problems against 1,000 (ratio, MB), and 5,000 problems' wall (s)
+RSS_RATIO, RSS_MB, WALL_5000_S = 1.20, 300.0, 60.0
+
+
+def targets(results: dict[int, dict[str, Any]]) -> list[tuple[str, bool]]:
+    """Issue 15's targets that the measured sizes allow checking: (what was measured, met)."""
+    checked = []
+    if 1000 in results and 10000 in results:
+        small, large = results[1000]["run"]["peak_rss_mb"], results[10000]["run"]["peak_rss_mb"]
+        ratio = large / small
+        checked.append(
+            (
+                f"peak RSS of 10,000 problems within {RSS_RATIO - 1:.0%} of 1,000's and under {RSS_MB:.0f} MB: "
+                f"{large:.0f} MB = {ratio:.2f}x {small:.0f} MB",
+                ratio <= RSS_RATIO and large < RSS_MB,
+            )
+        )
+    if 5000 in results:
+        wall = results[5000]["run"]["wall_s"]
+        checked.append((f"5,000 problems under {WALL_5000_S:.0f} s: {wall:.1f} s", wall < WALL_5000_S))
+    return checked
+
+
+def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, nargs="+", default=[1000, 10000], help="problem counts (100000 is an option)")
     ap.add_argument("--budget", type=int, default=10)
@@ -158,9 +187,19 @@ def main() -> None:
         raise SystemExit("--report-only needs --keep DIR (the runs to report on) and no --no-report")
     peaks: dict[int, float] = {}
     report_peaks: dict[int, float] = {}
+    results: dict[int, dict[str, Any]] = {}
+    broken: list[str] = []
     try:
         for n in args.n:
             r = one(n, args.budget, work, env, report=not args.no_report, run_again=not args.report_only)
+            if r["run"]["rc"] != 0:
+                broken.append(f"the run of {n:,} problems exited {r['run']['rc']}")
+            elif r["report"] is not None and r["report"]["rc"] != 0:
+                broken.append(f"the report over {n:,} problems exited {r['report']['rc']}")
+            elif r["iterations"] != n * args.budget:
+                broken.append(f"the run of {n:,} problems made {r['iterations']:,} iterations, not {n * args.budget:,}")
+            elif not args.report_only:
+                results[n] = r
             if not args.report_only:
                 peaks[n] = r["run"]["peak_rss_mb"]
             if r["report"] is not None and r["report"]["rc"] == 0:
@@ -195,7 +234,15 @@ def main() -> None:
     finally:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)
+    for what in broken:
+        print(f"not measured: {what}")
+    checked = targets(results) if args.budget == 10 else []  # the targets are for budget 10
+    for what, met in checked:
+        print(f"target: {what}: {'met' if met else 'NOT met'}")
+    if broken:
+        return 2
+    return 0 if all(met for _, met in checked) else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
