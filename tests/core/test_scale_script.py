@@ -41,27 +41,23 @@ def test_the_targets_are_checked_for_the_sizes_measured() -> None:
     assert not met
 
 
+def _small_run(work: Path) -> subprocess.CompletedProcess[str]:
+    """The script on 20 problems at budget 2, kept in ``work``, without the report."""
+    argv = [sys.executable, str(SCRIPT), "--n", "20", "--budget", "2", "--keep", str(work), "--no-report"]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=300)
+
+
 @pytest.mark.slow
 def test_a_small_run_is_measured_and_a_failed_run_is_not(tmp_path: Path) -> None:
     """20 problems at budget 2: measured, no target to check, exit 0. Then the problem set damaged (a problem
     without its id): the run exits 2, and the script says it measured nothing instead of printing a table
     row as if it had, and exits 2."""
-    done = subprocess.run(
-        [sys.executable, str(SCRIPT), "--n", "20", "--budget", "2", "--keep", str(tmp_path), "--no-report"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = _small_run(tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "| 20 | 2 |" in done.stdout and "target:" not in done.stdout
     # a damaged problem set: the run errs on it, and the script says so instead of printing figures as measured
     problems = tmp_path / "calendar-20.jsonl"
     problems.write_text(problems.read_text().replace('"id"', '"identity"', 1))
-    broken = subprocess.run(
-        [sys.executable, str(SCRIPT), "--n", "20", "--budget", "2", "--keep", str(tmp_path), "--no-report"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    broken = _small_run(tmp_path)
     assert broken.returncode == 2, broken.stdout + broken.stderr
     assert "not measured: the run of 20 problems" in broken.stdout
