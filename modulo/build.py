@@ -67,6 +67,11 @@ class Session(BoundRun):
             if start is not None:
                 await start()
 
+    def unknown_cost_models(self) -> list[str]:
+        """The models of this run's paid model clients whose dollars are not counted (no price known): a
+        cost figure of the run is then a lower bound (see :meth:`LLMClient.unknown_cost_models`)."""
+        return unknown_cost_models(self.loop)
+
     async def aclose(self) -> None:
         self.loop.executor.close()
         await self.loop.generator.aclose()  # model clients a generator opened itself (a judge on another backend)
@@ -75,6 +80,36 @@ class Session(BoundRun):
         user_llm = self.loop.user_llm
         if user_llm is not None and user_llm is not self.llm:
             await user_llm.aclose()
+
+
+def unknown_cost_models(loop: Metacontroller) -> list[str]:
+    """The models of ``loop``'s model clients (the planner's, the user's) whose dollars are not counted."""
+    found: set[str] = set()
+    for client in (loop.llm, loop.user_llm):
+        unknown = getattr(client, "unknown_cost_models", None)
+        if unknown is not None:
+            found.update(unknown())
+    return sorted(found)
+
+
+def check_dollar_budgets(cfg: ModuloConfig, loop: Metacontroller) -> None:
+    """A dollar budget (``run.max_dollars``, ``metacontroller.max_dollars``) with a model whose dollars are not
+    counted would never stop the run: refused before any call."""
+    caps = [
+        name
+        for name, value in (
+            ("run.max_dollars", cfg.run.max_dollars),
+            ("metacontroller.max_dollars", cfg.metacontroller.max_dollars),
+        )
+        if value is not None
+    ]
+    unknown = unknown_cost_models(loop) if caps else []
+    if unknown:
+        raise ConfigError(
+            f"{' and '.join(caps)} is set, but no price is known for {', '.join(repr(m) for m in unknown)}: its "
+            "calls count as $0, so the dollar budget would never stop the run. Set llm.price_input_per_mtok and "
+            "llm.price_output_per_mtok (USD per million tokens), or drop the dollar budget"
+        )
 
 
 #: ``critics=none``: run with no checks at all (labelled ``none`` in run.json and reports)
@@ -231,6 +266,7 @@ def build_session(cfg: ModuloConfig, *, load_problems: bool = True) -> Session:
         )
     sandboxed, heavy, executor = build_sandbox(cfg, benchmark, critics, level)
     loop = build_loop(cfg, benchmark, critics, level, executor)
+    check_dollar_budgets(cfg, loop)
     llm = loop.llm
     problems = (
         benchmark.problem_set(

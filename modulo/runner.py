@@ -588,6 +588,8 @@ def summarise(
         "certified_rate": counts.get(Outcome.CERTIFIED.value, 0) / n if n else 0.0,
         "metrics": metrics,
         "usage": usage.model_dump(),
+        # models whose calls count as $0 for want of a price: "usage.cost_usd" is then a lower bound
+        "unpriced_models": session.unknown_cost_models(),
         "iterations": tally.iterations,
         "seconds": time.perf_counter() - state.started,
     }

@@ -301,12 +301,20 @@ def print_result(session: Session, result: RunResult) -> None:
             soft_wrap=True,
         )
     u = s["usage"]
+    unpriced = s.get("unpriced_models") or []
     console.print(
         f"LLM calls {u['calls']} (cached {u['cached_calls']}, failed attempts {u['failed_calls']}), "
-        f"tokens {u['input_tokens']}+{u['output_tokens']}, cost ${u['cost_usd']:.4f}"
+        f"tokens {u['input_tokens']}+{u['output_tokens']}, cost "
+        + (f"${u['cost_usd']:.4f}" if not unpriced else f"unknown (at least ${u['cost_usd']:.4f})")
         + (f" (cache saved ${u['cached_cost_usd']:.4f})" if u["cached_cost_usd"] else ""),
         soft_wrap=True,
     )
+    if unpriced:
+        console.print(
+            f"[yellow]cost:[/] no price known for {', '.join(repr(m) for m in unpriced)}: its calls count as $0; "
+            "set llm.price_input_per_mtok and llm.price_output_per_mtok (USD per million tokens)",
+            soft_wrap=True,
+        )
     if result.aborted:
         err_console.print(f"[bold red]run stopped:[/] {result.aborted}")
 

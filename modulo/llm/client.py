@@ -311,6 +311,18 @@ class LLMClient:
                 )
         return price
 
+    def unknown_cost_models(self) -> list[str]:
+        """The models whose dollars this client cannot count (none for a free backend): those its calls
+        met with no price known, and the configured model when it has none (a resumed run that makes no
+        call still pays for them in its earlier calls). Their calls count as $0, so any cost figure that
+        includes them is a lower bound, not a price."""
+        if capabilities_of(self.backend).free:
+            return []
+        models = set(self.unpriced_models)
+        if self.settings.model and self._price(self.settings.model) is None:
+            models.add(self.settings.model)
+        return sorted(models)
+
     def _cost(self, model: str, input_tokens: int, output_tokens: int) -> float:
         price = self._price(model)
         return price.cost(input_tokens, output_tokens) if price is not None else 0.0

@@ -787,6 +787,7 @@ class _Builder:
         ]
         rows: list[list[Any]] = []
         csv_rows: list[dict[str, Any]] = []
+        unpriced: list[str] = []
         for run in runs:
             u = usage_row(run)
             tok = u.usage.total_tokens
@@ -808,16 +809,18 @@ class _Builder:
                     u.usage.failed_calls,
                     u.usage.input_tokens,
                     u.usage.output_tokens,
-                    f"{u.usage.cost_usd:.4f}",
-                    f"{u.usage.cached_cost_usd:.4f}",
+                    u.dollars(u.usage.cost_usd),
+                    u.dollars(u.usage.cached_cost_usd),
                     num(per[0], 1),
                     num(per[1], 0),
-                    num(per[2], 4),
+                    u.dollars(per[2]),
                     num(per[3], 1),
                     num(per[4], 0),
-                    num(per[5], 4),
+                    u.dollars(per[5]),
                 ]
             )
+            if u.unpriced_models:
+                unpriced.append(f"{run.name} ({', '.join(u.unpriced_models)})")
             csv_rows.append(
                 {
                     "run": run.name,
@@ -837,6 +840,8 @@ class _Builder:
                     "calls_per_certified": per[3],
                     "tokens_per_certified": per[4],
                     "usd_per_certified": per[5],
+                    # the dollar figures are lower bounds when a model had no price
+                    "unpriced_models": " ".join(u.unpriced_models),
                     **{f"outcome_{k}": v for k, v in outcome_counts(run).items()},
                 }
             )
@@ -850,6 +855,14 @@ class _Builder:
             md_table(headers, rows, ["l"] + ["r"] * (len(headers) - 1)),
             "",
         ]
+        if unpriced:
+            self.md += [
+                "No price was known for the models of "
+                + "; ".join(unpriced)
+                + ": their calls count as $0, so those runs' dollar figures are lower bounds (>=). Set "
+                "llm.price_input_per_mtok and llm.price_output_per_mtok (USD per million tokens) for such a model.",
+                "",
+            ]
         self._csv(self.out / "usage.csv", csv_rows)
 
     def details_section(self, runs: list[RunData]) -> None:

@@ -16,6 +16,7 @@ from ..errors import ModuloError
 from ..types import IterationRecord, Outcome, Usage
 from .budget import plan_at_budget
 from .load import RunData, evaluate_plans, outcome_of
+from .markdown import num
 from .metrics import (
     Parts,
     constraint_info,
@@ -176,9 +177,17 @@ class UsageRow:
     n_problems: int
     certified: int
     usage: Usage
+    #: models whose calls counted as $0 for want of a price (summary.json's ``unpriced_models``): the
+    #: dollar figures are then lower bounds
+    unpriced_models: list[str] = field(default_factory=list)
 
     def per(self, total: float, count: int) -> float:
         return total / count if count else NAN
+
+    def dollars(self, value: float, digits: int = 4) -> str:
+        """A dollar figure of this run as a table shows it: a lower bound (``>=``) when some model had no price."""
+        text = num(value, digits)
+        return f">={text}" if self.unpriced_models and text != "n/a" else text
 
 
 def usage_row(run: RunData) -> UsageRow:
@@ -188,7 +197,8 @@ def usage_row(run: RunData) -> UsageRow:
     for rec in run.records.values():  # one pass: each record read once
         total = total + rec.usage
         certified += rec.certified
-    return UsageRow(run, len(run.records), certified, total)
+    unpriced = [str(m) for m in (run.summary or {}).get("unpriced_models") or []]
+    return UsageRow(run, len(run.records), certified, total, unpriced)
 
 
 # -- critic firing ----------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import pytest
 
@@ -84,3 +85,60 @@ def test_status_mapping(status: int, message: str, code: str | None, kind: type,
 def test_redact() -> None:
     assert redact("key sk-abcdef used", ["sk-abcdef", None, ""]) == "key [redacted] used"
     assert redact("short abc", ["abc"]) == "short abc"  # too short to be a key; never mangles text
+
+
+def test_a_client_names_the_models_whose_dollars_it_cannot_count(provider: ProviderFactory) -> None:
+    """A paid backend's model with no price (called, or only configured: a resumed run that makes no call)
+    is named; a priced or overridden model, and a free backend (the scripted one) whose model has no price,
+    are not."""
+    from modulo.llm.scripted import ScriptedBackend  # noqa: F401  # registers llm=scripted
+
+    fake = provider(["a"])
+    assert build_client(openai_settings(fake, model="mystery-model-xyz")).unknown_cost_models() == ["mystery-model-xyz"]
+    assert build_client(openai_settings(fake)).unknown_cost_models() == []  # gpt-4o-mini has a list price
+    priced = openai_settings(fake, model="mystery-model-xyz", price_input_per_mtok=1.0, price_output_per_mtok=2.0)
+    assert build_client(priced).unknown_cost_models() == []
+    scripted = build_client(LLMSettings(name="scripted", args={"replies": ["x"]}))
+    assert scripted.unknown_cost_models() == []
+
+
+def test_a_run_with_an_unpriced_model_says_its_cost_is_unknown_not_zero(
+    provider: ProviderFactory, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """summary.json names the model, the console says the cost is unknown (at least what was counted), and
+    the report's usage table writes the dollar figures as lower bounds with a note saying why."""
+    import asyncio
+    import json
+
+    from modulo.build import build_session
+    from modulo.cli.console import print_result
+    from modulo.config import ModuloConfig
+    from modulo.reports import ReportOptions, build_report
+    from modulo.runner import run_session
+    from modulo.runs import RunDir
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-only")
+    fake = provider([json.dumps({"schedule": []})] * 4)
+    cfg = ModuloConfig()
+    cfg.benchmark.name = "synth/tasks"
+    cfg.benchmark.args = {"n": 2}
+    cfg.generator.prompt = "json"
+    cfg.reformulator.mode = "none"
+    cfg.metacontroller.max_iterations = 1
+    cfg.llm.name = "openai"
+    cfg.llm.model = "mystery-model-xyz"
+    cfg.llm.base_url = fake.openai_base_url
+    cfg.cache.mode = "off"
+    cfg.run.progress = False
+    cfg.run.report = False
+    session = build_session(cfg)
+    result = asyncio.run(run_session(session, RunDir(tmp_path / "run")))
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["unpriced_models"] == ["mystery-model-xyz"] and summary["usage"]["calls"] == 2
+    print_result(session, result)
+    out = capsys.readouterr().out
+    assert "cost unknown (at least $0.0000)" in out and "no price known for 'mystery-model-xyz'" in out
+    build_report([tmp_path / "run"], ReportOptions(out=tmp_path / "report"))
+    text = (tmp_path / "report" / "report.md").read_text()
+    assert "| >=0.0000 |" in text and "No price was known for the models of" in text
+    assert "mystery-model-xyz" in (tmp_path / "report" / "usage.csv").read_text()

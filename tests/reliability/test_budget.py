@@ -74,3 +74,21 @@ def test_a_problem_reached_after_the_money_ran_out_is_skipped_not_failed(drill: 
     assert result.iterations == [] and result.stop_reason == "run_budget"
     assert result.outcome is Outcome.SKIPPED
     assert d.fake.stats().requests == 0
+
+
+def test_a_dollar_budget_with_a_model_that_has_no_price_is_refused_before_any_call(drill: DrillFactory) -> None:
+    """The drill's model has no list price: without prices its calls count as $0, so run.max_dollars (or
+    metacontroller.max_dollars) could never stop the run. The run is refused (exit 2, nothing sent), and runs
+    once the prices are set."""
+    d = drill()
+    priced = d.overrides("priced", n=2, concurrency=1, max_iterations=1, extra=[*PRICES, "run.max_dollars=50"])
+    d.script(priced)  # the same two problems' answers serve every run below
+    for cap in ("run.max_dollars=0.5", "metacontroller.max_dollars=0.5"):
+        overrides = d.overrides("unpriced", n=2, concurrency=1, max_iterations=1, extra=[cap])
+        result = CliRunner().invoke(cli, ["run", *overrides])
+        assert result.exit_code == 2, result.output
+        assert "no price is known for" in result.output and cap.split("=")[0] in result.output
+        assert d.fake.stats().requests == 0
+    result = CliRunner().invoke(cli, ["run", *priced])
+    assert result.exit_code == 0, result.output
+    assert d.fake.stats().requests > 0
