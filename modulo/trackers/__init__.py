@@ -87,6 +87,7 @@ def tracked_run(run_dir: Path) -> TrackedRun:
             out.metrics[str(key)] = float(value)
     problems = build_frame([meta], "problems")
     n = len(problems)
+    unpriced = [str(m) for m in (meta.summary or {}).get("unpriced_models") or []]
     out.metrics["problems"] = float(n)
     if n:
         out.metrics["certified_rate"] = float(problems["certified"].sum()) / n
@@ -94,8 +95,10 @@ def tracked_run(run_dir: Path) -> TrackedRun:
             out.metrics[f"n_{outcome}"] = float(count)
         for key in ("calls", "failed_calls", "cached_calls", "input_tokens", "output_tokens", "total_tokens"):
             out.metrics[key] = float(problems[key].sum())
-        for key in ("cost_usd", "cached_cost_usd", "seconds"):
+        for key in ("seconds",) if unpriced else ("cost_usd", "cached_cost_usd", "seconds"):
             out.metrics[key] = float(problems[key].sum())
+        if unpriced:  # those calls counted $0: a dollar metric would be a lower bound posing as a price
+            out.notes.append(f"no dollar metrics: no price is known for {', '.join(unpriced)}")
         out.metrics["iterations"] = float(problems["iterations"].sum())
         out.series["certified_at_budget"] = [(k, hits / total) for k, hits, total in certified_at_budget(meta)]
     curve = pass_rate_at_budget(meta)
@@ -111,6 +114,8 @@ def tracked_run(run_dir: Path) -> TrackedRun:
         "modulo.critic_source": info.critic_source or "unknown",
         "modulo.evaluation": "recorded" if meta.evaluation is not None else "missing",
     }
+    if unpriced:
+        out.tags["modulo.unpriced_models"] = " ".join(unpriced)
     for role, version in info.templates.items():
         out.tags[f"modulo.template.{role}"] = version
     out.tags = {k: str(v) for k, v in redact_data(out.tags).items()}

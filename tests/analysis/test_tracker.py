@@ -113,7 +113,9 @@ def test_a_tracker_is_a_plugin_kind_and_a_missing_extra_stops_the_run(monkeypatc
     # every module of the extra missing (the message names each; the same with or without the extra installed)
     extra = ("mlflow", "sqlalchemy", "alembic")
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in extra else real(name, *a))
-    with pytest.raises(ConfigError, match=r"tracker=mlflow needs mlflow, sqlalchemy, alembic: pip install -e '\.\[mlflow\]'"):
+    with pytest.raises(
+        ConfigError, match=r"tracker=mlflow needs mlflow, sqlalchemy, alembic: pip install -e '\.\[mlflow\]'"
+    ):
         open_tracker("mlflow")
 
 
@@ -134,3 +136,16 @@ def test_a_tracker_that_fails_keeps_the_run_and_says_so(
     assert "the run was NOT logged (OSError: store is read-only)" in err
     assert f"modulo track {run} --tracker broken" in err
     assert (run / "records.jsonl").is_file()
+
+
+def test_a_run_with_an_unpriced_model_logs_no_dollar_metric(tmp_path: Path, make_run: Any, run_a_plans: Any) -> None:
+    """Its calls counted $0 for want of a price: the tracker logs no cost metric (a lower bound posing as a
+    price), tags the models and says why; a priced run logs its dollars."""
+    run = make_run(tmp_path / "a", run_a_plans)
+    assert "cost_usd" in tracked_run(run).metrics
+    summary = json.loads((run / "summary.json").read_text())
+    (run / "summary.json").write_text(json.dumps({**summary, "unpriced_models": ["mystery-model-xyz"]}))
+    data = tracked_run(run)
+    assert "cost_usd" not in data.metrics and "cached_cost_usd" not in data.metrics and "seconds" in data.metrics
+    assert data.tags["modulo.unpriced_models"] == "mystery-model-xyz"
+    assert any("no price is known for mystery-model-xyz" in note for note in data.notes)
