@@ -445,6 +445,8 @@ class Results:
             raw_counts = summary.get("counts")
             counts: dict[str, Any] = raw_counts if isinstance(raw_counts, dict) else {}
             row["finished"] = summary.get("finished")
+            # models whose calls counted $0 for want of a price (the run's dollar columns then lower bounds)
+            row["unpriced_models"] = " ".join(str(m) for m in summary.get("unpriced_models") or [])
             for outcome in (o.value for o in Outcome):
                 row[f"n_{outcome}"] = counts.get(outcome, 0) if summary else None
             row["evaluation"] = "recorded" if meta.evaluation is not None else "missing"

@@ -34,6 +34,7 @@ from ..reports.load import RunData
 from ..reports.show import abstention_text, critic_state, plan_diff, plan_text, states, update_lines
 from ..reports.stats import Interval
 from ..reports.tables import (
+    UsageRow,
     compare_runs,
     headline_rows,
     outcome_counts,
@@ -119,6 +120,11 @@ def usage_dict(u: Usage) -> dict[str, Any]:
         "cost": u.cost_usd,
         "cached_cost": u.cached_cost_usd,
     }
+
+
+def run_usage(row: UsageRow) -> dict[str, Any]:
+    """A run's usage for its page, with the models whose dollars were not counted (the cost then a lower bound)."""
+    return {**usage_dict(row.usage), "unpriced": list(row.unpriced_models)}
 
 
 def _messages(msgs: Sequence[Message], texts: TextTable) -> list[list[Any]]:
@@ -369,7 +375,7 @@ def run_overview(run: RunData, *, n_resamples: int) -> dict[str, Any]:
         "n_finished": len(run.records),
         "complete": run.complete,
         "metrics": metrics_section(run, n_resamples),
-        "usage": usage_dict(usage.usage),
+        "usage": run_usage(usage),
         "certified": usage.certified,
         "figures": figures(run),
         "notes": list(run.notes),
@@ -392,7 +398,7 @@ def sweep_overview(runs: Sequence[RunData], links: Sequence[str], root: Path, *,
                 "n_finished": len(run.records),
                 "metrics": {specs[k].label if k in specs else k: _interval(iv) for k, iv in row.values.items()},
                 "evaluation": run.evaluation_status,
-                "usage": usage_dict(usage_row(run).usage),
+                "usage": run_usage(usage_row(run)),
                 "notes": list(run.notes),
             }
         )

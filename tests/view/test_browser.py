@@ -252,3 +252,25 @@ def test_a_dialogue_turn_and_an_update_are_shown(driver: Any, tmp_path: Path, ar
     assert "questions 1" in driver.find_element("css selector", "main").text
     assert "certified after 2 turn(s)" in driver.find_element("css selector", "main").text
     assert console_errors(driver) == []
+
+
+def test_a_run_whose_model_has_no_price_shows_its_cost_as_a_lower_bound(
+    driver: Any, tp_run: Path, tmp_path: Path
+) -> None:
+    """summary.json names a model with no price: the run page and the sweep table say "at least $..." and
+    name the model, instead of a bare $0.0000 that reads as a price."""
+    sweep = tmp_path / "sweep"
+    for job in ("0", "1"):
+        shutil.copytree(tp_run, sweep / job)
+    summary_path = sweep / "1" / "summary.json"
+    summary = json.loads(summary_path.read_text(encoding="utf-8"))
+    summary_path.write_text(json.dumps({**summary, "unpriced_models": ["mystery-model-xyz"]}), encoding="utf-8")
+    page = build_view(sweep).page
+    console_errors(driver)
+    open_page(driver, page.as_uri(), "#jobs")
+    rows = css(driver, "#jobs tr")
+    assert "at least $" not in rows[1].text and "$" in rows[1].text
+    assert "at least $" in rows[2].text and "mystery-model-xyz" in rows[2].text
+    open_page(driver, (sweep / "1" / "view.html").as_uri())
+    assert "at least $" in driver.page_source and "no price known for mystery-model-xyz" in driver.page_source
+    assert console_errors(driver) == []

@@ -34,9 +34,12 @@
     if (iv[1] === null) return pct(iv[0]);
     return pct(iv[0]) + " [" + pct(iv[1]) + ", " + pct(iv[2]) + "]";
   }
+  // a run's dollars: a lower bound when some model had no price (its calls counted $0)
+  const costText = (u) => (u.unpriced && u.unpriced.length
+    ? `at least ${fmtUsd(u.cost)} (no price known for ${u.unpriced.join(", ")})` : fmtUsd(u.cost));
   function usageText(u) {
     let t = `${u.calls} call(s) (${u.cached} cache hit(s), ${u.failed} failed), ${fmtInt(u.tokens_in)} tokens in, ` +
-      `${fmtInt(u.tokens_out)} out, ${fmtUsd(u.cost)}`;
+      `${fmtInt(u.tokens_out)} out, ${costText(u)}`;
     if (u.cached) t += ` (cache hits would have cost ${fmtUsd(u.cached_cost)})`;
     return t;
   }
@@ -183,7 +186,7 @@
             el("td", { class: "muted" }, rule)))));
     }
     main.append(el("h2", {}, "Usage and cost"), el("p", {}, usageText(o.usage) +
-      (o.certified ? `; ${fmtUsd(o.usage.cost / o.certified)} per certified plan` : "")));
+      (o.certified ? `; ${o.usage.unpriced && o.usage.unpriced.length ? "at least " : ""}${fmtUsd(o.usage.cost / o.certified)} per certified plan` : "")));
     if (o.figures.length) {
       main.append(el("h2", {}, "Figures"));
       for (const [name, uri, caption] of o.figures) {
@@ -375,7 +378,7 @@
           el("td", { class: "num" }, `${j.n_finished}/${j.n_problems}`),
           el("td", {}, Object.entries(j.outcomes).map(([k, v]) => el("span", { class: "chip" }, `${k} ${v}`))),
           metricNames.map((m) => el("td", { class: "num" }, j.metrics[m] ? interval(j.metrics[m]) : "-")),
-          el("td", { class: "num" }, fmtUsd(j.usage.cost))))));
+          el("td", { class: "num" }, costText(j.usage))))));
     for (const j of o.jobs) for (const n of j.notes) main.append(el("div", { class: "note" }, `${j.name}: ${n}`));
     main.append(el("h2", {}, "Paired comparisons (each job against the first job of its benchmark; final pass per problem)"));
     if (!o.comparisons.length) main.append(el("p", { class: "muted" }, "none: fewer than two jobs per benchmark"));
