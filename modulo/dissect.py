@@ -270,6 +270,13 @@ class Dissector:
         self.options = options
         self.sink = records_sink
         self.base_sample = session.config.run.sample
+        unpriced = session.unknown_cost_models() if options.max_dollars is not None else []
+        if unpriced:
+            raise ConfigError(
+                f"dissect: --max-dollars is set, but the run's configuration knows no price for "
+                f"{', '.join(repr(m) for m in unpriced)} (no llm.price_input_per_mtok / llm.price_output_per_mtok): "
+                "its calls count as $0, so the budget would never stop the dissection. Drop --max-dollars"
+            )
         self.budget = RunBudget(max_dollars=options.max_dollars)
         gen = session.loop.generator
         self.fresh_draws = hasattr(gen, "sample_index")

@@ -133,6 +133,24 @@ def test_temperature_zero_is_reported_and_identical_redraws_counted(tmp_path: Pa
         asyncio.run(dissect_run(run_dir, DissectOptions(ids=["nope"]), config=cfg))  # type: ignore[arg-type]
 
 
+def test_a_dollar_budget_that_could_never_stop_the_dissection_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--max-dollars with a model whose calls count as $0 (no price in the run's configuration) is refused
+    before any call; a free model (this scripted one) takes it."""
+    from modulo.build import Session
+
+    run_dir, planner, cfg = _run(tmp_path, ["never"])
+    n = len(planner.requests)
+    monkeypatch.setattr(Session, "unknown_cost_models", lambda self: ["mystery-model-xyz"])
+    with pytest.raises(ConfigError, match=r"--max-dollars is set.*'mystery-model-xyz'"):
+        asyncio.run(dissect_run(run_dir, DissectOptions(max_dollars=1.0, repeats=1), config=cfg))  # type: ignore[arg-type]
+    assert len(planner.requests) == n
+    monkeypatch.undo()
+    done = asyncio.run(dissect_run(run_dir, DissectOptions(max_dollars=1.0, repeats=1), config=cfg))  # type: ignore[arg-type]
+    assert len(done.dissections) == 1 and len(planner.requests) > n
+
+
 @pytest.mark.slow
 def test_resume_skips_finished_problems_and_retries_incomplete_ones(tmp_path: Path) -> None:
     run_dir, planner, cfg = _run(tmp_path, ["wording", "never", "never"])
