@@ -90,6 +90,31 @@ def _describe(model: type[BaseModel], prefix: str, exc: ValidationError) -> str:
     return "; ".join(lines)
 
 
+def check_override_key(key: str) -> None:
+    """Refuse a dotted override key (``metacontroller.max_iteration``) that names no field of a section
+    with a fixed set of keys, as :func:`_describe` refuses it in a config file, before Hydra composes
+    anything: Hydra's own message says to add the key with ``+``, which would then be refused too.
+    A key below a free-form part (``benchmark.*``, ``llm.args.*``, ``critic_args.*``) is not checked."""
+    parts = key.split(".")
+    current: type[BaseModel] = ModuloConfig
+    for depth, part in enumerate(parts):
+        if getattr(current, "folds_extra_keys", False):
+            return
+        info = current.model_fields.get(part)
+        if info is None:
+            known = sorted(current.model_fields)
+            hits = _suggest(part, known)
+            hint = f" Did you mean {' or '.join(repr(h) for h in hits)}?" if hits else ""
+            parent = ".".join(parts[:depth])
+            keys = f"Keys of {parent}: " if parent else "Known keys: "
+            full = ".".join(parts[: depth + 1])
+            raise InvalidSettings(f"unknown configuration key {full!r}.{hint} {keys}{', '.join(known)}")
+        sub = info.annotation
+        if not (isinstance(sub, type) and issubclass(sub, BaseModel)):
+            return
+        current = sub
+
+
 class Section(BaseModel):
     """A config group: unknown keys are refused; a wrong value is an :class:`InvalidSettings`."""
 

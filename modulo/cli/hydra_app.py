@@ -28,7 +28,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError
 
-from ..config import ModuloConfig
+from ..config import ModuloConfig, check_override_key
 from ..errors import ConfigError, ModuloError, RunError, UnknownComponentError
 from ..redact import check_config, register_config, safe_config
 from ..registry import group_entry_points, suggest
@@ -405,6 +405,10 @@ def check_overrides(argv: list[str], conf_dir: Path) -> list[str]:
     groups = {p.name for base in (conf_dir, *config_dirs()) for p in base.iterdir() if p.is_dir() and p.name != "hydra"}
     out: list[str] = []
     for arg in argv:
+        key = arg.partition("=")[0]
+        if "=" in arg and "." in key and not arg.startswith(("-", "+", "~")) and not {"/", "@"} & set(key):
+            if key.split(".")[0] != "hydra":  # Hydra's own keys are Hydra's to check
+                check_override_key(key)
         parsed = _override_values(arg)
         if parsed is None:
             out.append(arg)

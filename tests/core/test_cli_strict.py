@@ -28,6 +28,23 @@ def test_a_misspelled_key_inside_a_section_is_refused(capsys: pytest.CaptureFixt
     assert "'run.concurency'" in err and "'concurrency'" in err
 
 
+def test_a_misspelled_key_without_plus_is_refused_with_a_suggestion_and_leaves_no_run_dir(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # Hydra's own message here says to add the key with '+' (then refused too), in its own format
+    target = tmp_path / "runs" / "typo"
+    code, _, err = run_main(capsys, "run", "metacontroller.max_iteration=3", f"run.dir={target}")
+    assert code == 2
+    assert err.startswith("error: ") and "'metacontroller.max_iteration'" in err and "'max_iterations'" in err
+    assert "+metacontroller" not in err
+    assert not target.exists()
+    code, _, err = run_main(capsys, "check", "metacontroler.max_iterations=3")
+    assert code == 2 and "unknown configuration key 'metacontroler'" in err and "'metacontroller'" in err
+    # free-form parts are not checked here: the benchmark's arguments, llm.args
+    code, _, err = run_main(capsys, "check", "benchmark=synth/calendar", "llm=scripted", "benchmark.n=3")
+    assert code == 0, err
+
+
 def test_an_unknown_benchmark_lists_every_registered_one(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run_main(capsys, "check", "benchmark=travelplaner")
     assert code == 2
