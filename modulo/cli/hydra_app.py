@@ -525,6 +525,8 @@ def run_hydra(argv: list[str], *, check: bool = False) -> None:
     argv = _with_overrides(argv, search_path_override())  # the benchmarks' own config groups
     # a single run into a known directory is locked before Hydra creates its log file there
     lock = RunLock(Path(known)) if not check and not multirun and (known := _run_dir_of(argv)) else None
+    made = lock is not None and not lock.path.exists()  # the lock makes the directory: a refusal removes it
+    ran = False
     old = sys.argv
     sys.argv = ["modulo " + ("check" if check else "run"), *argv]
     status: Path | None = None
@@ -549,11 +551,16 @@ def run_hydra(argv: list[str], *, check: bool = False) -> None:
             if exc.code == EXIT_ERRORS and not ran:
                 raise SystemExit(EXIT_NOT_STARTED) from None
             raise
+        ran = True
         code = report_sweep(status) if status is not None else 0
     finally:
         sys.argv = old
         if lock is not None:
             lock.release()
+            # Hydra refused an override before any task ran: the directory only the lock made goes too
+            if made and not ran and _TASKS_STARTED[0] == started and lock.path.is_dir():
+                if {p.name for p in lock.path.iterdir()} <= {".lock"}:
+                    shutil.rmtree(lock.path, ignore_errors=True)
         if status is not None:
             os.environ.pop(SWEEP_STATUS_ENV, None)
             status.unlink(missing_ok=True)

@@ -45,6 +45,17 @@ def test_a_misspelled_key_without_plus_is_refused_with_a_suggestion_and_leaves_n
     assert code == 0, err
 
 
+def test_a_value_hydra_refuses_leaves_no_run_dir(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    target = tmp_path / "runs" / "bad"
+    code, _, _ = run_main(capsys, "run", "llm=scripted", "metacontroller.max_iterations=abc", f"run.dir={target}")
+    assert code == 2
+    assert not target.exists()
+    kept = tmp_path / "kept"  # a directory that was there before is left alone
+    kept.mkdir()
+    code, _, _ = run_main(capsys, "run", "llm=scripted", "metacontroller.max_iterations=abc", f"run.dir={kept}")
+    assert code == 2 and kept.is_dir()
+
+
 def test_an_unknown_benchmark_lists_every_registered_one(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run_main(capsys, "check", "benchmark=travelplaner")
     assert code == 2
