@@ -259,9 +259,12 @@ def print_result(session: Session, result: RunResult) -> None:
         labels = {"certified": "Certified", **{m.key: m.label for m in specs}}
         kinds = {m.key: m.kind for m in specs}  # counts and values print as they are, rates in percent
         scored = s.get("evaluated", n)
+        errored, skipped = counts.get("error", 0), counts.get("skipped", 0)
+        left = [f"{errored} errored", f"{skipped} skipped (never started)", f"{n - scored - errored - skipped} not run"]
         table = Table(
             title=f"{session.benchmark.name}: certified by the critics, and the evaluator's metrics (rates in %), "
-            f"on the same {scored} problems" + (f" ({n - scored} errored problems left out)" if scored != n else "")
+            f"on the same {scored} problems"
+            + (f" ({', '.join(x for x in left if not x.startswith('0 '))} left out)" if scored != n else "")
         )
         table.add_column("method")
         for k in keys:

@@ -150,3 +150,17 @@ def test_a_sweep_over_presets_that_collapse_names_the_duplicate_jobs_before_it_s
     assert "critics=all, critics=hard select the same critics" in err and "duplicates" in err
     # on TravelPlanner the four presets differ
     assert duplicate_critic_jobs(["-m", "critics=all,common,hard,json", "benchmark=travelplanner"], conf) == []
+
+
+def test_the_console_names_skipped_problems_as_skipped_not_errored(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, out, _ = run_main(
+        capsys, "run", "benchmark=synth/calendar", "benchmark.n=4", "llm=scripted", "run.concurrency=1",
+        "llm.price_input_per_mtok=1000", "llm.price_output_per_mtok=1000", "run.max_dollars=0.01",
+        f"run.dir={tmp_path / 'run'}", "run.report=false", "cache.mode=off",
+    )  # fmt: skip
+    assert code == 0
+    flat = " ".join(out.split())
+    assert "on the same 1 problems (3 skipped (never started) left out)" in flat, out
+    assert "errored" not in flat
