@@ -256,10 +256,25 @@ def _main(cfg: DictConfig, *, check: bool = False, save_hydra: bool = False) -> 
         if HydraConfig.initialized() and not check and not isinstance(exc, RunLockedError):
             _remove_if_empty(run_dir or Path(HydraConfig.get().runtime.output_dir))
         _job_status(run_dir, 2, f"{type(exc).__name__}: {exc}")
-        # in multirun, one failing job must not kill the sweep silently: raise so Hydra reports it
+        # in multirun, one failing job must not kill the sweep silently: a launcher on this machine shares the
+        # status file, and the sweep's end names the job (run_hydra); elsewhere, raise so Hydra reports it
         if _multirun():
+            if _local_launcher():
+                return 2
             raise
         sys.exit(2)
+
+
+#: Hydra launchers whose jobs run on this machine, with this process's environment (the sweep status file)
+LOCAL_LAUNCHERS = ("BasicLauncher", "JoblibLauncher")
+
+
+def _local_launcher() -> bool:
+    """Whether this sweep's jobs run on this machine (Hydra's basic launcher or joblib)."""
+    if not os.environ.get(SWEEP_STATUS_ENV) or not HydraConfig.initialized():
+        return False
+    target = str(HydraConfig.get().launcher.get("_target_", ""))
+    return target.rpartition(".")[2] in LOCAL_LAUNCHERS
 
 
 def _job_tags() -> dict[str, str]:
@@ -309,8 +324,9 @@ def report_sweep(status_file: Path) -> int:
     reasons = {1: "problems ended in error", 2: "did not start", 3: "stopped", 4: "finished, not logged to the tracker"}
     for job in failed:
         what = job.get("error") or reasons.get(job.get("code"), f"exit code {job.get('code')}")
+        where = job.get("dir") if job.get("dir") and Path(job["dir"]).is_dir() else ""  # a refused job's is removed
         err_console.print(
-            f"  {' '.join(job.get('overrides') or []) or '(no overrides)'}: {what}  {job.get('dir') or ''}",
+            f"  {' '.join(job.get('overrides') or []) or '(no overrides)'}: {what}  {where}",
             markup=False,
             soft_wrap=True,
         )

@@ -135,6 +135,21 @@ def test_a_sweep_names_its_failed_jobs_and_exits_nonzero(capsys: pytest.CaptureF
     assert "metacontroller.max_iterations=1" in err and "metacontroller.max_iterations=2" in err
 
 
+def test_a_sweep_job_that_cannot_start_is_named_at_the_end_without_a_traceback(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, out, err = run_main(
+        capsys, "run", "-m", "benchmark=synth/calendar,travelplanner", "generator=greedy", "benchmark.limit=1",
+        "run.report=false", f"hydra.sweep.dir={tmp_path}",
+    )  # fmt: skip
+    assert code == 1
+    assert "Traceback" not in err and "Error executing job" not in err
+    assert "sweep: 1 of 2 jobs failed" in err
+    assert "benchmark=synth/calendar generator=greedy" in err and "plans only for travelplanner" in err
+    assert (tmp_path / "1" / "records.jsonl").is_file()  # the other job ran
+    assert not (tmp_path / "0").exists() and f"{tmp_path / '0'}" not in err  # the refused job left nothing
+
+
 def test_a_sweep_over_presets_that_collapse_names_the_duplicate_jobs_before_it_starts(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
