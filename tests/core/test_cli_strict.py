@@ -179,3 +179,12 @@ def test_the_console_names_skipped_problems_as_skipped_not_errored(
     flat = " ".join(out.split())
     assert "on the same 1 problems (3 skipped (never started) left out)" in flat, out
     assert "errored" not in flat
+
+
+def test_the_override_suggested_for_a_per_critic_hints_argument_works(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_main(capsys, "check", "llm=scripted", "+critic_args.synth_busy.hints=true")
+    assert code == 2 and "hints are a feedback level now" in err
+    suggested = err.split(" or ", 1)[1].split(" (this critic alone)")[0]
+    assert suggested.startswith("+critic_args.synth_busy.feedback="), err
+    code, out, err = run_main(capsys, "check", "llm=scripted", suggested)
+    assert code == 0, err
