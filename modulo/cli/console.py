@@ -193,6 +193,12 @@ def interrupted(run_dir: Path, how: str) -> NoReturn:
     what = "interrupted (Ctrl-C)" if how == "SIGINT" else f"stopped by {how}"
     where = escape(str(run_dir))
     message = f"[bold yellow]{what}:[/] {kept} in {where}; resume with:\n  modulo resume {where}"
+    from .hydra_app import current_sweep_dir, sweep_command
+
+    sweep = current_sweep_dir()
+    again = sweep_command(sweep) if sweep is not None else None
+    if again is not None:  # the sweep's later jobs never started: resuming this job alone leaves them out
+        message += f"\nor finish the whole sweep (this job and the ones not started) with:\n  {escape(again)}"
     err_console.print(message, soft_wrap=True)
     raise Interrupted(130 if how == "SIGINT" else 143)
 

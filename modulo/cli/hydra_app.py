@@ -584,6 +584,34 @@ def run_hydra(argv: list[str], *, check: bool = False) -> None:
         sys.exit(code)
 
 
+#: overrides run_hydra adds to every sweep: left out of the command that runs a sweep again
+_ADDED_SWEEP_OVERRIDES = ("hydra.sweep.dir=", "hydra.output_subdir=", "hydra.searchpath=", "hydra.mode=")
+
+
+def sweep_command(sweep_dir: Path) -> str | None:
+    """The ``modulo run -m ...`` command that runs the sweep in ``sweep_dir`` again into it (each job resumes
+    its own directory: finished problems are kept), from its ``multirun.yaml``; None when there is none."""
+    import shlex
+
+    import yaml
+
+    try:
+        saved = yaml.safe_load((sweep_dir / "multirun.yaml").read_bytes().decode("utf-8"))
+        overrides = saved["hydra"]["overrides"]
+        args = [str(o) for o in [*overrides.get("hydra", []), *overrides.get("task", [])]]
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, KeyError, TypeError, AttributeError):
+        return None
+    args = [a for a in args if not a.startswith(_ADDED_SWEEP_OVERRIDES)]
+    return shlex.join(["modulo", "run", "-m", *args, f"hydra.sweep.dir={sweep_dir}"])
+
+
+def current_sweep_dir() -> Path | None:
+    """The sweep directory of the running sweep job (None outside a sweep)."""
+    if not _multirun():
+        return None
+    return Path(str(HydraConfig.get().sweep.dir))
+
+
 def _with_overrides(argv: list[str], extra: list[str]) -> list[str]:
     """``argv`` with ``extra`` overrides placed among the user's own.
 

@@ -138,7 +138,7 @@ def test_a_sweep_names_its_failed_jobs_and_exits_nonzero(capsys: pytest.CaptureF
 def test_a_sweep_job_that_cannot_start_is_named_at_the_end_without_a_traceback(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    code, out, err = run_main(
+    code, _, err = run_main(
         capsys, "run", "-m", "benchmark=synth/calendar,travelplanner", "generator=greedy", "benchmark.limit=1",
         "run.report=false", f"hydra.sweep.dir={tmp_path}",
     )  # fmt: skip
@@ -186,5 +186,33 @@ def test_the_override_suggested_for_a_per_critic_hints_argument_works(capsys: py
     assert code == 2 and "hints are a feedback level now" in err
     suggested = err.split(" or ", 1)[1].split(" (this critic alone)")[0]
     assert suggested.startswith("+critic_args.synth_busy.feedback="), err
-    code, out, err = run_main(capsys, "check", "llm=scripted", suggested)
+    code, _, err = run_main(capsys, "check", "llm=scripted", suggested)
     assert code == 0, err
+
+
+def test_an_interrupted_sweep_says_how_to_finish_every_job(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from modulo.cli import console, hydra_app
+
+    sweep = tmp_path / "sweep"
+    code, _, err = run_main(
+        capsys, "run", "-m", "benchmark=travelplanner", "generator=greedy", "benchmark.limit=1,2",
+        "run.report=false", f"hydra.sweep.dir={sweep}",
+    )  # fmt: skip
+    assert code == 0, err
+    again = hydra_app.sweep_command(sweep)
+    assert again == (
+        "modulo run -m benchmark=travelplanner generator=greedy benchmark.limit=1,2 run.report=false "
+        f"hydra.sweep.dir={sweep}"
+    )
+    # resuming the sweep root (not a run) names both ways on
+    code, _, err = run_main(capsys, "resume", str(sweep))
+    assert code == 2 and "is a sweep, not a run" in err and again in " ".join(err.split())
+    # Ctrl-C inside a sweep's job: resuming that job alone would leave the jobs not started out
+    monkeypatch.setattr(hydra_app, "current_sweep_dir", lambda: sweep)
+    with pytest.raises(console.Interrupted):
+        console.interrupted(sweep / "0", "SIGINT")
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"modulo resume {sweep / '0'}" in err
+    assert f"finish the whole sweep (this job and the ones not started) with: {again}" in err
