@@ -84,7 +84,10 @@ def _describe(model: type[BaseModel], prefix: str, exc: ValidationError) -> str:
             )
             lines.append(f"{key} must be {relation} {bound}, not {value!r}")
         elif kind == "value_error":
-            lines.append(f"{key}: {ctx.get('error', err['msg'])!s}")
+            text = str(ctx.get("error", err["msg"]))
+            # a nested section's message already names its key: not "user: user: user.x ..." (nor ": ...")
+            named = not key or text.startswith(tuple(key + c for c in ".:= ["))
+            lines.append(text if named else f"{key}: {text}")
         else:
             lines.append(f"{key}: {err['msg']}")
     return "; ".join(lines)
