@@ -86,7 +86,7 @@ def bind_critics(
         if "hints" in given and "hints" in meta["options"]:
             raise ConfigError(
                 f"critic_args.{name}.hints: hints are a feedback level now; use critic_options.feedback=hint "
-                f"(every critic) or critic_args.{name}.feedback=hint (this critic alone)"
+                f"(every critic) or +critic_args.{name}.feedback=hint (this critic alone)"
             )
         own = check_feedback_level(given.pop("feedback", level), f"critic_args.{name}.feedback")
         for key in meta["options"]:

@@ -86,10 +86,38 @@ def _describe(model: type[BaseModel], prefix: str, exc: ValidationError) -> str:
         elif kind == "value_error" and isinstance(ctx.get("error"), InvalidSettings):
             lines.append(str(ctx["error"]))  # a section's own message: it names its full keys already
         elif kind == "value_error":
-            lines.append(f"{key}: {ctx.get('error', err['msg'])!s}")
+            text = str(ctx.get("error", err["msg"]))
+            # a nested section's message already names its key: not "user: user: user.x ..." (nor ": ...")
+            named = not key or text.startswith(tuple(key + c for c in ".:= ["))
+            lines.append(text if named else f"{key}: {text}")
         else:
             lines.append(f"{key}: {err['msg']}")
     return "; ".join(lines)
+
+
+def check_override_key(key: str) -> None:
+    """Refuse a dotted override key (``metacontroller.max_iteration``) that names no field of a section
+    with a fixed set of keys, as :func:`_describe` refuses it in a config file, before Hydra composes
+    anything: Hydra's own message says to add the key with ``+``, which would then be refused too.
+    A key below a free-form part (``benchmark.*``, ``llm.args.*``, ``critic_args.*``) is not checked."""
+    parts = key.split(".")
+    current: type[BaseModel] = ModuloConfig
+    for depth, part in enumerate(parts):
+        if getattr(current, "folds_extra_keys", False):
+            return
+        info = current.model_fields.get(part)
+        if info is None:
+            known = sorted(current.model_fields)
+            hits = _suggest(part, known)
+            hint = f" Did you mean {' or '.join(repr(h) for h in hits)}?" if hits else ""
+            parent = ".".join(parts[:depth])
+            keys = f"Keys of {parent}: " if parent else "Known keys: "
+            full = ".".join(parts[: depth + 1])
+            raise InvalidSettings(f"unknown configuration key {full!r}.{hint} {keys}{', '.join(known)}")
+        sub = info.annotation
+        if not (isinstance(sub, type) and issubclass(sub, BaseModel)):
+            return
+        current = sub
 
 
 class Section(BaseModel):

@@ -290,6 +290,8 @@ def read_run_info(path: str | Path) -> RunInfo:
     file = Path(path)
     if file.is_dir():
         file = file / RUN_INFO_FILE
+    elif not file.exists() and file.name != RUN_INFO_FILE:  # a mistyped directory, not its parent, is named
+        raise RunError(f"{file}: no such file or directory")
     try:
         data = json.loads(file.read_bytes().decode("utf-8"))
     except FileNotFoundError:

@@ -500,13 +500,18 @@ def _evaluate(
 
 
 def _scored(digests: _Digests, tally: _Tally | None) -> Iterator[tuple[int, Finished]]:
-    """(position, digest) of each scored problem (finished, not ``error``) in run order; ``tally`` counts
-    every problem on the way."""
+    """(position, digest) of each scored problem (finished, not ``error`` nor ``skipped``) in run order;
+    ``tally`` counts every problem on the way."""
     for pos, d in digests:
         if tally is not None:
             tally.add(digests.ids[pos], d)
-        if d is not None and d.outcome != Outcome.ERROR:
+        if d is not None and d.outcome not in _NOT_SCORED:
             yield pos, d
+
+
+#: outcomes of problems that were not run through (an error, or never started: the run's budget was spent
+#: or the run was stopped): scored neither as a plan failure nor as an abstention
+_NOT_SCORED = frozenset({Outcome.ERROR, Outcome.SKIPPED})
 
 
 @dataclass
@@ -520,7 +525,9 @@ class _Tally:
     errored: list[Finished] = field(default_factory=list)
     #: errored verdicts per critic, over every finished problem
     critic_errors: Counter[str] = field(default_factory=Counter)
-    #: problems not scored (ended ``error`` or not run), in run order
+    #: problems recorded ``skipped`` (never started)
+    skipped: int = 0
+    #: problems not scored (ended ``error``, recorded ``skipped``, or not run), in run order
     excluded: list[str] = field(default_factory=list)
     longest: int = 0
     first_accepted: int = 0
@@ -543,6 +550,10 @@ class _Tally:
             self.errored.append(r)
             self.excluded.append(r.problem_id)
             return
+        if r.outcome == Outcome.SKIPPED:
+            self.skipped += 1
+            self.excluded.append(r.problem_id)
+            return
         self.scored += 1
         self.longest = max(self.longest, r.iterations)
         self.first_accepted += r.first_accepted
@@ -558,9 +569,10 @@ def summarise(
     order by streaming passes (the tally within the benchmark's evaluation of the final plans, once for
     all three; a benchmark that streams its evaluation may hand its rows back on disk).
 
-    Problems that ended ``error`` (or have no record) are left out of the evaluation: a problem that
-    could not be run is neither a plan failure nor an abstention. ``summary["errors"]`` counts them and
-    names the first error (see :func:`modulo.runs.error_digest`); ``evaluation["excluded"]`` lists them.
+    Problems that ended ``error``, were recorded ``skipped`` (never started: the run's dollar budget was
+    spent) or have no record are left out of the evaluation: a problem that could not be run is neither
+    a plan failure nor an abstention. ``summary["errors"]`` counts the errors and names the first (see
+    :func:`modulo.runs.error_digest`); ``evaluation["excluded"]`` lists every problem left out.
     """
     tally = _Tally()
     evaluation: dict[str, Any] | None = None
@@ -577,7 +589,8 @@ def summarise(
     errors = error_digest(tally.errored)
     counts = tally.counts
     summary = {
-        "status": "errors" if errors["count"] else ("complete" if tally.finished == n else "partial"),
+        # a problem recorded skipped never ran: the run is not complete
+        "status": "errors" if errors["count"] else ("complete" if tally.finished - tally.skipped == n else "partial"),
         "errors": errors,
         "n_problems": n,
         "finished": tally.finished,

@@ -193,6 +193,12 @@ def interrupted(run_dir: Path, how: str) -> NoReturn:
     what = "interrupted (Ctrl-C)" if how == "SIGINT" else f"stopped by {how}"
     where = escape(str(run_dir))
     message = f"[bold yellow]{what}:[/] {kept} in {where}; resume with:\n  modulo resume {where}"
+    from .hydra_app import current_sweep_dir, sweep_command
+
+    sweep = current_sweep_dir()
+    again = sweep_command(sweep) if sweep is not None else None
+    if again is not None:  # the sweep's later jobs never started: resuming this job alone leaves them out
+        message += f"\nor finish the whole sweep (this job and the ones not started) with:\n  {escape(again)}"
     err_console.print(message, soft_wrap=True)
     raise Interrupted(130 if how == "SIGINT" else 143)
 
@@ -275,9 +281,12 @@ def print_result(session: Session, result: RunResult) -> None:
         labels = {"certified": "Certified", **{m.key: m.label for m in specs}}
         kinds = {m.key: m.kind for m in specs}  # counts and values print as they are, rates in percent
         scored = s.get("evaluated", n)
+        errored, skipped = counts.get("error", 0), counts.get("skipped", 0)
+        left = [f"{errored} errored", f"{skipped} skipped (never started)", f"{n - scored - errored - skipped} not run"]
         table = Table(
             title=f"{session.benchmark.name}: certified by the critics, and the evaluator's metrics (rates in %), "
-            f"on the same {scored} problems" + (f" ({n - scored} errored problems left out)" if scored != n else "")
+            f"on the same {scored} problems"
+            + (f" ({', '.join(x for x in left if not x.startswith('0 '))} left out)" if scored != n else "")
         )
         table.add_column("method")
         for k in keys:

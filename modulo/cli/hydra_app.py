@@ -28,7 +28,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError
 
-from ..config import ModuloConfig
+from ..config import ModuloConfig, check_override_key
 from ..errors import ConfigError, ModuloError, RunError, UnknownComponentError
 from ..redact import check_config, register_config, safe_config
 from ..registry import group_entry_points, suggest
@@ -278,10 +278,25 @@ def _main(cfg: DictConfig, *, check: bool = False, subdir: str | None = None) ->
         if HydraConfig.initialized() and not check and not isinstance(exc, RunLockedError):
             _remove_if_empty(run_dir or Path(HydraConfig.get().runtime.output_dir))
         _job_status(run_dir, 2, f"{type(exc).__name__}: {exc}")
-        # in multirun, one failing job must not kill the sweep silently: raise so Hydra reports it
+        # in multirun, one failing job must not kill the sweep silently: a launcher on this machine shares the
+        # status file, and the sweep's end names the job (run_hydra); elsewhere, raise so Hydra reports it
         if _multirun():
+            if _local_launcher():
+                return 2
             raise
         sys.exit(2)
+
+
+#: Hydra launchers whose jobs run on this machine, with this process's environment (the sweep status file)
+LOCAL_LAUNCHERS = ("BasicLauncher", "JoblibLauncher")
+
+
+def _local_launcher() -> bool:
+    """Whether this sweep's jobs run on this machine (Hydra's basic launcher or joblib)."""
+    if not os.environ.get(SWEEP_STATUS_ENV) or not HydraConfig.initialized():
+        return False
+    target = str(HydraConfig.get().launcher.get("_target_", ""))
+    return target.rpartition(".")[2] in LOCAL_LAUNCHERS
 
 
 def _job_tags() -> dict[str, str]:
@@ -331,8 +346,9 @@ def report_sweep(status_file: Path) -> int:
     reasons = {1: "problems ended in error", 2: "did not start", 3: "stopped", 4: "finished, not logged to the tracker"}
     for job in failed:
         what = job.get("error") or reasons.get(job.get("code"), f"exit code {job.get('code')}")
+        where = job.get("dir") if job.get("dir") and Path(job["dir"]).is_dir() else ""  # a refused job's is removed
         err_console.print(
-            f"  {' '.join(job.get('overrides') or []) or '(no overrides)'}: {what}  {job.get('dir') or ''}",
+            f"  {' '.join(job.get('overrides') or []) or '(no overrides)'}: {what}  {where}",
             markup=False,
             soft_wrap=True,
         )
@@ -427,6 +443,10 @@ def check_overrides(argv: list[str], conf_dir: Path) -> list[str]:
     groups = {p.name for base in (conf_dir, *config_dirs()) for p in base.iterdir() if p.is_dir() and p.name != "hydra"}
     out: list[str] = []
     for arg in argv:
+        key = arg.partition("=")[0]
+        if "=" in arg and "." in key and not arg.startswith(("-", "+", "~")) and not {"/", "@"} & set(key):
+            if key.split(".")[0] != "hydra":  # Hydra's own keys are Hydra's to check
+                check_override_key(key)
         parsed = _override_values(arg)
         if parsed is None:
             out.append(arg)
@@ -545,6 +565,8 @@ def run_hydra(argv: list[str], *, check: bool = False) -> None:
     argv = _with_overrides(argv, search_path_override())  # the benchmarks' own config groups
     # a single run into a known directory is locked before Hydra creates its log file there
     lock = RunLock(Path(known)) if not check and not multirun and (known := _run_dir_of(argv)) else None
+    made = lock is not None and not lock.path.exists()  # the lock makes the directory: a refusal removes it
+    ran = False
     old = sys.argv
     sys.argv = ["modulo " + ("check" if check else "run"), *argv]
     status: Path | None = None
@@ -569,16 +591,49 @@ def run_hydra(argv: list[str], *, check: bool = False) -> None:
             if exc.code == EXIT_ERRORS and not ran:
                 raise SystemExit(EXIT_NOT_STARTED) from None
             raise
+        ran = True
         code = report_sweep(status) if status is not None else 0
     finally:
         sys.argv = old
         if lock is not None:
             lock.release()
+            # Hydra refused an override before any task ran: the directory only the lock made goes too
+            if made and not ran and _TASKS_STARTED[0] == started and lock.path.is_dir():
+                if {p.name for p in lock.path.iterdir()} <= {".lock"}:
+                    shutil.rmtree(lock.path, ignore_errors=True)
         if status is not None:
             os.environ.pop(SWEEP_STATUS_ENV, None)
             status.unlink(missing_ok=True)
     if code:
         sys.exit(code)
+
+
+#: overrides run_hydra adds to every sweep: left out of the command that runs a sweep again
+_ADDED_SWEEP_OVERRIDES = ("hydra.sweep.dir=", "hydra.output_subdir=", "hydra.searchpath=", "hydra.mode=")
+
+
+def sweep_command(sweep_dir: Path) -> str | None:
+    """The ``modulo run -m ...`` command that runs the sweep in ``sweep_dir`` again into it (each job resumes
+    its own directory: finished problems are kept), from its ``multirun.yaml``; None when there is none."""
+    import shlex
+
+    import yaml
+
+    try:
+        saved = yaml.safe_load((sweep_dir / "multirun.yaml").read_bytes().decode("utf-8"))
+        overrides = saved["hydra"]["overrides"]
+        args = [str(o) for o in [*overrides.get("hydra", []), *overrides.get("task", [])]]
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, KeyError, TypeError, AttributeError):
+        return None
+    args = [a for a in args if not a.startswith(_ADDED_SWEEP_OVERRIDES)]
+    return shlex.join(["modulo", "run", "-m", *args, f"hydra.sweep.dir={sweep_dir}"])
+
+
+def current_sweep_dir() -> Path | None:
+    """The sweep directory of the running sweep job (None outside a sweep)."""
+    if not _multirun():
+        return None
+    return Path(str(HydraConfig.get().sweep.dir))
 
 
 def _with_overrides(argv: list[str], extra: list[str]) -> list[str]:

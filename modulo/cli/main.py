@@ -108,6 +108,14 @@ def resume(run_dir: Path, overrides: tuple[str, ...]) -> None:
     from .hydra_app import run_hydra
 
     saved = run_dir / ".hydra" / "overrides.yaml"
+    if not saved.exists() and (run_dir / "multirun.yaml").exists():
+        from .hydra_app import sweep_command
+
+        again = sweep_command(run_dir) or f"modulo run -m ... hydra.sweep.dir={run_dir}"
+        raise ModuloError(
+            f"{run_dir} is a sweep, not a run: resume one of its jobs (modulo resume {run_dir / '0'}), or "
+            f"finish every job with: {again}"
+        )
     if not saved.exists():
         raise ModuloError(f"{run_dir} has no .hydra/overrides.yaml: run again with modulo run run.dir={run_dir} ...")
     import yaml

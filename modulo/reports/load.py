@@ -100,10 +100,15 @@ class RunData(RunInfoView):
         return [i for i in self.finished_ids if outcome_of(self.records, i) == Outcome.ERROR]
 
     @property
+    def skipped_ids(self) -> list[str]:
+        """Problems recorded ``skipped``: never started (the run's dollar budget was spent, or it was stopped)."""
+        return [i for i in self.finished_ids if outcome_of(self.records, i) == Outcome.SKIPPED]
+
+    @property
     def scored_ids(self) -> list[str]:
-        """Finished problems that did not end in error: the ones a metric is computed over."""
-        bad = set(self.errored_ids)
-        return [i for i in self.finished_ids if i not in bad]
+        """Finished problems that did not end in error and were not skipped: the ones a metric is computed over."""
+        bad = {Outcome.ERROR, Outcome.SKIPPED}
+        return [i for i in self.finished_ids if outcome_of(self.records, i) not in bad]
 
     def errors(self) -> dict[str, Any]:
         """Error count and the first error's class and message (see :func:`modulo.runs.error_digest`)."""
@@ -111,7 +116,8 @@ class RunData(RunInfoView):
 
     @property
     def complete(self) -> bool:
-        return all(i in self.records for i in self.problem_ids)
+        """Every problem has a record, and none of them is ``skipped`` (a problem that never ran)."""
+        return all(i in self.records for i in self.problem_ids) and not self.skipped_ids
 
     @property
     def model(self) -> str:
@@ -714,8 +720,12 @@ def load_run(
 
 def note_unfinished(run: RunData) -> None:
     if not run.complete:
-        done = sum(1 for i in run.problem_ids if i in run.records)
-        run.notes.append(f"{done} of {len(run.problem_ids)} problems finished")
+        skipped = len(run.skipped_ids)
+        done = sum(1 for i in run.problem_ids if i in run.records) - skipped
+        run.notes.append(
+            f"{done} of {len(run.problem_ids)} problems finished"
+            + (f"; {skipped} skipped (never started) and left out of every metric" if skipped else "")
+        )
 
 
 def load_runs(
@@ -757,15 +767,16 @@ def ensure_evaluation(run: RunData, *, reevaluate: bool = True) -> None:
     re-scored without them when the benchmark is available, else kept with a note.
     """
     errored = set(run.errored_ids)
+    unscored = errored | set(run.skipped_ids)  # evaluation.json written before skipped problems were left out
     if run.evaluation is not None:
         rows = run.evaluation.get("per_problem") or []
-        stale = [str(r.get("problem_id")) for r in rows if str(r.get("problem_id")) in errored]
+        stale = [str(r.get("problem_id")) for r in rows if str(r.get("problem_id")) in unscored]
         if not stale:
             return
         if not reevaluate:
             run.notes.append(
-                f"evaluation.json scores {len(stale)} problem(s) that ended in error as plan failures "
-                "(re-evaluation turned off)"
+                f"evaluation.json scores {len(stale)} problem(s) that ended in error or were skipped as plan "
+                "failures (re-evaluation turned off)"
             )
             return
     elif not reevaluate:
@@ -774,11 +785,11 @@ def ensure_evaluation(run: RunData, *, reevaluate: bool = True) -> None:
         return
     ids = run.scored_ids
     if not ids:
-        if errored:
+        if unscored:
             if run.evaluation is None:
                 run.evaluation_status = EVAL_REEVALUATED
             run.evaluation = {"metrics": {}, "per_problem": [], "tables": {}}
-            run.notes.append("every finished problem ended in error: there is nothing to score")
+            run.notes.append("every finished problem ended in error or was skipped: there is nothing to score")
         else:
             run.evaluation_status = EVAL_MISSING
             run.notes.append("no evaluation.json and no finished problem: nothing to evaluate")
@@ -789,7 +800,7 @@ def ensure_evaluation(run: RunData, *, reevaluate: bool = True) -> None:
         result = evaluate_plans(bench, run.problems(ids), run.best_plans(ids))
     except (ModuloError, NotImplementedError) as exc:
         if recorded:
-            run.notes.append(f"evaluation.json scores errored problems and re-evaluation failed ({exc})")
+            run.notes.append(f"evaluation.json scores errored or skipped problems and re-evaluation failed ({exc})")
             return
         run.evaluation_status = EVAL_MISSING
         run.notes.append(f"no evaluation.json and re-evaluation failed ({exc}); the run's metrics are left out")
@@ -798,7 +809,7 @@ def ensure_evaluation(run: RunData, *, reevaluate: bool = True) -> None:
     run.evaluation_status = EVAL_REEVALUATED
     if recorded:
         run.notes.append(
-            f"evaluation.json scored {len(errored)} errored problem(s) as plan failures; the {len(ids)} other "
+            f"evaluation.json scored {len(stale)} errored or skipped problem(s) as plan failures; the {len(ids)} other "
             "finished problems were re-evaluated by the benchmark for this report"
         )
         return

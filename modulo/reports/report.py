@@ -919,6 +919,9 @@ def _status(run: RunData) -> str:
     errored = len(run.errored_ids)
     if errored:
         return f"errors ({errored} of {total} problems)"
+    skipped = len(run.skipped_ids)
+    if skipped and finished == total:  # every problem recorded, some never started (the run's budget)
+        return f"partial ({total - skipped}/{total}; {skipped} skipped, never started)"
     if run.evaluation_status == EVAL_MISSING:
         return f"incomplete ({finished}/{total}, not evaluated)"
     if run.evaluation_status == EVAL_REEVALUATED:

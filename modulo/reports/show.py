@@ -52,10 +52,17 @@ def find_record(run: RunData, problem_id: str) -> ProblemResult:
     if rec is not None:
         return rec
     known = list(dict.fromkeys([*run.records, *run.problem_ids]))
-    close = difflib.get_close_matches(problem_id, known, n=3, cutoff=0.5)
+    close = difflib.get_close_matches(problem_id, [k for k in known if k != problem_id], n=3, cutoff=0.5)
     hint = f" Did you mean {' or '.join(close)}?" if close else ""
     if problem_id in run.problem_ids:
-        raise RunError(f"{run.path}: problem {problem_id!r} is part of the run but has not finished.{hint}")
+        # a line the reader skipped may be this problem's record: not finished is then not known
+        unread = [n for n in run.notes if n.startswith("records.jsonl: skipped")]  # load.read_records' notes
+        if unread:
+            raise RunError(
+                f"{run.path}: problem {problem_id!r} is part of the run but has no readable record: it has not "
+                f"finished, or its record is on a line that could not be read ({'; '.join(unread)})"
+            )
+        raise RunError(f"{run.path}: problem {problem_id!r} is part of the run but has not finished")
     sample = ", ".join(known[:5]) + (", ..." if len(known) > 5 else "")
     raise RunError(f"{run.path}: no problem {problem_id!r} in this run.{hint} Its ids: {sample or 'none'}")
 

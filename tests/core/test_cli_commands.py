@@ -50,7 +50,7 @@ def test_every_help_exits_0(path: tuple[str, ...]) -> None:
         (["fake-server", "--rate", "rate_limit"], "KEY=VALUE"),
         # critics extract composes its config through compose_config: modulo run's checks and errors
         (["critics", "extract", "synth/calender", "llm=scripted"], "Did you mean 'synth/calendar'"),
-        (["critics", "extract", "synth/calendar", "llm.temprature=0"], "Could not override 'llm.temprature'"),
+        (["critics", "extract", "synth/calendar", "llm.temprature=0"], "unknown configuration key 'llm.temprature'"),
         (["view", "x", "--chunk-size", "0"], "--chunk-size"),
     ],
 )

@@ -28,6 +28,34 @@ def test_a_misspelled_key_inside_a_section_is_refused(capsys: pytest.CaptureFixt
     assert "'run.concurency'" in err and "'concurrency'" in err
 
 
+def test_a_misspelled_key_without_plus_is_refused_with_a_suggestion_and_leaves_no_run_dir(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # Hydra's own message here says to add the key with '+' (then refused too), in its own format
+    target = tmp_path / "runs" / "typo"
+    code, _, err = run_main(capsys, "run", "metacontroller.max_iteration=3", f"run.dir={target}")
+    assert code == 2
+    assert err.startswith("error: ") and "'metacontroller.max_iteration'" in err and "'max_iterations'" in err
+    assert "+metacontroller" not in err
+    assert not target.exists()
+    code, _, err = run_main(capsys, "check", "metacontroler.max_iterations=3")
+    assert code == 2 and "unknown configuration key 'metacontroler'" in err and "'metacontroller'" in err
+    # free-form parts are not checked here: the benchmark's arguments, llm.args
+    code, _, err = run_main(capsys, "check", "benchmark=synth/calendar", "llm=scripted", "benchmark.n=3")
+    assert code == 0, err
+
+
+def test_a_value_hydra_refuses_leaves_no_run_dir(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    target = tmp_path / "runs" / "bad"
+    code, _, _ = run_main(capsys, "run", "llm=scripted", "metacontroller.max_iterations=abc", f"run.dir={target}")
+    assert code == 2
+    assert not target.exists()
+    kept = tmp_path / "kept"  # a directory that was there before is left alone
+    kept.mkdir()
+    code, _, _ = run_main(capsys, "run", "llm=scripted", "metacontroller.max_iterations=abc", f"run.dir={kept}")
+    assert code == 2 and kept.is_dir()
+
+
 def test_an_unknown_benchmark_lists_every_registered_one(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run_main(capsys, "check", "benchmark=travelplaner")
     assert code == 2
@@ -107,6 +135,21 @@ def test_a_sweep_names_its_failed_jobs_and_exits_nonzero(capsys: pytest.CaptureF
     assert "metacontroller.max_iterations=1" in err and "metacontroller.max_iterations=2" in err
 
 
+def test_a_sweep_job_that_cannot_start_is_named_at_the_end_without_a_traceback(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, _, err = run_main(
+        capsys, "run", "-m", "benchmark=synth/calendar,travelplanner", "generator=greedy", "benchmark.limit=1",
+        "run.report=false", f"hydra.sweep.dir={tmp_path}",
+    )  # fmt: skip
+    assert code == 1
+    assert "Traceback" not in err and "Error executing job" not in err
+    assert "sweep: 1 of 2 jobs failed" in err
+    assert "benchmark=synth/calendar generator=greedy" in err and "plans only for travelplanner" in err
+    assert (tmp_path / "1" / "records.jsonl").is_file()  # the other job ran
+    assert not (tmp_path / "0").exists() and f"{tmp_path / '0'}" not in err  # the refused job left nothing
+
+
 def test_a_sweep_over_presets_that_collapse_names_the_duplicate_jobs_before_it_starts(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -122,3 +165,54 @@ def test_a_sweep_over_presets_that_collapse_names_the_duplicate_jobs_before_it_s
     assert "critics=all, critics=hard select the same critics" in err and "duplicates" in err
     # on TravelPlanner the four presets differ
     assert duplicate_critic_jobs(["-m", "critics=all,common,hard,json", "benchmark=travelplanner"], conf) == []
+
+
+def test_the_console_names_skipped_problems_as_skipped_not_errored(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, out, _ = run_main(
+        capsys, "run", "benchmark=synth/calendar", "benchmark.n=4", "llm=scripted", "run.concurrency=1",
+        "llm.price_input_per_mtok=1000", "llm.price_output_per_mtok=1000", "run.max_dollars=0.01",
+        f"run.dir={tmp_path / 'run'}", "run.report=false", "cache.mode=off",
+    )  # fmt: skip
+    assert code == 0
+    flat = " ".join(out.split())
+    assert "on the same 1 problems (3 skipped (never started) left out)" in flat, out
+    assert "errored" not in flat
+
+
+def test_the_override_suggested_for_a_per_critic_hints_argument_works(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_main(capsys, "check", "llm=scripted", "+critic_args.synth_busy.hints=true")
+    assert code == 2 and "hints are a feedback level now" in err
+    suggested = err.split(" or ", 1)[1].split(" (this critic alone)")[0]
+    assert suggested.startswith("+critic_args.synth_busy.feedback="), err
+    code, _, err = run_main(capsys, "check", "llm=scripted", suggested)
+    assert code == 0, err
+
+
+def test_an_interrupted_sweep_says_how_to_finish_every_job(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from modulo.cli import console, hydra_app
+
+    sweep = tmp_path / "sweep"
+    code, _, err = run_main(
+        capsys, "run", "-m", "benchmark=travelplanner", "generator=greedy", "benchmark.limit=1,2",
+        "run.report=false", f"hydra.sweep.dir={sweep}",
+    )  # fmt: skip
+    assert code == 0, err
+    again = hydra_app.sweep_command(sweep)
+    assert again == (
+        "modulo run -m benchmark=travelplanner generator=greedy benchmark.limit=1,2 run.report=false "
+        f"hydra.sweep.dir={sweep}"
+    )
+    # resuming the sweep root (not a run) names both ways on
+    code, _, err = run_main(capsys, "resume", str(sweep))
+    assert code == 2 and "is a sweep, not a run" in err and again in " ".join(err.split())
+    # Ctrl-C inside a sweep's job: resuming that job alone would leave the jobs not started out
+    monkeypatch.setattr(hydra_app, "current_sweep_dir", lambda: sweep)
+    with pytest.raises(console.Interrupted):
+        console.interrupted(sweep / "0", "SIGINT")
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"modulo resume {sweep / '0'}" in err
+    assert f"finish the whole sweep (this job and the ones not started) with: {again}" in err

@@ -71,6 +71,12 @@ def test_wrong_keys_and_values_name_the_key_and_what_it_takes() -> None:
         LoopSettings(on_fixed_point="retry")  # type: ignore[arg-type]
 
 
+def test_a_nested_section_s_own_check_is_named_once() -> None:
+    with pytest.raises(InvalidSettings) as info:
+        ModuloConfig.from_dict({"user": {"question_costs_iteration": False}})
+    assert str(info.value).startswith("user.question_costs_iteration=false needs user.max_questions"), info.value
+
+
 def test_a_value_set_in_python_after_construction_is_checked_before_anything_runs() -> None:
     cfg = ModuloConfig()
     cfg.benchmark.name = "synth/calendar"

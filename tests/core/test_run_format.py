@@ -101,3 +101,15 @@ def test_an_argument_a_benchmark_added_at_its_default_is_not_another_configurati
     assert old.differences(knowing) == []
     changed = knowing.model_copy(update={"benchmark": old.benchmark.model_copy(update={"args": {**args, "hidden": 2}})})
     assert old.differences(changed) == ["benchmark"]  # a value other than the default is another configuration
+
+
+def test_a_mistyped_run_directory_is_named_not_its_parent(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "runs" / "typo"
+    (tmp_path / "runs").mkdir()
+    with pytest.raises(RunError) as info:
+        read_run_info(missing)
+    assert str(missing) in str(info.value) and "no such file or directory" in str(info.value)
+    code, _, err = run_main(capsys, "show", str(missing), "p1")
+    assert code == 2 and f"{missing}: no such file or directory" in err
+    with pytest.raises(RunError, match=r"no run\.json; not a run directory"):  # an existing directory: as before
+        read_run_info(tmp_path / "runs")

@@ -89,6 +89,29 @@ def test_run_dollar_budget_records_every_problem(tmp_path: Path) -> None:
     assert 0.05 <= spent < 0.05 + per_call + 1e-9  # the run stops at the first check past the budget
 
 
+def test_problems_skipped_by_the_run_budget_are_left_out_of_the_metrics_and_the_run_is_partial(
+    tmp_path: Path,
+) -> None:
+    from modulo.reports import ReportOptions, build_report, load_run
+
+    cfg = config("toy", 6, {"*": ["[1, 1]"] * 10}, concurrency=1, max_dollars=0.05)
+    result = asyncio.run(run_session(build_session(cfg), RunDir(tmp_path)))
+    records = {r.problem_id: r for r in read_records(tmp_path)}
+    skipped = sorted(i for i, r in records.items() if r.outcome.value == "skipped")
+    assert skipped, "the budget should leave problems unstarted"
+    # a problem that never started is neither a plan failure nor an abstention, and the run is not complete
+    assert result.summary["status"] == "partial"
+    assert result.summary["evaluated"] == 6 - len(skipped)
+    assert result.evaluation is not None
+    scored = [r["problem_id"] for r in result.evaluation["per_problem"]]
+    assert not set(scored) & set(skipped) and len(scored) == 6 - len(skipped)
+    assert set(skipped) <= set(result.evaluation["excluded"]["problem_ids"])
+    run = load_run(tmp_path)
+    assert not run.complete and run.skipped_ids == skipped and not set(run.scored_ids) & set(skipped)
+    report = build_report([tmp_path], ReportOptions(out=tmp_path / "rep", n_resamples=50))
+    assert f"{len(skipped)} skipped, never started" in report.text
+
+
 def test_config_round_trips_through_the_run_directory(tmp_path: Path) -> None:
     from modulo.cli.hydra_app import config_yaml
     from modulo.config import load_config

@@ -67,7 +67,23 @@ def test_modulo_show_plain_and_errors(tmp_path: Path, make_run: Any, run_a_plans
     assert wrong.exit_code == 2
     assert "no problem 'p44'" in wrong.stderr and "Did you mean p4" in wrong.stderr
     missing = modulo("show", tmp_path / "missing", "p4")
-    assert missing.exit_code == 2 and "no run.json" in missing.stderr
+    assert missing.exit_code == 2 and f"{tmp_path / 'missing'}: no such file or directory" in missing.stderr
+
+
+def test_show_of_a_problem_whose_record_line_is_unreadable_says_so(
+    tmp_path: Path, make_run: Any, run_a_plans: Any
+) -> None:
+    path = make_run(tmp_path / "a", run_a_plans)
+    records = path / "records.jsonl"
+    lines = records.read_text().splitlines(keepends=True)
+    assert lines[0].startswith('{"problem_id":"p0"')
+    lines[0] = '{"problem_id": "p0", garbage\n'
+    records.write_text("".join(lines))
+    shown = modulo("show", path, "p0", "--plain")
+    assert shown.exit_code == 2
+    # not only "has not finished", and no did-you-mean naming the very id asked for
+    assert "its record is on a line that could not be read" in shown.stderr and "unreadable line 1" in shown.stderr
+    assert "Did you mean p0" not in shown.stderr
 
 
 def test_show_rich_renders(tmp_path: Path, make_run: Any, run_a_plans: Any, capsys: Any) -> None:
