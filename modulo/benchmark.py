@@ -55,7 +55,7 @@ from .problems import ProblemSet, select_problems
 from .prompts import Template, benchmark_template
 from .schemacheck import Check, compile_check
 from .tools import Toolbox
-from .types import AbstentionCheck, PlanJSON, Problem, ProblemUpdate, canonical_json
+from .types import Abstention, AbstentionCheck, PlanJSON, Problem, ProblemUpdate, canonical_json
 
 if TYPE_CHECKING:
     import click
@@ -157,6 +157,10 @@ class FinalPlan:
     #: against an earlier version of the problem only, no critic). A benchmark may take a check of its
     #: evaluator as done where such a pass provably gives its answer (see :meth:`Benchmark.evaluate_final`).
     passed_by: frozenset[str] = frozenset()
+    #: the planner's decline, when its last word for this plan was to decline (``plan`` is then None), with
+    #: the benchmark's check of its reason (:meth:`Benchmark.check_abstention`); None when it delivered a
+    #: plan or none could be read: a None plan without it is no plan, not an abstention
+    abstention: Abstention | None = None
 
 
 class Benchmark(ABC):

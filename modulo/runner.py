@@ -40,7 +40,17 @@ from .build import Session
 from .metacontroller import RunAborted, RunBudget, best_iteration
 from .problems import Spool
 from .runs import RunDir, error_digest, latest_records
-from .types import IterationRecord, Judgement, Outcome, PlanJSON, Problem, ProblemResult, ProblemUpdate, Usage
+from .types import (
+    Abstention,
+    IterationRecord,
+    Judgement,
+    Outcome,
+    PlanJSON,
+    Problem,
+    ProblemResult,
+    ProblemUpdate,
+    Usage,
+)
 from .users import in_force
 
 ProgressFn = Callable[["RunState"], None]
@@ -91,6 +101,8 @@ class Finished:
     #: problem in force at the end (see :attr:`modulo.benchmark.FinalPlan.passed_by`); empty when unknown
     best_passed_by: tuple[str, ...] = ()
     first_passed_by: tuple[str, ...] = ()
+    #: the planner's decline (outcome ``abstained``), with the benchmark's check of its reason
+    abstention: Abstention | None = None
     #: (critic, how many of its verdicts on this problem's plans were errors: crashed, timed out, changed
     #: the plan, refused by the sandbox), by critic name; empty when none was
     critic_errors: tuple[tuple[str, int], ...] = ()
@@ -126,6 +138,7 @@ class Finished:
             best_passed_by=best_passed_by,
             first_passed_by=first_passed_by,
             critic_errors=_critic_errors(result.iterations),
+            abstention=result.abstention if result.outcome == Outcome.ABSTAINED else None,
         )
 
 
@@ -472,7 +485,7 @@ def _skipped(problem: Problem, session: Session, reason: str) -> ProblemResult:
 def _evaluate(
     session: Session,
     digests: _Digests,
-    plan: Callable[[Finished], tuple[PlanJSON, tuple[str, ...]]],
+    plan: Callable[[Finished], tuple[PlanJSON, tuple[str, ...], Abstention | None]],
     tally: _Tally | None = None,
 ) -> Any:
     """The benchmark's evaluation of ``plan(r)`` (the plan, and the critics that passed it) for each scored
@@ -485,9 +498,10 @@ def _evaluate(
 
     def finals(first: tuple[int, Finished]) -> Iterator[FinalPlan]:
         for pos, d in itertools.chain([first], scored):
-            chosen, passed_by = plan(d)
+            chosen, passed_by, abstention = plan(d)
             # each problem as the updates of its loop left it: the final plan is judged against that request
-            yield FinalPlan(in_force(session.benchmark, problems[pos], d.updates), chosen, frozenset(passed_by))
+            problem = in_force(session.benchmark, problems[pos], d.updates)
+            yield FinalPlan(problem, chosen, frozenset(passed_by), abstention)
 
     first = next(scored, None)  # no evaluation at all of no problem
     try:
@@ -558,7 +572,8 @@ class _Tally:
         self.longest = max(self.longest, r.iterations)
         self.first_accepted += r.first_accepted
         self.any_accepted += r.any_accepted
-        self.first_is_best = self.first_is_best and _first(r)[0] == _best(r)[0]
+        first, best = _first(r), _best(r)
+        self.first_is_best = self.first_is_best and first[0] == best[0] and first[2] == best[2]
 
 
 def summarise(
@@ -609,14 +624,18 @@ def summarise(
     return summary, evaluation, _budget_rows(session, digests, tally, metrics)
 
 
-def _best(r: Finished) -> tuple[PlanJSON, tuple[str, ...]]:
-    """The delivered plan (none when the planner's last word was to decline: outcome abstained) and the
-    critics that passed it."""
-    return (None, ()) if r.outcome == Outcome.ABSTAINED else (r.best_plan, r.best_passed_by)
+def _best(r: Finished) -> tuple[PlanJSON, tuple[str, ...], Abstention | None]:
+    """The delivered plan (none when the planner's last word was to decline: outcome abstained, with its
+    decline), the critics that passed it, and the decline."""
+    if r.outcome == Outcome.ABSTAINED:
+        return None, (), r.abstention
+    return r.best_plan, r.best_passed_by, None
 
 
-def _first(r: Finished) -> tuple[PlanJSON, tuple[str, ...]]:
-    return r.first_plan, r.first_passed_by
+def _first(r: Finished) -> tuple[PlanJSON, tuple[str, ...], Abstention | None]:
+    """The first iteration's plan, the critics that passed it, and the decline when that first turn was one."""
+    declined_at_once = r.outcome == Outcome.ABSTAINED and r.abstention is not None and r.abstention.iteration == 0
+    return r.first_plan, r.first_passed_by, r.abstention if declined_at_once else None
 
 
 def _budget_rows(

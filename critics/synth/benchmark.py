@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from modulo.benchmark import Benchmark, ConstraintInfo, DataReport, EvalResult, GateCase, MetricSpec
+from modulo.benchmark import Benchmark, ConstraintInfo, DataReport, EvalResult, FinalPlan, GateCase, MetricSpec
 from modulo.errors import ConfigError, DataError, PlanFormatError
 from modulo.problems import Spool
 from modulo.prompts import role_templates
-from modulo.types import AbstentionCheck, PlanJSON, Problem, ProblemUpdate
+from modulo.types import Abstention, AbstentionCheck, PlanJSON, Problem, ProblemUpdate
 
 from .common import capitalize, derive_seed, rng_for
 from .families import get_family
@@ -54,12 +54,16 @@ class SynthBenchmark(Benchmark):
     __signature__: ClassVar[inspect.Signature]
     primary_metric: ClassVar[str] = "success"
     metrics: ClassVar[tuple[MetricSpec, ...]] = (
-        MetricSpec("success", "success", description="solved (solvable) or correctly abstained (unsolvable)"),
+        MetricSpec(
+            "success",
+            "success",
+            description="solved (solvable), or declined with a reason Z3's proof does not refute (unsolvable)",
+        ),
         MetricSpec(
             "solved", "solved", description="solvable problems whose plan passes every constraint (critics and Z3)"
         ),
-        MetricSpec("abstention_recall", "abstention recall", description="unsolvable problems answered with no plan"),
-        MetricSpec("wrongful_abstention", "wrongful abstention", description="solvable problems answered with no plan"),
+        MetricSpec("abstention_recall", "abstention recall", description="unsolvable problems the planner declined"),
+        MetricSpec("wrongful_abstention", "wrongful abstention", description="solvable problems the planner declined"),
         MetricSpec("delivery", "delivery", description="problems answered with a plan"),
         MetricSpec(
             "critic_z3_disagreements",
@@ -408,12 +412,22 @@ class SynthBenchmark(Benchmark):
     def evaluate_stream(self, pairs: Iterable[tuple[Problem, PlanJSON | None]]) -> EvalResult:
         """Each problem scored on its own as it comes (no problem is kept), its row put on disk (a
         :class:`~modulo.problems.Spool`) and counted into the metrics and tables as it goes: memory
-        holds one problem and a few counters whatever the number of problems."""
+        holds one problem and a few counters whatever the number of problems. A None plan is no plan (a
+        failure, never an abstention: a decline comes with its reason, see :meth:`evaluate_final`)."""
+        return self._scored((p, plan, None) for p, plan in pairs)
+
+    def evaluate_final(self, finals: Iterable[FinalPlan]) -> EvalResult:
+        """A run's final plans: a planner's decline (:attr:`FinalPlan.abstention`) is an abstention, correct
+        on an unsolvable problem unless the benchmark refuted its reason (its check against Z3's minimal
+        unsat core); a problem with no plan and no decline (no answer could be read) is a failure."""
+        return self._scored((f.problem, f.plan, f.abstention) for f in finals)
+
+    def _scored(self, items: Iterable[tuple[Problem, PlanJSON | None, Abstention | None]]) -> EvalResult:
         last: list[tuple[dict[str, Any], bool]] = []  # the last problem's intent and whether it has a plan
         rows: Spool[dict[str, Any]] = Spool(prefix="modulo-synth-rows-")
         tally = _Tally.new(list(self.family.critic_kinds))
-        for p, plan in pairs:
-            row = self._score(p, plan, last)
+        for p, plan, declined in items:
+            row = self._score(p, plan, last, declined)
             # each rate's own part per problem (None: not counted), so reports show k/n and a CI
             solvable = row["solvable"]
             row["solved"] = bool(row["passed"]) if solvable else None
@@ -424,15 +438,23 @@ class SynthBenchmark(Benchmark):
         return EvalResult(metrics=tally.rates.metrics(), per_problem=rows, tables=tally.tables())
 
     def _score(
-        self, problem: Problem, plan: PlanJSON | None, last: list[tuple[dict[str, Any], bool]]
+        self,
+        problem: Problem,
+        plan: PlanJSON | None,
+        last: list[tuple[dict[str, Any], bool]],
+        declined: Abstention | None = None,
     ) -> dict[str, Any]:
         spec = self.intent(problem)
         # the same problem again (another plan of it): its solvability is decided already
         known = last[0][1] if last and last[0][0] == spec else None
         if plan is None:
             solvable = self._solvable(problem, spec, known, last)
-            row = self._row(problem, solvable, abstained=True)
-            row.update(passed=not solvable, z3_valid=None, disagreement=False)
+            row = self._row(problem, solvable, abstained=declined is not None)
+            # a decline is right on an unsolvable problem unless its reason was refuted; no plan is never right
+            right = declined is not None and not solvable and declined.verified is not False
+            row.update(passed=right, z3_valid=None, disagreement=False, delivered=False)
+            if declined is not None:
+                row["abstention_verified"] = declined.verified
             return row
         if isinstance(plan, str):  # a raw answer: read it with the deterministic parser
             try:
@@ -461,6 +483,7 @@ class SynthBenchmark(Benchmark):
             last[:] = [(spec, True)]
         solvable = self._solvable(problem, spec, known, last)
         row = self._row(problem, solvable, abstained=False)
+        row["delivered"] = True
         row.update(checks)
         row.update(format=not problems, z3_valid=z3_ok, disagreement=(critics_pass != z3_ok) and not problems)
         row["passed"] = bool(solvable and critics_pass and z3_ok)
@@ -573,7 +596,7 @@ class _Rates:
     def add(self, row: dict[str, Any]) -> None:
         self.n += 1
         self.passed += bool(row["passed"])
-        self.delivered += not row["abstained"]
+        self.delivered += bool(row.get("delivered", not row["abstained"]))  # rows made before "delivered": a plan
         if row["solvable"]:
             self.solvable += 1
             self.solvable_passed += bool(row["passed"])

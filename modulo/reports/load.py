@@ -20,13 +20,13 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from ..benchmark import Benchmark, EvalResult, MetricSpec
+from ..benchmark import Benchmark, EvalResult, FinalPlan, MetricSpec
 from ..errors import ModuloError, RunError
 from ..problems import ProblemSet, ProblemView, Spool
 from ..recordformat import expand_record
 from ..runinfo import RunInfo, read_run_info
 from ..runs import error_digest
-from ..types import Outcome, PlanJSON, Problem, ProblemResult, Usage, Verdict
+from ..types import Abstention, Outcome, PlanJSON, Problem, ProblemResult, Usage, Verdict
 from ..users import in_force
 
 RUN_FILE = "run.json"
@@ -219,8 +219,17 @@ class RunData(RunInfoView):
         return ""
 
     def best_plans(self, ids: Sequence[str] | None = None) -> list[PlanJSON]:
+        """The delivered plan of each problem (none where the planner's last word was to decline, as the run
+        scored it, or where it has no record)."""
         ids = list(ids) if ids is not None else self.finished_ids
-        return [self.records[i].best_plan if i in self.records else None for i in ids]
+        return [
+            self.records[i].best_plan if i in self.records and decline_at(self.records[i]) is None else None
+            for i in ids
+        ]
+
+    def declines(self, ids: Sequence[str], budget: int | None = None) -> list[Abstention | None]:
+        """Each problem's decline within its first ``budget`` turns (:func:`decline_at`)."""
+        return [decline_at(self.records[i], budget) if i in self.records else None for i in ids]
 
 
 class _RunProblems(ProblemView):
@@ -797,7 +806,7 @@ def ensure_evaluation(run: RunData, *, reevaluate: bool = True) -> None:
     recorded = run.evaluation is not None
     try:
         bench = run.benchmark()
-        result = evaluate_plans(bench, run.problems(ids), run.best_plans(ids))
+        result = evaluate_finals(bench, run.problems(ids), run.best_plans(ids), run.declines(ids))
     except (ModuloError, NotImplementedError) as exc:
         if recorded:
             run.notes.append(f"evaluation.json scores errored or skipped problems and re-evaluation failed ({exc})")
@@ -835,6 +844,29 @@ def evaluate_pairs(bench: Benchmark, pairs: Iterable[tuple[Problem, PlanJSON | N
     """:func:`evaluate_plans` of (problem, plan) pairs, made one at a time in the worker thread."""
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="modulo-evaluate") as pool:
         return pool.submit(bench.evaluate_stream, pairs).result()
+
+
+def evaluate_finals(
+    bench: Benchmark,
+    problems: Iterable[Problem],
+    plans: Iterable[PlanJSON | None],
+    declines: Iterable[Abstention | None],
+) -> EvalResult:
+    """:func:`evaluate_plans` with each plan's decline (:attr:`~modulo.benchmark.FinalPlan.abstention`, None
+    where the planner did not decline): the benchmark's ``evaluate_final``, as the run scored them, so that a
+    decline is told from a problem with no plan read. Made one at a time in the worker thread."""
+    finals = (FinalPlan(p, plan, abstention=d) for p, plan, d in zip(problems, plans, declines, strict=True))
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="modulo-evaluate") as pool:
+        return pool.submit(bench.evaluate_final, finals).result()
+
+
+def decline_at(record: ProblemResult, budget: int | None = None) -> Abstention | None:
+    """The planner's decline that ends ``record`` within its first ``budget`` turns (None: all of them), or None
+    (it delivered a plan there, or none could be read)."""
+    found = record.abstention if record.outcome is Outcome.ABSTAINED else None
+    if found is None or (budget is not None and found.iteration >= budget):
+        return None
+    return found
 
 
 def eval_result_to_dict(result: EvalResult) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from ..errors import ModuloError
 from ..types import IterationRecord, Outcome, Usage
 from .budget import plan_at_budget
-from .load import RunData, evaluate_plans, outcome_of
+from .load import RunData, evaluate_finals, outcome_of
 from .markdown import num
 from .metrics import (
     Parts,
@@ -334,7 +334,8 @@ def first_vs_final(
     if changed:
         others = [ids[pos] for pos, _ in changed]
         try:
-            result = evaluate_plans(bench, run.problems(others), [plan for _, plan in changed])
+            firsts = [plan for _, plan in changed]
+            result = evaluate_finals(bench, run.problems(others), firsts, run.declines(others, budget=1))
         except (ModuloError, NotImplementedError):
             return None
         scored = passed_vector(result.per_problem, others)

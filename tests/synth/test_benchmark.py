@@ -16,9 +16,10 @@ from critics.synth.critics import CRITICS, entry_point_lines
 from critics.synth.families import get_family
 from critics.synth.family import Mutant
 from modulo import components
+from modulo.benchmark import FinalPlan
 from modulo.critic import Critic
 from modulo.errors import ConfigError, DataError, ModuloError, PlanFormatError
-from modulo.types import Problem
+from modulo.types import Abstention, Problem
 from tests.cli_support import invoke
 
 from .conftest import FAMILIES, bench
@@ -32,17 +33,32 @@ def test_evaluate_scores_solved_abstention_and_wrongful_abstention(family: str) 
     problems = b.load("generated")
     solvable = [p for p in problems if p.metadata["solvable"]]
     assert solvable and len(solvable) < len(problems)
-    perfect = [p.metadata["witness"] for p in problems]  # None on every unsolvable problem
-    res = b.evaluate(problems, perfect)
+    # the witness where there is one, a decline (confirmed by the benchmark's check) where there is none
+    confirmed = Abstention(reason="the constraints clash", iteration=0, verified=True)
+    perfect = [
+        FinalPlan(p, p.metadata["witness"], abstention=None if p.metadata["solvable"] else confirmed) for p in problems
+    ]
+    res = b.evaluate_final(perfect)
     assert res.metrics["success"] == 1.0 and res.metrics["solved"] == 1.0
     assert res.metrics["abstention_recall"] == 1.0 and res.metrics["wrongful_abstention"] == 0.0
     assert res.metrics["critic_z3_disagreements"] == 0.0
     assert [r["problem_id"] for r in res.per_problem] == [p.id for p in problems]
     assert {r["critic"] for r in res.tables["per_critic"]} <= set(get_family(family).critic_kinds)
 
-    lazy = b.evaluate(problems, [None] * len(problems))
+    lazy = b.evaluate_final([FinalPlan(p, None, abstention=confirmed) for p in problems])
     assert lazy.metrics["wrongful_abstention"] == 1.0 and lazy.metrics["solved"] == 0.0
     assert lazy.metrics["abstention_recall"] == 1.0 and lazy.metrics["delivery"] == 0.0
+    # a decline whose reason the benchmark refuted is still a decline, never a success
+    refuted = Abstention(reason="it is too hard", iteration=0, verified=False)
+    wrong = b.evaluate_final([FinalPlan(p, None, abstention=refuted) for p in problems])
+    assert wrong.metrics["abstention_recall"] == 1.0 and wrong.metrics["success"] == 0.0
+    # no plan and no decline (nothing could be read): a failure, not an abstention, whichever path scores it
+    for unread in (
+        b.evaluate(problems, [None] * len(problems)),
+        b.evaluate_final([FinalPlan(p, None) for p in problems]),
+    ):
+        assert unread.metrics["success"] == 0.0 and unread.metrics["delivery"] == 0.0
+        assert unread.metrics["abstention_recall"] == 0.0 and unread.metrics["wrongful_abstention"] == 0.0
 
     fam = get_family(family)
     broken = []
