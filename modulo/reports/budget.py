@@ -21,15 +21,17 @@ from typing import Any
 
 import numpy as np
 
+from ..benchmark import FinalPlan
 from ..errors import ModuloError, RunError
 from ..metacontroller import best_position
-from ..types import PlanJSON, ProblemResult, canonical_json, plan_fingerprint
-from .load import RunData, evaluate_pairs, evaluate_plans
+from ..types import Abstention, PlanJSON, ProblemResult, canonical_json, plan_fingerprint
+from .load import RunData, decline_at, evaluate_final_stream
 from .metrics import metric_parts
 
 CACHE_DIR = "report_cache"
 CACHE_FILE = "budget_curve.json"
-CACHE_VERSION = 3  # 2: ties go to the earliest plan; 3: the key hashes each problem's plans in turn
+#: 2: ties go to the earliest plan; 3: the key hashes each problem's plans in turn; 4: a decline is told from no plan
+CACHE_VERSION = 4
 
 
 def best_iteration_at(record: ProblemResult, k: int) -> int | None:
@@ -162,8 +164,12 @@ def budget_curve(run: RunData, *, max_k: int | None = None, use_cache: bool = Tr
         if values is None:
             values = []
             for k in range(1, top + 1):
-                plans = (plan_at_budget(run.records[pid], k) for pid in ids)
-                result = evaluate_plans(bench, problems, plans)
+                finals = (
+                    FinalPlan(problems[pos], plan, abstention=declined)
+                    for pos, pid in enumerate(ids)
+                    for plan, declined in [_at_budget(run.records[pid], k)]
+                )
+                result = evaluate_final_stream(bench, finals)
                 values.append(float(result.metrics[metric]))
             method = "per-budget"
     except (ModuloError, NotImplementedError, KeyError) as exc:
@@ -174,9 +180,28 @@ def budget_curve(run: RunData, *, max_k: int | None = None, use_cache: bool = Tr
     return BudgetCurve(run.name, metric, values, len(ids), method, *calls)
 
 
-def _plans_by_budget(record: ProblemResult, top: int) -> list[PlanJSON]:
-    """The plan at budget k = 1..top of one problem."""
-    return [plan_at_budget(record, k) for k in range(1, top + 1)]
+#: a problem's plan at some budget: the plan (None: none) and the planner's decline that ends it there
+Answer = tuple[PlanJSON, Abstention | None]
+
+
+def _at_budget(record: ProblemResult, k: int) -> Answer:
+    """What one problem delivers at budget k: its decline (no plan) when it declined within its first k turns,
+    as the run scores it, else its best plan of those turns."""
+    declined = decline_at(record, k)
+    return (None, declined) if declined is not None else (plan_at_budget(record, k), None)
+
+
+def _plans_by_budget(record: ProblemResult, top: int) -> list[Answer]:
+    """What one problem delivers at budget k = 1..top."""
+    return [_at_budget(record, k) for k in range(1, top + 1)]
+
+
+def _fingerprint(answer: Answer) -> str | None:
+    """An answer's identity among a problem's budgets: its plan's fingerprint, the decline's, None for no plan."""
+    plan, declined = answer
+    if declined is not None:
+        return f"declined:{declined.iteration}:{declined.verified}"
+    return None if plan is None else plan_fingerprint(plan)
 
 
 class _Pairs:
@@ -188,27 +213,27 @@ class _Pairs:
         self.problem = array("i")
         self.delivered = bytearray()
 
-    def add(self, pos: int, plans: list[PlanJSON]) -> list[str | None]:
-        """Note problem ``pos``'s plans by budget; their fingerprints (None: no plan)."""
-        fingerprints = [None if p is None else plan_fingerprint(p) for p in plans]
+    def add(self, pos: int, answers: list[Answer]) -> list[str | None]:
+        """Note problem ``pos``'s answers by budget; their fingerprints (None: no plan)."""
+        fingerprints = [_fingerprint(a) for a in answers]
         own: dict[str | None, int] = {}
         for k, fp in enumerate(fingerprints):
             if fp not in own:
                 own[fp] = len(self.problem)
                 self.problem.append(pos)
-                self.delivered.append(fp is not None)
+                self.delivered.append(answers[k][0] is not None)
             self.at_budget[k].append(own[fp])
         return fingerprints
 
 
-def _distinct(plans: list[PlanJSON]) -> Iterator[PlanJSON]:
-    """Each distinct plan of one problem's budgets, in the order :meth:`_Pairs.add` numbered them."""
+def _distinct(answers: list[Answer]) -> Iterator[Answer]:
+    """Each distinct answer of one problem's budgets, in the order :meth:`_Pairs.add` numbered them."""
     seen: set[str | None] = set()
-    for plan in plans:
-        fp = None if plan is None else plan_fingerprint(plan)
+    for answer in answers:
+        fp = _fingerprint(answer)
         if fp not in seen:
             seen.add(fp)
-            yield plan
+            yield answer
 
 
 def _by_pairs(
@@ -218,13 +243,13 @@ def _by_pairs(
     ``ids[i]`` is the id of ``problems[i]``; each problem and its record are read once, when scored."""
     top = len(pairs.at_budget)
 
-    def stream() -> Iterator[tuple[Any, PlanJSON]]:
+    def stream() -> Iterator[FinalPlan]:
         for pos, pid in enumerate(ids):
             problem = problems[pos]
-            for plan in _distinct(_plans_by_budget(run.records[pid], top)):
-                yield problem, plan
+            for plan, declined in _distinct(_plans_by_budget(run.records[pid], top)):
+                yield FinalPlan(problem, plan, abstention=declined)
 
-    result = evaluate_pairs(bench, stream())
+    result = evaluate_final_stream(bench, stream())
     if len(result.per_problem) != len(pairs.problem) or metric not in result.metrics:
         return None, ""
     if any(

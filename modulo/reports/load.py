@@ -856,6 +856,11 @@ def evaluate_finals(
     where the planner did not decline): the benchmark's ``evaluate_final``, as the run scored them, so that a
     decline is told from a problem with no plan read. Made one at a time in the worker thread."""
     finals = (FinalPlan(p, plan, abstention=d) for p, plan, d in zip(problems, plans, declines, strict=True))
+    return evaluate_final_stream(bench, finals)
+
+
+def evaluate_final_stream(bench: Benchmark, finals: Iterable[FinalPlan]) -> EvalResult:
+    """``bench.evaluate_final(finals)`` in the worker thread (see :func:`evaluate_plans`), made one at a time."""
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="modulo-evaluate") as pool:
         return pool.submit(bench.evaluate_final, finals).result()
 

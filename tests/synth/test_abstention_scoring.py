@@ -70,8 +70,56 @@ def test_declines_with_refuted_reasons_are_abstentions_but_not_successes(
     metrics = _summary(run_dir)
     assert metrics["success"] == 0.0 and metrics["abstention_recall"] == 1.0
     assert metrics["wrongful_abstention"] == 1.0 and metrics["delivery"] == 0.0
+    from modulo.reports import budget_curve
+
+    run = load_run(run_dir, light=True)
+    ensure_evaluation(run)
+    values = budget_curve(run, use_cache=False).values  # budgets 1 to the run's 10: a decline at the first turn
+    assert values and all(v == 0.0 for v in values)
     (run_dir / "evaluation.json").unlink()
     run = load_run(run_dir, light=True)
     ensure_evaluation(run)
     assert run.evaluation is not None
     assert {k: run.evaluation["metrics"][k] for k in metrics} == metrics
+
+
+def test_declines_with_confirmed_reasons_are_successes_in_the_run_the_report_and_the_budget_curve(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The benchmark's oracle script: Z3's plan on the solvable problem, a decline naming the unsat core on the
+    unsolvable ones (at the first turn). Success 100 % in the run; the report's re-evaluation, its budget
+    curve (every budget) and Direct (the first turns) score the declines as the run did."""
+    from modulo.reports import budget_curve
+    from modulo.reports.tables import first_vs_final
+
+    problems, script, run_dir = tmp_path / "p.jsonl", tmp_path / "s.json", tmp_path / "run"
+    synth = ["synth", "calendar", "--n", "6", "--unsolvable-fraction", "0.5", "--out", str(problems)]
+    assert run_main(capsys, *synth)[0] == 0
+    bench = ["bench", "synth/calendar", "oracle-script", "--problems", str(problems), "--out", str(script)]
+    assert run_main(capsys, *bench)[0] == 0
+    code, out, err = run_main(
+        capsys,
+        "run",
+        "benchmark=synth/calendar",
+        f"benchmark.path={problems}",
+        "metacontroller.check_unsolvable=false",
+        "user.abstain=true",
+        "llm=scripted",
+        f"llm.script={script}",
+        "reformulator=parser",
+        f"run.dir={run_dir}",
+        "run.report=false",
+    )
+    assert code == 0, out + err
+    metrics = _summary(run_dir)
+    assert metrics["success"] == 1.0 and metrics["abstention_recall"] == 1.0 and metrics["delivery"] < 1.0
+    run = load_run(run_dir, light=True)
+    ensure_evaluation(run)
+    curve = budget_curve(run, use_cache=False)
+    assert curve.values and all(v == 1.0 for v in curve.values)
+    test = first_vs_final(run, n_resamples=100)
+    assert test is not None and test.rate_a == 1.0 and test.rate_b == 1.0
+    (run_dir / "evaluation.json").unlink()
+    again = load_run(run_dir, light=True)
+    ensure_evaluation(again)
+    assert again.evaluation is not None and again.evaluation["metrics"]["success"] == 1.0
