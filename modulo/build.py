@@ -72,6 +72,13 @@ class Session(BoundRun):
         cost figure of the run is then a lower bound (see :meth:`LLMClient.unknown_cost_models`)."""
         return unknown_cost_models(self.loop)
 
+    def pays_for(self, run: str) -> None:
+        """Mark the replies this run's model clients store as paid by ``run`` (see :meth:`LLMClient.pays_for`)."""
+        for client in (self.llm, self.loop.user_llm):
+            mark = getattr(client, "pays_for", None)
+            if mark is not None:
+                mark(run)
+
     async def aclose(self) -> None:
         self.loop.executor.close()
         await self.loop.generator.aclose()  # model clients a generator opened itself (a judge on another backend)

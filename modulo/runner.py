@@ -241,6 +241,7 @@ async def run_session(
     previous = run_dir.prepare_digests(
         session.info, config_yaml, lambda r: digests.spool.append(Finished.of(r, judged_here=False))
     )
+    session.pays_for(run_dir.identity)  # a reply this run paid for before an interruption is spent, not saved
     spent = 0.0
     usage = Usage()  # of the problems finished in this run directory (the summary's usage)
     state = RunState(total=len(problems))

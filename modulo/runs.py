@@ -251,6 +251,9 @@ class RunDir:
     def __init__(self, path: Path, *, extra_files: dict[str, str] | None = None) -> None:
         self.path = Path(path)
         self.extra_files = dict(extra_files or {})
+        #: the run's identity across its processes (its directory and when its first process started it),
+        #: known once :meth:`prepare_digests` has opened the directory
+        self.identity = ""
         self._lock = threading.Lock()
 
     @property
@@ -287,6 +290,7 @@ class RunDir:
                     "use another run.dir"
                 )
             info = info.model_copy(update={"created": old.created or info.created, "legacy": old.legacy})
+        self.identity = f"{self.path.resolve()}@{info.created}"
         # info.to_json()'s text (a scripted backend's replies, recorded with its arguments, are megabytes)
         _atomic_write(info_path, _json_pieces(info.model_dump(mode="json"), long_texts=True))
         _atomic_write(self.path / "config.yaml", config_yaml)

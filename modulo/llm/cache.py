@@ -52,9 +52,13 @@ TEXTS_KEPT = 4
 
 _INSERT = (
     "INSERT OR IGNORE INTO responses (key, backend, model, text, finish_reason, input_tokens, output_tokens, "
-    "request, created, tool_calls, request_texts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "request, created, tool_calls, request_texts, payer) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _INSERT_TEXT = "INSERT OR IGNORE INTO texts (id, text) VALUES (?, ?)"
+_SELECT = (
+    "SELECT key, backend, model, text, finish_reason, input_tokens, output_tokens, created, tool_calls, payer "
+    "FROM responses WHERE key = ?"
+)
 #: the texts stored once for the requests that hold them (a problem's prompt, the members of a run's requests)
 _TEXTS = """
 CREATE TABLE IF NOT EXISTS texts (
@@ -74,7 +78,8 @@ CREATE TABLE IF NOT EXISTS responses (
     request TEXT NOT NULL,
     created REAL NOT NULL,
     tool_calls TEXT,
-    request_texts TEXT
+    request_texts TEXT,
+    payer TEXT
 )
 """
 
@@ -91,6 +96,9 @@ class CachedResponse:
     created: float
     #: the tool calls of the reply, as a JSON list (None: a plain reply)
     tool_calls: str | None = None
+    #: who paid for the reply (the client's :attr:`~modulo.llm.client.LLMClient.payer`: its run, then its
+    #: process); None: not said (a put without it, or a cache written before payers were stored)
+    payer: str | None = None
 
 
 class ResponseCache:
@@ -146,8 +154,9 @@ class ResponseCache:
         conn.execute(_SCHEMA)
         columns = {row[1] for row in conn.execute("PRAGMA table_info(responses)")}
         # tool_calls: a cache written before tool calling existed; request_texts: before requests were stored
-        # in pieces (another process opening the same old file may add a column first: it is there then)
-        for column in ("tool_calls", "request_texts"):
+        # in pieces; payer: before payers were (another process opening the same old file may add a column
+        # first: it is there then)
+        for column in ("tool_calls", "request_texts", "payer"):
             if column not in columns:
                 try:
                     conn.execute(f"ALTER TABLE responses ADD COLUMN {column} TEXT")
@@ -186,22 +195,20 @@ class ResponseCache:
             return None
         with lock:
             try:
-                row = conn.execute(
-                    "SELECT key, backend, model, text, finish_reason, input_tokens, output_tokens, created, "
-                    "tool_calls FROM responses WHERE key = ?",
-                    (key,),
-                ).fetchone()
+                row = conn.execute(_SELECT, (key,)).fetchone()
             except sqlite3.OperationalError as exc:
                 if "no such table" in str(exc):
                     return None
-                if "no such column" in str(exc):  # an old cache opened read-only: it holds no tool calls
-                    row = conn.execute(
-                        "SELECT key, backend, model, text, finish_reason, input_tokens, output_tokens, created "
-                        "FROM responses WHERE key = ?",
-                        (key,),
-                    ).fetchone()
-                else:
+                if "no such column" not in str(exc):
                     raise
+                # an old cache opened read-only: the columns it has of those added since (tool calls, payer)
+                present = {r[1] for r in conn.execute("PRAGMA table_info(responses)")}
+                extra = [c for c in ("tool_calls", "payer") if c in present]
+                fields = "key, backend, model, text, finish_reason, input_tokens, output_tokens, created"
+                found = conn.execute(
+                    f"SELECT {', '.join([fields, *extra])} FROM responses WHERE key = ?", (key,)
+                ).fetchone()
+                return None if found is None else CachedResponse(*found[:8], **dict(zip(extra, found[8:], strict=True)))
         if row is None:
             return None
         return CachedResponse(*row)
@@ -225,6 +232,7 @@ class ResponseCache:
         output_tokens: int,
         tool_calls: str | None = None,
         messages_json: bytes | Sequence[bytes] | None = None,
+        payer: str | None = None,
     ) -> tuple[tuple[Any, ...], list[_Text]]:
         """The row a put inserts, and the texts it refers to. ``messages_json``: the request's messages as
         :meth:`LLMRequest.stored_json` would write them, when the caller has them at hand (whole, or in pieces
@@ -232,7 +240,7 @@ class ResponseCache:
         payload, refs, texts = self._pieces(request, messages_json)
         text = redact(text)  # the client scrubbed it already; the cache is a writer all the same
         row = (key, backend, model, text, finish_reason, input_tokens, output_tokens, payload, time.time(), tool_calls)
-        return (*row, refs), texts
+        return (*row, refs, payer), texts
 
     def _pieces(
         self, request: LLMRequest, messages_json: bytes | Sequence[bytes] | None

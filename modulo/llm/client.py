@@ -34,6 +34,7 @@ import json
 import logging
 import random
 import time
+import uuid
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -262,6 +263,9 @@ class LLMClient:
         self.backend_calls = 0
         #: models seen without a price (their dollars count as zero)
         self.unpriced_models: set[str] = set()
+        #: the run this client's fresh calls are paid for (:meth:`pays_for`), and this process's own mark
+        self._run: str | None = None
+        self._process = uuid.uuid4().hex
         self._prices: dict[str, Price | None] = {}
         self._usage = UsageTally()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -310,6 +314,25 @@ class LLMClient:
                     model,
                 )
         return price
+
+    def pays_for(self, run: str) -> None:
+        """Mark the replies this client stores in the response cache as paid by ``run`` (a run's identity,
+        the same in every process of it): a reply of this run's earlier process (killed while a problem was
+        being solved, or a problem run again) is paid, not saved, when the cache answers it here."""
+        self._run = run
+
+    @property
+    def payer(self) -> str | None:
+        """Who pays for this client's fresh calls, as the cache stores it (this process, then the run)."""
+        return None if self._run is None else f"{self._process}:{self._run}"
+
+    def _paid_by_this_run(self, payer: str | None) -> bool:
+        """Whether a cached reply was paid for by this run in another of its processes (its dollars are then
+        the run's spending: no record of that process counted them, the problem that paid them never ended)."""
+        if payer is None or self._run is None:
+            return False
+        process, _, run = payer.partition(":")
+        return run == self._run and process != self._process
 
     def unknown_cost_models(self) -> list[str]:
         """The models whose dollars this client cannot count (none for a free backend): those its calls
@@ -391,12 +414,14 @@ class LLMClient:
                 hit = None
             if hit is not None:
                 would_cost = self._cost(hit.model or request.model, hit.input_tokens, hit.output_tokens)
+                paid = self._paid_by_this_run(hit.payer)  # by this run before it was interrupted: spent, not saved
                 usage = Usage(
                     calls=1,
                     cached_calls=1,
                     input_tokens=hit.input_tokens,
                     output_tokens=hit.output_tokens,
-                    cached_cost_usd=would_cost,
+                    cost_usd=would_cost if paid else 0.0,
+                    cached_cost_usd=0.0 if paid else would_cost,
                 )
                 call = LLMCall(
                     stage=stage,
@@ -486,6 +511,7 @@ class LLMClient:
             try:
                 await self.cache.put(
                     key,
+                    payer=self.payer,
                     backend=self.backend_name,
                     request=request,
                     # the pieces its key was hashed from (None: no longer at hand), joined by the writing thread

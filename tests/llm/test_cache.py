@@ -434,3 +434,79 @@ def test_one_thread_writes_the_puts_in_turn_and_each_put_returns_once_stored(tmp
     reopened = ResponseCache(tmp_path / "c.sqlite")
     assert len(reopened) == 20 + 5 + 2 + 3 + 10
     reopened.close()
+
+
+async def test_a_reply_this_run_paid_for_in_an_earlier_process_is_spent_not_saved(
+    provider: ProviderFactory, tmp_path: Path
+) -> None:
+    """A reply stored by this run in another of its processes (a problem killed before its record, run again
+    on resume) was paid by the run: answered from the cache it counts as spent, not as saved. A reply stored
+    by this very process, by another run, or with no payer is saved, as before."""
+    fake = provider(["an answer"])
+    settings = openai_settings(fake)
+    first = build_client(settings, cache_mode="read-write", cache_dir=tmp_path)
+    first.pays_for("run-A")
+    try:
+        paid = await first.call(request("Plan Rome."), "generate")
+        same_process = await first.call(request("Plan Rome."), "generate")
+    finally:
+        await first.aclose()
+    cost = paid.usage.cost_usd
+    assert cost > 0 and same_process.cached and same_process.usage.cost_usd == 0.0
+    for run, spent in (("run-A", True), ("run-B", False), (None, False)):
+        later = build_client(settings, cache_mode="read-write", cache_dir=tmp_path)  # another process
+        if run is not None:
+            later.pays_for(run)
+        try:
+            hit = await later.call(request("Plan Rome."), "generate")
+        finally:
+            await later.aclose()
+        assert hit.cached and hit.usage.cached_calls == 1, run
+        assert hit.usage.cost_usd == pytest.approx(cost if spent else 0.0), run
+        assert hit.usage.cached_cost_usd == pytest.approx(0.0 if spent else cost), run
+    assert fake.stats().requests == 1
+
+
+def test_a_run_killed_before_a_problems_record_counts_what_that_problem_paid(
+    provider: ProviderFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same run twice: once straight through, once with its last problem's record lost (the process killed
+    after the problem's calls, before its record) and resumed. The resumed run's problem is answered from the
+    cache; the run's spending is the same as the straight run's, not less with the rest under "cache saved"."""
+    import json
+
+    from modulo.build import build_session
+    from modulo.config import ModuloConfig
+    from modulo.runner import run_session
+    from modulo.runs import RunDir
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-only")
+    fake = provider([json.dumps({"schedule": []})] * 12)
+
+    def run(name: str) -> dict[str, float]:
+        cfg = ModuloConfig()
+        cfg.benchmark.name = "synth/tasks"
+        cfg.benchmark.args = {"n": 3}
+        cfg.generator.prompt = "json"
+        cfg.reformulator.mode = "none"
+        cfg.metacontroller.max_iterations = 2
+        cfg.llm.name = "openai"
+        cfg.llm.model = "gpt-4o-mini"
+        cfg.llm.base_url = fake.openai_base_url
+        cfg.cache.mode = "read-write"
+        cfg.cache.dir = str(tmp_path / f"{name}-cache")
+        cfg.run.concurrency = 1
+        cfg.run.progress = False
+        cfg.run.report = False
+        result = asyncio.run(run_session(build_session(cfg), RunDir(tmp_path / name)))
+        usage: dict[str, float] = result.summary["usage"]
+        return usage
+
+    straight = run("straight")
+    run("killed")
+    records = tmp_path / "killed" / "records.jsonl"
+    lines = records.read_text(encoding="utf-8").splitlines(keepends=True)
+    records.write_text("".join(lines[:-1]), encoding="utf-8")  # the last problem's record never written
+    resumed = run("killed")
+    assert resumed["cached_calls"] > 0 and straight["cached_calls"] == 0
+    assert resumed["cost_usd"] == pytest.approx(straight["cost_usd"]) and resumed["cached_cost_usd"] == 0.0

@@ -109,7 +109,7 @@ def test_an_old_cache_file_is_read_and_written(tmp_path: Path, tool_calls: bool)
     read_only = ResponseCache(path, readonly=True)
     assert dict(read_only.requests()) == {old.key("b"): old.stored_json()}
     hit = read_only.get_sync(old.key("b"))
-    assert hit is not None and hit.text == "old reply" and hit.tool_calls is None
+    assert hit is not None and hit.text == "old reply" and hit.tool_calls is None and hit.payer is None
     read_only.close()
 
     cache = ResponseCache(path)
@@ -118,7 +118,10 @@ def test_an_old_cache_file_is_read_and_written(tmp_path: Path, tool_calls: bool)
     assert dict(cache.requests()) == {r.key("b"): r.stored_json() for r in [old, *new]}
     hit = cache.get_sync(old.key("b"))
     assert hit is not None and hit.text == "old reply"  # the first writer's, kept
+    assert hit.payer is None  # stored before payers were: saved, whoever reads it
     cache.close()
+    with sqlite3.connect(path) as columns:
+        assert "payer" in {row[1] for row in columns.execute("PRAGMA table_info(responses)")}
     # an older writer (its own columns named) still writes into the file; its rows are read whole
     conn = sqlite3.connect(path)
     other = request("written by an older version " * 200)

@@ -357,7 +357,7 @@
   function callsTable(calls, T) {
     return el("table", { class: "calls" },
       el("tr", {}, ["stage", "model", "cache", "faults", "finish", "tokens in/out", "cost", "seconds", "messages and reply"].map((h) => el("th", {}, h))),
-      calls.map((c) => el("tr", {}, el("td", {}, c.stage), el("td", {}, c.model), el("td", {}, c.cached ? "hit (free; would have cost " + fmtUsd(c.usage.cached_cost) + ")" : "miss"),
+      calls.map((c) => el("tr", {}, el("td", {}, c.stage), el("td", {}, c.model), el("td", {}, !c.cached ? "miss" : c.usage.cost > 0 ? "hit (paid by this run before an interruption)" : "hit (free; would have cost " + fmtUsd(c.usage.cached_cost) + ")"),
         el("td", {}, c.faults.length ? c.faults.map((f) => el("div", { class: "fault" }, `${f.kind} (attempt ${f.attempt}${f.stage ? ", " + f.stage : ""}): ${f.message}`)) : "none"),
         el("td", {}, c.finish_reason || "-"), el("td", { class: "num" }, `${fmtInt(c.usage.tokens_in)} / ${fmtInt(c.usage.tokens_out)}`),
         el("td", { class: "num" }, fmtUsd(c.usage.cost)), el("td", { class: "num" }, c.seconds.toFixed(2)),
