@@ -145,6 +145,9 @@ def build_story(run: RunData, problem_id: str, *, show_prompt: bool = False, sho
         f"model: {run.model}; critics: {', '.join(run.critics) or '-'}; critic source: {run.critic_source}",
         f"usage: {usage_text(rec.usage)}; {rec.seconds:.1f} s",
     ]
+    unpriced = [str(m) for m in (run.summary or {}).get("unpriced_models") or []]
+    if unpriced:  # its calls counted $0: the dollars above are a lower bound
+        summary.append(f"cost: at least the dollars above: no price known for {', '.join(unpriced)}")
     if rec.user is not None or rec.questions or rec.updates or rec.pending_updates:
         summary.append(
             f"user: {rec.user or 'none'}; turns {rec.turns}, questions {rec.questions} "

@@ -31,6 +31,19 @@ def test_story_of_a_certified_problem(tmp_path: Path, make_run: Any, run_a_plans
     assert '--- iteration 0\n+++ iteration 1\n@@ -1,3 +1,3 @@\n {\n-  "x": 1\n+  "x": 2\n }' in text
     assert "critics accepting: 4/4 (certified)" in text
     assert "usage: 2 call(s) (1 cache hit(s), 0 failed), 100 tokens in, 20 out, $0.0100" in text
+    assert "no price known" not in text
+
+
+def test_story_of_a_run_whose_model_has_no_price_says_the_dollars_are_a_lower_bound(
+    tmp_path: Path, make_run: Any, run_a_plans: Any
+) -> None:
+    import json
+
+    run_dir = make_run(tmp_path / "a", run_a_plans)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    (run_dir / "summary.json").write_text(json.dumps({**summary, "unpriced_models": ["mystery-model-xyz"]}))
+    text = render_plain(build_story(load_run(run_dir), "p0"))
+    assert "cost: at least the dollars above: no price known for mystery-model-xyz" in text
 
 
 def test_story_flips_in_both_directions_and_repeats(tmp_path: Path, make_run: Any, run_a_plans: Any) -> None:
