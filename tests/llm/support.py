@@ -31,3 +31,24 @@ def anthropic_settings(fake: FakeProvider, **overrides: Any) -> LLMSettings:
 def request(text: str = "Plan a trip to Rome.", *, problem: str | None = None, **fields: Any) -> LLMRequest:
     tags = {"problem_id": problem} if problem is not None else {}
     return LLMRequest(messages=(Message(role="user", content=text),), tags=tags, **fields)
+
+
+def synth_config(fake: FakeProvider, model: str, *, n: int, max_iterations: int, cache_dir: Any = None) -> Any:
+    """A ModuloConfig: ``n`` synth/tasks problems planned in JSON by ``model`` behind the fake provider's
+    OpenAI API (the response cache in ``cache_dir``, off without one), no progress bar, no report."""
+    from modulo.config import ModuloConfig
+
+    cfg = ModuloConfig()
+    cfg.benchmark.name = "synth/tasks"
+    cfg.benchmark.args = {"n": n}
+    cfg.generator.prompt = "json"
+    cfg.reformulator.mode = "none"
+    cfg.metacontroller.max_iterations = max_iterations
+    cfg.llm.name = "openai"
+    cfg.llm.model = model
+    cfg.llm.base_url = fake.openai_base_url
+    cfg.cache.mode = "read-write" if cache_dir is not None else "off"
+    cfg.cache.dir = str(cache_dir) if cache_dir is not None else None
+    cfg.run.progress = False
+    cfg.run.report = False
+    return cfg

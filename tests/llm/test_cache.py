@@ -15,7 +15,7 @@ from modulo.llm.cache import CACHE_FILE, ResponseCache
 from modulo.llm.client import build_client
 from modulo.llm.pricing import PRICES
 
-from .support import ProviderFactory, openai_settings, request
+from .support import ProviderFactory, openai_settings, request, synth_config
 
 
 async def test_hit_makes_no_request_and_reports_would_have_cost(provider: ProviderFactory, tmp_path: Path) -> None:
@@ -476,7 +476,6 @@ def test_a_run_killed_before_a_problems_record_counts_what_that_problem_paid(
     import json
 
     from modulo.build import build_session
-    from modulo.config import ModuloConfig
     from modulo.runner import run_session
     from modulo.runs import RunDir
 
@@ -484,20 +483,8 @@ def test_a_run_killed_before_a_problems_record_counts_what_that_problem_paid(
     fake = provider([json.dumps({"schedule": []})] * 12)
 
     def run(name: str) -> dict[str, float]:
-        cfg = ModuloConfig()
-        cfg.benchmark.name = "synth/tasks"
-        cfg.benchmark.args = {"n": 3}
-        cfg.generator.prompt = "json"
-        cfg.reformulator.mode = "none"
-        cfg.metacontroller.max_iterations = 2
-        cfg.llm.name = "openai"
-        cfg.llm.model = "gpt-4o-mini"
-        cfg.llm.base_url = fake.openai_base_url
-        cfg.cache.mode = "read-write"
-        cfg.cache.dir = str(tmp_path / f"{name}-cache")
+        cfg = synth_config(fake, "gpt-4o-mini", n=3, max_iterations=2, cache_dir=tmp_path / f"{name}-cache")
         cfg.run.concurrency = 1
-        cfg.run.progress = False
-        cfg.run.report = False
         result = asyncio.run(run_session(build_session(cfg), RunDir(tmp_path / name)))
         usage: dict[str, float] = result.summary["usage"]
         return usage

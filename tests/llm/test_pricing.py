@@ -13,7 +13,7 @@ from modulo.llm.client import build_client
 from modulo.llm.faults import error_for_status, parse_retry_after, redact
 from modulo.llm.pricing import PRICES, Price, lookup_price
 
-from .support import ProviderFactory, openai_settings, request
+from .support import ProviderFactory, openai_settings, request, synth_config
 
 
 def test_exact_and_longest_prefix_matches() -> None:
@@ -112,26 +112,13 @@ def test_a_run_with_an_unpriced_model_says_its_cost_is_unknown_not_zero(
 
     from modulo.build import build_session
     from modulo.cli.console import print_result
-    from modulo.config import ModuloConfig
     from modulo.reports import ReportOptions, build_report
     from modulo.runner import run_session
     from modulo.runs import RunDir
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-only")
     fake = provider([json.dumps({"schedule": []})] * 4)
-    cfg = ModuloConfig()
-    cfg.benchmark.name = "synth/tasks"
-    cfg.benchmark.args = {"n": 2}
-    cfg.generator.prompt = "json"
-    cfg.reformulator.mode = "none"
-    cfg.metacontroller.max_iterations = 1
-    cfg.llm.name = "openai"
-    cfg.llm.model = "mystery-model-xyz"
-    cfg.llm.base_url = fake.openai_base_url
-    cfg.cache.mode = "off"
-    cfg.run.progress = False
-    cfg.run.report = False
-    session = build_session(cfg)
+    session = build_session(synth_config(fake, "mystery-model-xyz", n=2, max_iterations=1))
     result = asyncio.run(run_session(session, RunDir(tmp_path / "run")))
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["unpriced_models"] == ["mystery-model-xyz"] and summary["usage"]["calls"] == 2
