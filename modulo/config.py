@@ -69,12 +69,8 @@ def _describe(model: type[BaseModel], prefix: str, exc: ValidationError) -> str:
         key = ".".join([prefix, *(str(p) for p in loc)] if prefix else [str(p) for p in loc]) or prefix
         kind, ctx, value = err["type"], err.get("ctx") or {}, err.get("input")
         if kind == "extra_forbidden":
-            known = _fields_at(model, loc[:-1]) or []
-            hits = _suggest(str(loc[-1]), known)
-            hint = f" Did you mean {' or '.join(repr(h) for h in hits)}?" if hits else ""
-            parent = key.rpartition(".")[0]
-            keys = f"Keys of {parent}: " if parent else "Known keys: "
-            lines.append(f"unknown configuration key {key!r}.{hint} {keys}{', '.join(known)}")
+            parent, _, name = key.rpartition(".")
+            lines.append(str(_unknown_key(parent, name, _fields_at(model, loc[:-1]) or [])))
         elif kind == "literal_error":
             allowed = [a.strip().strip("'") for a in str(ctx.get("expected", "")).replace(" or ", ", ").split(",")]
             lines.append(f"{key} must be one of {', '.join(allowed)}, not {value!r}")
@@ -95,6 +91,15 @@ def _describe(model: type[BaseModel], prefix: str, exc: ValidationError) -> str:
     return "; ".join(lines)
 
 
+def _unknown_key(parent: str, name: str, known: list[str]) -> InvalidSettings:
+    """The refusal of key ``name`` under ``parent`` (a dotted section, "" at the top), naming the ``known`` keys."""
+    hits = _suggest(name, known)
+    hint = f" Did you mean {' or '.join(repr(h) for h in hits)}?" if hits else ""
+    full = f"{parent}.{name}" if parent else name
+    keys = f"Keys of {parent}: " if parent else "Known keys: "
+    return InvalidSettings(f"unknown configuration key {full!r}.{hint} {keys}{', '.join(known)}")
+
+
 def check_override_key(key: str) -> None:
     """Refuse a dotted override key (``metacontroller.max_iteration``) that names no field of a section
     with a fixed set of keys, as :func:`_describe` refuses it in a config file, before Hydra composes
@@ -107,13 +112,7 @@ def check_override_key(key: str) -> None:
             return
         info = current.model_fields.get(part)
         if info is None:
-            known = sorted(current.model_fields)
-            hits = _suggest(part, known)
-            hint = f" Did you mean {' or '.join(repr(h) for h in hits)}?" if hits else ""
-            parent = ".".join(parts[:depth])
-            keys = f"Keys of {parent}: " if parent else "Known keys: "
-            full = ".".join(parts[: depth + 1])
-            raise InvalidSettings(f"unknown configuration key {full!r}.{hint} {keys}{', '.join(known)}")
+            raise _unknown_key(".".join(parts[:depth]), part, sorted(current.model_fields))
         sub = info.annotation
         if not (isinstance(sub, type) and issubclass(sub, BaseModel)):
             return
@@ -138,12 +137,7 @@ class Section(BaseModel):
         """A key set in Python that the section does not have is refused like a misspelt override
         (values are checked again by ``build_session``)."""
         if not name.startswith("_") and name not in type(self).model_fields:
-            known = sorted(type(self).model_fields)
-            key = f"{self.section}.{name}" if self.section else name
-            hits = _suggest(name, known)
-            hint = f" Did you mean {' or '.join(repr(h) for h in hits)}?" if hits else ""
-            keys = f"Keys of {self.section}: " if self.section else "Known keys: "
-            raise InvalidSettings(f"unknown configuration key {key!r}.{hint} {keys}{', '.join(known)}")
+            raise _unknown_key(self.section, name, sorted(type(self).model_fields))
         super().__setattr__(name, value)
 
 
