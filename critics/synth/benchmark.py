@@ -596,7 +596,7 @@ class _Rates:
     def add(self, row: dict[str, Any]) -> None:
         self.n += 1
         self.passed += bool(row["passed"])
-        self.delivered += bool(row.get("delivered", not row["abstained"]))  # rows made before "delivered": a plan
+        self.delivered += bool(row["delivered"])
         if row["solvable"]:
             self.solvable += 1
             self.solvable_passed += bool(row["passed"])
