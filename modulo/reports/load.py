@@ -842,8 +842,13 @@ def evaluate_plans(bench: Benchmark, problems: Iterable[Problem], plans: Iterabl
 
 def evaluate_pairs(bench: Benchmark, pairs: Iterable[tuple[Problem, PlanJSON | None]]) -> EvalResult:
     """:func:`evaluate_plans` of (problem, plan) pairs, made one at a time in the worker thread."""
+    return _in_worker(bench.evaluate_stream, pairs)
+
+
+def _in_worker(evaluate: Callable[[Any], EvalResult], items: Any) -> EvalResult:
+    """``evaluate(items)`` in a worker thread of its own (see :func:`evaluate_plans`), its exception raised here."""
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="modulo-evaluate") as pool:
-        return pool.submit(bench.evaluate_stream, pairs).result()
+        return pool.submit(evaluate, items).result()
 
 
 def evaluate_finals(
@@ -861,8 +866,7 @@ def evaluate_finals(
 
 def evaluate_final_stream(bench: Benchmark, finals: Iterable[FinalPlan]) -> EvalResult:
     """``bench.evaluate_final(finals)`` in the worker thread (see :func:`evaluate_plans`), made one at a time."""
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="modulo-evaluate") as pool:
-        return pool.submit(bench.evaluate_final, finals).result()
+    return _in_worker(bench.evaluate_final, finals)
 
 
 def decline_at(record: ProblemResult, budget: int | None = None) -> Abstention | None:
