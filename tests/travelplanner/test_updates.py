@@ -189,3 +189,27 @@ def test_a_local_constraint_added_to_an_easy_query_is_in_the_hard_micro_denomina
     assert sum(total for _, total in counted) == 2 * len(easy)  # the budget and the house rule of each
     assert 0.0 <= result.metrics["hard_micro"] <= 1.0
     assert result.metrics["hard_micro"] == sum(p for p, _ in counted) / (2 * len(easy))
+
+
+def test_a_whole_split_with_an_added_constraint_is_not_scored_over_eval_pys_total(
+    tp: TravelPlanner, annotated: list[tuple[Problem, list[dict[str, Any]]]]
+) -> None:
+    """The whole train split with a house rule and a room type added to every query: eval.py's hard-coded
+    105 counts the official rows' constraints only, so the hard micro rate would read 113%."""
+    add = {"house_rule": "pets", "room_type": "entire room"}
+    updated = [tp.apply_update(p, ProblemUpdate(add=add)) for p, _ in annotated]
+    result = tp.evaluate(updated, [plan for _, plan in annotated], mode="official")
+    counted = [row["hard_micro"] for row in result.per_problem]
+    total = sum(t for _, t in counted)
+    assert total > 105
+    assert result.tables["denominators"][0]["hard_total"] == total
+    assert result.metrics["hard_micro"] == sum(p for p, _ in counted) / total <= 1.0
+    assert "computed from the queries" in result.tables["denominators"][0]["source"]
+    # the official rows themselves keep eval.py's figures
+    plain = tp.evaluate([p for p, _ in annotated], [plan for _, plan in annotated], mode="official")
+    assert plain.tables["denominators"][0] == {
+        "n": 45,
+        "commonsense_total": 360,
+        "hard_total": 105,
+        "source": "eval.py (train)",
+    }
