@@ -12,7 +12,7 @@ from typing import Any
 
 from .checks import HOUSE_RULE_TEXT, MEALS, CheckResult, ceil_div, money, query_dates
 from .checks import people as people_text
-from .store import Accommodation, Restaurant, Store
+from .store import Accommodation, Attraction, Restaurant, Store
 from .text import is_blank, normalise, split_attractions, strict_current_city, strict_name_city
 
 Query = Mapping[str, Any]
@@ -196,13 +196,30 @@ def _sandbox(store: Store, query: Query, plan: Any, result: CheckResult) -> str 
             "Write every entry as '<name>, <city>' exactly as the reference information lists it, with nothing "
             "after the city (no cost or notes)."
         )
+    hint: str | None = None
     if kind == "restaurant" or d.get("field") in MEALS:
-        return restaurant_hint(store, query, plan, city)
-    if kind == "attraction" or d.get("field") == "attraction":
-        return attraction_hint(store, query, plan, city)
-    if kind == "accommodation" or d.get("field") == "accommodation":
-        return accommodation_hint(store, query, plan, city)
-    return None
+        hint = restaurant_hint(store, query, plan, city)
+    elif kind == "attraction" or d.get("field") == "attraction":
+        hint = attraction_hint(store, query, plan, city)
+    elif kind == "accommodation" or d.get("field") == "accommodation":
+        hint = accommodation_hint(store, query, plan, city)
+    near = near_name(store, kind, d.get("name"), city)
+    return " ".join(filter(None, (near, hint))) or None
+
+
+def near_name(store: Store, kind: Any, name: Any, city: str) -> str | None:
+    """"Did you mean ...?": the first listing of ``city`` whose name contains ``name`` (which names no
+    listing exactly), for an entry of a restaurant, an attraction or an accommodation."""
+    if not isinstance(name, str) or not name:
+        return None
+    rows: tuple[Restaurant | Attraction | Accommodation, ...] = ()
+    if kind == "restaurant":
+        rows = store.match_restaurants(name, city)
+    elif kind == "attraction":
+        rows = store.match_attractions(name, city)
+    elif kind == "accommodation":
+        rows = store.match_accommodations(name, city)
+    return f"Did you mean {rows[0].name!r}?" if rows else None
 
 
 def _minimum_nights(store: Store, query: Query, plan: Any, result: CheckResult) -> str | None:

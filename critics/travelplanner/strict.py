@@ -399,31 +399,26 @@ def _within_sandbox_day(r: PlanReading, d: DayReading, date: str | None) -> Chec
             continue
         name, city = d.entry(value, field)
         if not r.restaurants(value):
-            return _not_found("restaurant", store.match_restaurants(name, city), day, field, value, name, city)
+            return _not_found("restaurant", day, field, value, name, city)
     attractions = d.filled("attraction")
     if attractions is not None:
         for piece in split_attractions(attractions):
             name, city = d.entry(piece, "attraction")
             if not r.attractions(piece):
-                return _not_found(
-                    "attraction", store.match_attractions(name, city), day, "attraction", piece, name, city
-                )
+                return _not_found("attraction", day, "attraction", piece, name, city)
     stay = d.filled("accommodation")
     if stay is not None:
         name, city = d.entry(stay, "accommodation")
         if not r.accommodations(stay):
-            return _not_found(
-                "accommodation", store.match_accommodations(name, city), day, "accommodation", stay, name, city
-            )
+            return _not_found("accommodation", day, "accommodation", stay, name, city)
     return None
 
 
-def _not_found(
-    kind: str, near: tuple[Any, ...], day: int, field: str, value: str, name: str, city: str
-) -> CheckOutcome:
-    close = f" Did you mean {near[0].name!r}?" if near else ""
+def _not_found(kind: str, day: int, field: str, value: str, name: str, city: str) -> CheckOutcome:
+    """The entry names no row exactly. The listing whose name contains ``name`` is a database value the
+    plan lacks: only a hint names it (:func:`critics.travelplanner.hints.near_name`)."""
     return _fail(
-        f"Day {day} {field} {value!r}: there is no {kind} named exactly {name!r} in {city}.{close}",
+        f"Day {day} {field} {value!r}: there is no {kind} named exactly {name!r} in {city}.",
         day=day,
         field=field,
         value=value,

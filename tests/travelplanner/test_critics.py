@@ -111,6 +111,25 @@ def test_sandbox_feedback_names_the_made_up_restaurant(
         assert verdict.hint and "Restaurants in Rockford" in verdict.hint
 
 
+def test_explain_feedback_names_no_listing_the_plan_lacks(
+    tp: TravelPlanner, train1: tuple[Problem, list[dict[str, Any]]]
+) -> None:
+    """A strict sandbox failure on a part of a name ('a, Rockford') must not complete it from the database
+    ("Did you mean 'Coco Bambu'?") at the explain level: that is a restaurant the plan does not name."""
+    problem, plan = train1
+    changed = copy.deepcopy(plan)
+    changed[1]["breakfast"] = "a, Rockford"
+    near = tp.store.match_restaurants("a", "Rockford")[0].name
+    explained = bound("within_sandbox", tp)(problem, changed)
+    assert not explained.passed and explained.hint is None
+    assert near not in explained.feedback and "Did you mean" not in explained.feedback
+    hinted = bound("within_sandbox", tp, feedback="hint")(problem, changed)
+    assert hinted.feedback == explained.feedback
+    assert (
+        hinted.hint and hinted.hint.startswith(f"Did you mean {near!r}?") and "Restaurants in Rockford" in hinted.hint
+    )
+
+
 def test_flight_on_the_wrong_date_strict_only(tp: TravelPlanner, golden: list[dict[str, Any]]) -> None:
     row = next(r for r in golden if r["mutations"] == ["sandbox.flight_same_route_other_date"])
     problem = golden_problem(row)
