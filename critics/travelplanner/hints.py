@@ -208,7 +208,7 @@ def _sandbox(store: Store, query: Query, plan: Any, result: CheckResult) -> str 
 
 
 def near_name(store: Store, kind: Any, name: Any, city: str) -> str | None:
-    """"Did you mean ...?": the first listing of ``city`` whose name contains ``name`` (which names no
+    """The "Did you mean ...?" of the first listing of ``city`` whose name contains ``name`` (which names no
     listing exactly), for an entry of a restaurant, an attraction or an accommodation."""
     if not isinstance(name, str) or not name:
         return None

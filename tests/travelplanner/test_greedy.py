@@ -75,3 +75,12 @@ def test_no_reference_information(tp: TravelPlanner) -> None:
     derived = next(p for p in load_split(tp.root, "validation") if not p.context)
     with pytest.raises(DataError, match="validation-ref"):
         GreedyGenerator(benchmark=tp).plan(derived)
+
+
+def test_the_papers_greedy_row_says_what_it_is_over(tp: TravelPlanner) -> None:
+    """The paper's row is printed beside a run of any size ('on the same 3 problems'): its label must say
+    that it is over all 180 queries, with the official reference information (51 of ours are derived)."""
+    ((label, figures),) = tp.published_rows("validation", "greedy")
+    assert "180 queries" in label and "official reference information" in label
+    assert figures["commonsense_micro"] == 0.744 and figures["final_pass_rate"] == 0.0
+    assert tp.published_rows("validation-ref", "greedy") == [] and tp.published_rows("validation", "llm") == []
