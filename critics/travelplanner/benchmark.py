@@ -655,6 +655,10 @@ def evaluate_command(benchmark: TravelPlanner) -> click.Command:
     return evaluate
 
 
+#: the note of a query of the split that the plans file has no line for
+_NO_LINE = "no line"
+
+
 def _read_lines(path: Path) -> list[tuple[int, dict[str, Any]]]:
     if not path.is_file():
         raise DataError(f"plans file {path} does not exist")
@@ -742,7 +746,7 @@ def collect(
         else:
             evaluations.append(
                 PlanEvaluation(
-                    id=problem.id, query=benchmark.query_of(problem), delivered=False, idx=idx, note="no line"
+                    id=problem.id, query=benchmark.query_of(problem), delivered=False, idx=idx, note=_NO_LINE
                 )
             )
     # the official denominators for a whole official split (as a run's own evaluation), else computed ones
@@ -764,12 +768,41 @@ def _print_report(out: TextIO, metrics: dict[str, float], summary: Any, *, mode:
         )
 
 
+def _unscored_input(
+    evaluations: list[PlanEvaluation], per_line: list[tuple[dict[str, Any], PlanEvaluation]]
+) -> list[str]:
+    """What the figures count as not delivered although the file never gave a plan for it, where eval.py
+    would stop: lines without a 'plan' key (a misspelt key scores a whole submission 0%), and queries of
+    the split without a line."""
+
+    def shown(items: list[str]) -> str:
+        return ", ".join(items[:5]) + (f" and {len(items) - 5} more" if len(items) > 5 else "")
+
+    out = []
+    keyless = [ev.id for line, ev in per_line if "plan" not in line]
+    if keyless:
+        out.append(
+            f"{len(keyless)} of {len(per_line)} line(s) have no 'plan' key ({shown(keyless)}): counted as not "
+            "delivered (eval.py stops with a KeyError)"
+        )
+    absent = [ev.id for ev in evaluations if ev.note == _NO_LINE]
+    if absent:
+        out.append(
+            f"{len(absent)} of {len(evaluations)} queries have no line ({shown(absent)}): counted as not delivered "
+            "(eval.py stops with an IndexError)"
+        )
+    return out
+
+
 def evaluate_file(
     benchmark: TravelPlanner, plans: Path, *, split: str, mode: str, as_json: bool, per_plan: Path | None, out: TextIO
 ) -> None:
     """Score the plans file ``plans`` (``modulo evaluate travelplanner``) and print the figures to ``out``;
-    write per-plan verdicts to ``per_plan``. Bad input raises a DataError."""
+    write per-plan verdicts to ``per_plan``. Bad input raises a DataError. Input eval.py would stop on but
+    that is scored (lines without a 'plan', queries without a line: not delivered) is named on stderr."""
     evaluations, per_line, official = collect(benchmark, plans, split, mode)
+    for warning in _unscored_input(evaluations, per_line):
+        sys.stderr.write(f"warning: {warning}\n")
     summary = summarise(evaluations, split=official)
     if per_plan is not None:
         per_plan.parent.mkdir(parents=True, exist_ok=True)

@@ -125,3 +125,21 @@ def test_missing_file_and_bad_mode(tp: TravelPlanner, tmp_path: Path) -> None:
 def test_evaluate_command_method(tp: TravelPlanner, tp_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out = _run(tp, [str(tp_dir / "example_evaluation.jsonl"), "--json"])
     assert code == 0 and json.loads(out)["delivery_rate"] == pytest.approx(161 / 180)
+
+
+def test_input_eval_py_would_stop_on_is_named_on_stderr(tp: TravelPlanner, tp_dir: Path, tmp_path: Path) -> None:
+    """A misspelt 'plan' key scored the whole submission 0% with exit code 0 and not a word (eval.py
+    stops with a KeyError): the figures stay, and stderr says which lines and queries gave no plan."""
+    from click.testing import CliRunner
+
+    plans = load_annotated_plans(tp_dir)
+    path = tmp_path / "typo.jsonl"
+    path.write_text("".join(json.dumps({"idx": i, "Plan": plans[i]}) + "\n" for i in range(1, 44)))
+    result = CliRunner().invoke(tp.evaluate_command(), [str(path), "--split", "train", "--json"])
+    assert result.exit_code == 0 and json.loads(result.stdout)["delivery_rate"] == 0.0
+    assert "43 of 43 line(s) have no 'plan' key (train-1, train-2" in result.stderr
+    assert "2 of 45 queries have no line (train-44, train-45)" in result.stderr
+    good = tmp_path / "good.jsonl"
+    good.write_text("".join(json.dumps({"idx": i, "plan": plans[i]}) + "\n" for i in sorted(plans)))
+    result = CliRunner().invoke(tp.evaluate_command(), [str(good), "--split", "train", "--json"])
+    assert result.exit_code == 0 and result.stderr == ""
