@@ -56,6 +56,14 @@ def test_replay_official_38(meeting: MeetingPlanning, meeting_subset: list[Probl
     assert sum(r["n"] for r in result.tables["cells"]) == 100
 
 
+def test_golden_step_lists_score_as_the_gold(meeting: MeetingPlanning, meeting_subset: list[Problem]) -> None:
+    """``--predictions golden_plan``: each answer is a list of step sentences, the format the official script
+    scores the gold in; it is read as those sentences, not refused as a plan JSON."""
+    result = meeting.evaluate(meeting_subset, [list(p.metadata["gold"]) for p in meeting_subset])
+    assert sum(r["official"] for r in result.per_problem) == 100
+    assert sum(r["valid"] for r in result.per_problem) == 100
+
+
 def test_rendered_gold_scores_like_gold(meeting: MeetingPlanning, meeting_subset: list[Problem]) -> None:
     for p in meeting_subset:
         assert meeting.official_solved(p, meeting.render(p.metadata["gold_plan"]))
