@@ -142,3 +142,21 @@ def test_score_is_the_papers_product() -> None:
     assert trajectory_score({"ratings": {"a": 1}, "meta": 5}, 2, 0) == 0.0
     assert trajectory_score({"ratings": None, "error": "unparsed"}, 3, 0) is None
     assert trajectory_score(None, 0, 0) is None
+
+
+def test_an_unread_meta_judge_keeps_the_score_unweighted_and_is_counted() -> None:
+    from critics.travelbench.benchmark import TravelBenchSingleTurn
+    from modulo.types import Problem
+
+    def episode(meta: int | None, status: str) -> dict[str, object]:
+        judge = {"ratings": {d: 5 for d in DIMS}, "attempts": 1, "meta": meta, "meta_status": status}
+        return {"mode": "single", "messages": [], "tool_calls": 0, "tool_errors": 0, "judge": judge}
+
+    problems = [Problem(id=f"single_turn-{i}", benchmark="travelbench/single_turn", query="q") for i in range(3)]
+    plans = [episode(4, "ok"), episode(None, "unparsed"), episode(None, "off")]
+    result = TravelBenchSingleTurn().evaluate(problems, plans)
+    # the authors' script leaves the meta weight out when the meta-judge cannot be read: so does the score,
+    # and the report says how many episodes that was
+    assert [r["score_simulated_tools"] for r in result.per_problem] == [0.8, 1.0, 1.0]
+    assert result.metrics["meta_unparsed"] == 1
+    assert result.metrics["unjudged"] == 0
