@@ -679,6 +679,13 @@ class MeetingPlanning(NaturalPlanBenchmark, task="meeting"):
     def _parse_text(self, text: str) -> PlanJSON:
         return mtg.parse_meeting(text)
 
+    def read_answer(self, problem: Problem, answer: PlanJSON | str | None) -> tuple[str | None, PlanJSON, str | None]:
+        """As for every task, and a list of step sentences (the golden answers' format, e.g. ``--predictions
+        golden_plan``) is the text of those sentences in order, as a plan JSON it would be refused."""
+        if isinstance(answer, list) and answer and all(isinstance(step, str) for step in answer):
+            answer = " ".join(answer)
+        return super().read_answer(problem, answer)
+
     def official_solved(self, problem: Problem, text: str) -> bool:
         result = mtg.official_score(mtg.solution_steps(text), problem.constraints)
         return not result.crashed and result.score == int(problem.metadata["gold_count"])

@@ -365,11 +365,17 @@ def simulate(plan: Any, constraints: dict[str, Any], *, official: bool = False) 
 
     ``official=True`` reads the plan as the official script does: the written minutes and times of
     start, travel and meet steps are not checked, and a meeting lasts exactly the required minimum.
+
+    Otherwise the official script's clock runs alongside (``scored``: meetings advance it by their
+    minimum only, so after a meeting longer than its minimum it is behind the plan's clock): a
+    meeting that starts before its friend's window opens on that clock, with no wait in between, is
+    a "forward" issue, since the official score stops there although the plan's own times fit.
     """
     people = {p["name"]: p for p in constraints["people"]}
     dist: dict[str, dict[str, int]] = constraints["distances"]
     location: str = constraints["start_location"]
     clock = ampm_to_minutes(constraints["start_time"])
+    scored = clock  # the official script's clock (never ahead of ``clock``)
     issues: list[Issue] = []
     met: list[str] = []
 
@@ -403,6 +409,7 @@ def simulate(plan: Any, constraints: dict[str, Any], *, official: bool = False) 
                 add("travel", i, f"{said}: the travel-time list has no entry from {location} to {dest}")
                 return Simulation(issues, met, stopped=True)
             arrive = clock + minutes
+            scored += minutes
             if official:
                 clock, location = arrive, dest
                 continue
@@ -433,6 +440,7 @@ def simulate(plan: Any, constraints: dict[str, Any], *, official: bool = False) 
                 )
             else:
                 clock = until
+            scored = max(scored, until)
         elif kind == "meet":
             name = step["person"]
             begin = clock
@@ -486,6 +494,16 @@ def simulate(plan: Any, constraints: dict[str, Any], *, official: bool = False) 
                     f'"{person["text"]}"',
                     person=name,
                 )
+            elif scored < w_start and not official:
+                add(
+                    "forward",
+                    i,
+                    f"{said} follows a meeting longer than its minimum with no wait in between: the scoring counts "
+                    f"every meeting as lasting exactly its minimum, so by its clock it is {minutes_to_ampm(scored)} "
+                    f'here, before "{person["text"]}"; wait until a later time first',
+                    scored_clock=minutes_to_ampm(scored),
+                )
+            scored += int(person["min_minutes"])
             if int(step["minutes"]) < int(person["min_minutes"]) and not official:
                 add(
                     "duration",
@@ -494,6 +512,7 @@ def simulate(plan: Any, constraints: dict[str, Any], *, official: bool = False) 
                     person=name,
                 )
             clock = end
+        scored = min(scored, clock)
     return Simulation(issues, met)
 
 

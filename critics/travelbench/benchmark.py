@@ -187,6 +187,12 @@ class TravelBenchSingleTurn(TravelBenchBase):
         MetricSpec("tool_error_rate", "tool-call error rate", description="invalid tool calls / tool calls"),
         MetricSpec("wrongful_abstention", "wrongful abstention", description="solvable queries declined at once"),
         MetricSpec("unjudged", "unjudged episodes", kind="count", description="no parsable judge rating"),
+        MetricSpec(
+            "meta_unparsed",
+            "meta-judge unread",
+            kind="count",
+            description="judged episodes scored without the meta weight: no parsable meta-judge rating",
+        ),
     )
     primary_metric = "score_simulated_tools"
 
@@ -271,6 +277,8 @@ def _score(problem: Problem, plan: PlanJSON | None) -> dict[str, Any]:
         judged = score is not None
         if score is None and plan is not None:
             row["unjudged"] = 1
+        elif judgement and judgement.get("meta_status") == "unparsed":
+            row["meta_unparsed"] = 1  # scored without the meta weight, as the authors' script does: counted
     elif solvable and episode is None and problem.metadata.get("control") is not True:
         score = 0.0  # declined a solvable request: the lowest score, never left out
         judged = True
@@ -298,7 +306,8 @@ def _aggregate(rows: list[dict[str, Any]]) -> dict[str, float]:
         metrics["abstention_recall"] = sum(bool(r["abstention_recall"]) for r in unsolv) / len(unsolv)
     if rows:
         metrics["success"] = sum(bool(r["success"]) for r in rows) / len(rows)
-    metrics["unjudged"] = float(sum(r.get("unjudged", 0) for r in rows))
+    for count in ("unjudged", "meta_unparsed"):
+        metrics[count] = float(sum(r.get(count, 0) for r in rows))
     asked = [r["questions"] for r in rows if isinstance(r.get("questions"), int)]
     if asked:
         metrics["questions"] = sum(asked) / len(asked)

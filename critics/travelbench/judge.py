@@ -7,8 +7,9 @@ evaluation 1 to 5. The score of one trajectory, as a fraction of 100::
 
     S = (mean rating - 1) / 4  x  (1 - tool-call errors / tool calls)  x  meta-judge rating / 5
 
-(the meta factor is 1 when the meta-judge is switched off). The ratings come back as XML; a reply
-without a rating for every dimension is unparsed and the judge is asked again (at most
+(the meta factor is 1 when the meta-judge is switched off, and, as in the authors' script, when its
+reply could not be read: such trajectories are counted, ``meta_unparsed``). The ratings come back as
+XML; a reply without a rating for every dimension is unparsed and the judge is asked again (at most
 ``judge_retries`` more times, the retries sampled at temperature 0.7 as new draws); a trajectory
 still without ratings is recorded as unjudged and left out of the score, and counted.
 """

@@ -5,8 +5,11 @@ not available: an LLM tool simulator (:mod:`critics.travelbench.episode`) writes
 every score is labelled "simulated tools". What is exact here is the *validation*: a call with an
 unknown name, a missing or mistyped argument, a value out of range, ``price_min > price_max``, a price
 filter without ``price_category``, a centre that is not ``"lat,lon"``, both a departure and an arrival
-time, a date that is not ``YYYY-MM-DD`` or more than 15 days ahead: each is a tool-call error that
-counts against the score (score x (1 - errors / calls)), and the simulator is never asked.
+time, a date that is not ``YYYY-MM-DD`` or more than 15 days after the query's day: each is a tool-call
+error that counts against the score (score x (1 - errors / calls)), and the simulator is never asked.
+The ranges and the date window are the authors' (their tools' own checks): ``limit`` has no upper bound,
+a route search's ``buffer_radius`` none at all, a ``radius`` without a ``center`` is ignored rather than
+refused, and a date before the query's day is not refused.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ _DATE = r"^\d{4}-\d{2}-\d{2}$"
 _ISO = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?$"
 _COORD: dict[str, Any] = {"type": "string", "pattern": _LATLON, "description": '坐标 "latitude,longitude"'}
 _NUM = "number"
+#: the latest date a flight, train or forecast search may ask for, in days after the query's day
+HORIZON_DAYS = 15
 
 
 def _obj(required: list[str], **props: dict[str, Any]) -> dict[str, Any]:
@@ -48,7 +53,7 @@ _PRICE = {
     "price_category": {"type": "string", "enum": ["average_cost", "price"], "description": "人均消费或商品价格"},
 }
 _DAY = {"type": "string", "pattern": _DATE, "description": "YYYY-MM-DD"}
-_LIMIT = _n("返回数量", 1, 50)
+_LIMIT = _n("返回数量", 1)
 #: the filters of a place search: a minimum rating, how many results, a price range
 _PLACE_FILTERS = {"min_rating": _n("最低评分", 0, 10), "limit": _LIMIT, **_PRICE}
 #: flights and trains take the same arguments
@@ -71,7 +76,7 @@ TOOLS: tuple[ToolSpec, ...] = (
             ["query"],
             query=_s("关键词、类别或地址"),
             center=_COORD,
-            radius=_n("搜索半径（米），需同时给出 center", 100, 20000),
+            radius=_n("搜索半径（米），仅在给出 center 时有效", 100, 20000),
             region=_s("行政区划，如 北京市朝阳区"),
             sort_by={"type": "string", "enum": _PLACE_SORT},
             **_PLACE_FILTERS,
@@ -101,7 +106,7 @@ TOOLS: tuple[ToolSpec, ...] = (
             origin=_COORD,
             destination=_COORD,
             transport_mode={"type": "string", "enum": ["driving", "walking"]},
-            buffer_radius=_n("离路线的最大距离（米）", 1, 20000),
+            buffer_radius=_n("离路线的最大距离（米）"),
             limit=_LIMIT,
         ),
     ),
@@ -161,12 +166,10 @@ def tool_spec(name: str) -> ToolSpec:
 def validate_call(name: str, arguments: Mapping[str, Any], now: str) -> dict[str, Any]:
     """The call's arguments when valid, else :class:`ToolArgumentError` saying why (a tool-call error).
 
-    ``now`` is the query time (``YYYY-MM-DD HH:MM``): forecasts and searches may not start before its
-    day, and a forecast may not end more than 15 days after it.
+    ``now`` is the query time (``YYYY-MM-DD HH:MM``): a flight, train or forecast ``date`` may be at most
+    15 days after its day (the authors' window; ``days`` has its own range and does not move it).
     """
     bound = tool_spec(name).bind(arguments)
-    if "radius" in bound and "center" not in bound and name == "map_search_places":
-        raise ToolArgumentError(f"{name}: radius needs a center")
     if "price_min" in bound and "price_max" in bound and bound["price_min"] > bound["price_max"]:
         raise ToolArgumentError(f"{name}: price_min {bound['price_min']} > price_max {bound['price_max']}")
     priced = "price_min" in bound or "price_max" in bound or bound.get("sort_by") in ("price:a", "price:d")
@@ -184,10 +187,10 @@ def validate_call(name: str, arguments: Mapping[str, Any], now: str) -> dict[str
                 day = dt.date.fromisoformat(bound[key])
             except ValueError:
                 raise ToolArgumentError(f"{name}: {key} {bound[key]!r} is not a calendar date") from None
-            if day < today:
-                raise ToolArgumentError(f"{name}: {key} {bound[key]} is before today ({today})")
-            if name == "weather_forecast_days" and (day - today).days + int(bound.get("days", 1)) > 15:
-                raise ToolArgumentError(f"{name}: the forecast reaches past 15 days from today ({today})")
+            if (day - today).days > HORIZON_DAYS:
+                raise ToolArgumentError(
+                    f"{name}: {key} {bound[key]} is more than {HORIZON_DAYS} days after today ({today})"
+                )
     return bound
 
 

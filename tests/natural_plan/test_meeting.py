@@ -56,6 +56,14 @@ def test_replay_official_38(meeting: MeetingPlanning, meeting_subset: list[Probl
     assert sum(r["n"] for r in result.tables["cells"]) == 100
 
 
+def test_golden_step_lists_score_as_the_gold(meeting: MeetingPlanning, meeting_subset: list[Problem]) -> None:
+    """``--predictions golden_plan``: each answer is a list of step sentences, the format the official script
+    scores the gold in; it is read as those sentences, not refused as a plan JSON."""
+    result = meeting.evaluate(meeting_subset, [list(p.metadata["gold"]) for p in meeting_subset])
+    assert sum(r["official"] for r in result.per_problem) == 100
+    assert sum(r["valid"] for r in result.per_problem) == 100
+
+
 def test_rendered_gold_scores_like_gold(meeting: MeetingPlanning, meeting_subset: list[Problem]) -> None:
     for p in meeting_subset:
         assert meeting.official_solved(p, meeting.render(p.metadata["gold_plan"]))
@@ -111,6 +119,35 @@ def test_waiting_backwards_and_missing_wait(problem: Problem) -> None:
     failing = _failing(problem, no_wait)
     assert "add 'You wait until 2:15PM.' before it" in failing["meeting_time_forward"]
     assert mtg.official_score(mtg.solution_steps(no_wait), problem.constraints).score == 1
+
+
+def test_a_longer_meeting_then_no_wait_is_what_the_official_score_rejects() -> None:
+    """The official script advances its clock by each meeting's minimum only: after a meeting longer than
+    its minimum, a meeting whose window opens between its clock and the plan's needs a wait first."""
+    prompt = PROMPT.replace("from 2:15PM to 7:45PM", "from 10:20AM to 7:45PM")
+    p = Problem(
+        id="hand-made",
+        benchmark="natural_plan/meeting",
+        query=prompt,
+        constraints=mtg.parse_meeting_constraints(prompt),
+        metadata={"gold_count": 2},
+    )
+    long_first = (
+        "SOLUTION: You start at Nob Hill at 9:00AM. You travel to Bayview in 19 minutes and arrive at 9:19AM. "
+        "You meet Ann for 41 minutes from 9:19AM to 10:00AM. You travel to Marina District in 25 minutes and "
+        "arrive at 10:25AM. You meet Kenneth for 90 minutes from 10:25AM to 11:55AM."
+    )
+    assert mtg.official_score(mtg.solution_steps(long_first), p.constraints).score == 1
+    assert not MeetingPlanning().official_solved(p, long_first)
+    failing_now = _failing(p, long_first)
+    assert list(failing_now) == ["meeting_time_forward"]
+    assert "by its clock it is 10:14AM here" in failing_now["meeting_time_forward"]
+    waited = long_first.replace(
+        "You meet Kenneth for 90 minutes from 10:25AM to 11:55AM.",
+        "You wait until 10:30AM. You meet Kenneth for 90 minutes from 10:30AM to 12:00PM.",
+    )
+    assert _failing(p, waited) == {}
+    assert MeetingPlanning().official_solved(p, waited)
 
 
 def test_window_duration_location_once(problem: Problem) -> None:

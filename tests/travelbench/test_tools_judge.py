@@ -9,6 +9,7 @@ from critics.travelbench.tools import TOOL_NAMES, validate_call
 from modulo.tools import ToolArgumentError
 
 NOW = "2025-10-24 10:00"
+BJ_SH = {"origin": "北京市", "destination": "上海市"}
 
 
 def test_ten_tools() -> None:
@@ -38,13 +39,33 @@ def test_valid_calls(name: str, args: dict[str, object]) -> None:
 
 
 @pytest.mark.parametrize(
+    ("name", "args"),
+    [
+        # the last day of the window, with the default and with the longest span (days does not move it)
+        ("weather_forecast_days", {"location": "杭州市", "date": "2025-11-08"}),
+        ("weather_forecast_days", {"location": "杭州市", "date": "2025-11-05", "days": 15}),
+        ("travel_search_flights", {**BJ_SH, "date": "2025-11-08", "days": 15}),
+        # a date before the query's day, a radius without a centre, a long list: the authors refuse none
+        ("travel_search_trains", {**BJ_SH, "date": "2025-10-20"}),
+        ("map_search_places", {"query": "x", "region": "北京市", "radius": 500}),
+        ("map_search_places", {"query": "x", "limit": 100}),
+        (
+            "map_search_along_route",
+            {"query": "加油站", "origin": "39.9,116.4", "destination": "31.2,121.4", "buffer_radius": 30000},
+        ),
+    ],
+)
+def test_calls_the_authors_tools_accept_are_not_errors(name: str, args: dict[str, object]) -> None:
+    assert validate_call(name, args, NOW) == args
+
+
+@pytest.mark.parametrize(
     ("name", "args", "why"),
     [
         ("map_search_places", {"query": "加油站", "center": "39.9,116.4", "radius": 50}, "minimum of 100"),
         ("map_search_places", {"query": "加油站", "center": "39.9,116.4", "radius": 30000}, "maximum of 20000"),
         ("map_search_places", {"query": "加油站", "center": "北京"}, "does not match"),
         ("map_search_places", {"center": "39.9,116.4"}, "'query' is a required property"),
-        ("map_search_places", {"query": "x", "radius": 500}, "radius needs a center"),
         (
             "map_search_places",
             {"query": "x", "price_min": 200, "price_max": 100, "price_category": "price"},
@@ -79,8 +100,9 @@ def test_valid_calls(name: str, args: dict[str, object]) -> None:
             {"origin": "北京市", "destination": "上海市", "date": "2025-10-30", "days": 16},
             "maximum of 15",
         ),
-        ("travel_search_trains", {"origin": "北京市", "destination": "上海市", "date": "2025-10-20"}, "before today"),
-        ("weather_forecast_days", {"location": "杭州市", "date": "2025-11-05", "days": 5}, "past 15 days"),
+        ("travel_search_flights", {**BJ_SH, "date": "2025-11-09"}, "more than 15 days after today"),
+        ("travel_search_trains", {**BJ_SH, "date": "2025-12-01", "days": 0}, "more than 15 days after today"),
+        ("weather_forecast_days", {"location": "杭州市", "date": "2025-11-09"}, "more than 15 days after today"),
         ("weather_current_conditions", {"location": 3}, "is not of type 'string'"),
         ("book_hotel", {"city": "北京"}, "unknown tool 'book_hotel'"),
     ],
@@ -120,3 +142,21 @@ def test_score_is_the_papers_product() -> None:
     assert trajectory_score({"ratings": {"a": 1}, "meta": 5}, 2, 0) == 0.0
     assert trajectory_score({"ratings": None, "error": "unparsed"}, 3, 0) is None
     assert trajectory_score(None, 0, 0) is None
+
+
+def test_an_unread_meta_judge_keeps_the_score_unweighted_and_is_counted() -> None:
+    from critics.travelbench.benchmark import TravelBenchSingleTurn
+    from modulo.types import Problem
+
+    def episode(meta: int | None, status: str) -> dict[str, object]:
+        judge = {"ratings": {d: 5 for d in DIMS}, "attempts": 1, "meta": meta, "meta_status": status}
+        return {"mode": "single", "messages": [], "tool_calls": 0, "tool_errors": 0, "judge": judge}
+
+    problems = [Problem(id=f"single_turn-{i}", benchmark="travelbench/single_turn", query="q") for i in range(3)]
+    plans = [episode(4, "ok"), episode(None, "unparsed"), episode(None, "off")]
+    result = TravelBenchSingleTurn().evaluate(problems, plans)
+    # the authors' script leaves the meta weight out when the meta-judge cannot be read: so does the score,
+    # and the report says how many episodes that was
+    assert [r["score_simulated_tools"] for r in result.per_problem] == [0.8, 1.0, 1.0]
+    assert result.metrics["meta_unparsed"] == 1
+    assert result.metrics["unjudged"] == 0
