@@ -157,9 +157,10 @@ class FinalPlan:
     #: against an earlier version of the problem only, no critic). A benchmark may take a check of its
     #: evaluator as done where such a pass provably gives its answer (see :meth:`Benchmark.evaluate_final`).
     passed_by: frozenset[str] = frozenset()
-    #: the planner's decline, when its last word for this plan was to decline (``plan`` is then None), with
-    #: the benchmark's check of its reason (:meth:`Benchmark.check_abstention`); None when it delivered a
-    #: plan or none could be read: a None plan without it is no plan, not an abstention
+    #: the run's decline (``plan`` is then None): the planner's last word, with the benchmark's check of its
+    #: reason (:meth:`Benchmark.check_abstention`), or the benchmark's own proof that no plan exists, found
+    #: before any model call (:meth:`Benchmark.prove_unsolvable`: verified, detail ``PROOF_DETAIL``); None
+    #: when it delivered a plan or none could be read: a None plan without it is no plan, not an abstention
     abstention: Abstention | None = None
 
 

@@ -101,7 +101,8 @@ class Finished:
     #: problem in force at the end (see :attr:`modulo.benchmark.FinalPlan.passed_by`); empty when unknown
     best_passed_by: tuple[str, ...] = ()
     first_passed_by: tuple[str, ...] = ()
-    #: the planner's decline (outcome ``abstained``), with the benchmark's check of its reason
+    #: the run's decline (:attr:`ProblemResult.decline`: the planner's, outcome ``abstained``, with the benchmark's
+    #: check of its reason, or the benchmark's proof, outcome ``unsolvable``)
     abstention: Abstention | None = None
     #: (critic, how many of its verdicts on this problem's plans were errors: crashed, timed out, changed
     #: the plan, refused by the sandbox), by critic name; empty when none was
@@ -138,7 +139,7 @@ class Finished:
             best_passed_by=best_passed_by,
             first_passed_by=first_passed_by,
             critic_errors=_critic_errors(result.iterations),
-            abstention=result.abstention if result.outcome == Outcome.ABSTAINED else None,
+            abstention=result.decline,
         )
 
 
@@ -626,16 +627,17 @@ def summarise(
 
 
 def _best(r: Finished) -> tuple[PlanJSON, tuple[str, ...], Abstention | None]:
-    """The delivered plan (none when the planner's last word was to decline: outcome abstained, with its
-    decline), the critics that passed it, and the decline."""
-    if r.outcome == Outcome.ABSTAINED:
+    """The delivered plan (none when the run declined: the planner's last word, outcome abstained, or the
+    benchmark's proof, outcome unsolvable), the critics that passed it, and the decline."""
+    if r.abstention is not None:
         return None, (), r.abstention
     return r.best_plan, r.best_passed_by, None
 
 
 def _first(r: Finished) -> tuple[PlanJSON, tuple[str, ...], Abstention | None]:
-    """The first iteration's plan, the critics that passed it, and the decline when that first turn was one."""
-    declined_at_once = r.outcome == Outcome.ABSTAINED and r.abstention is not None and r.abstention.iteration == 0
+    """The first iteration's plan, the critics that passed it, and the decline when that first turn was one
+    (or the benchmark's proof came before it)."""
+    declined_at_once = r.abstention is not None and r.abstention.iteration == 0
     return r.first_plan, r.first_passed_by, r.abstention if declined_at_once else None
 
 

@@ -346,6 +346,10 @@ class UserAnswer(BaseModel):
     user: str = ""
 
 
+#: :attr:`Abstention.detail` of a decline that is the benchmark's own proof (:attr:`ProblemResult.decline`)
+PROOF_DETAIL = "the benchmark's proof before any model call (metacontroller.check_unsolvable)"
+
+
 class Abstention(BaseModel):
     """A planner that declined to plan: its reason, the turn, and what the benchmark could check of it."""
 
@@ -496,6 +500,23 @@ class ProblemResult(BaseModel):
     @property
     def certified(self) -> bool:
         return self.outcome is Outcome.CERTIFIED
+
+    @property
+    def decline(self) -> Abstention | None:
+        """The run's decline of this problem: the planner's (outcome ``abstained``: :attr:`abstention`), or the
+        benchmark's proof that no plan exists, found before any model call (outcome ``unsolvable``: a
+        verified decline at turn 0 whose reason is the proof's explanation); None when it did not decline.
+        Every score of a run reads declines through this, so that a proof counts wherever a decline does."""
+        if self.outcome is Outcome.ABSTAINED:
+            return self.abstention
+        if self.outcome is Outcome.UNSOLVABLE:
+            return Abstention(
+                reason=self.explanation or "the benchmark proved that no plan exists",
+                iteration=0,
+                verified=True,
+                detail=PROOF_DETAIL,
+            )
+        return None
 
     @property
     def questions(self) -> int:

@@ -62,7 +62,11 @@ class SynthBenchmark(Benchmark):
         MetricSpec(
             "solved", "solved", description="solvable problems whose plan passes every constraint (critics and Z3)"
         ),
-        MetricSpec("abstention_recall", "abstention recall", description="unsolvable problems the planner declined"),
+        MetricSpec(
+            "abstention_recall",
+            "abstention recall",
+            description="unsolvable problems declined (by the planner, or by the benchmark's proof before a call)",
+        ),
         MetricSpec("wrongful_abstention", "wrongful abstention", description="solvable problems the planner declined"),
         MetricSpec("delivery", "delivery", description="problems answered with a plan"),
         MetricSpec(
@@ -417,9 +421,10 @@ class SynthBenchmark(Benchmark):
         return self._scored((p, plan, None) for p, plan in pairs)
 
     def evaluate_final(self, finals: Iterable[FinalPlan]) -> EvalResult:
-        """A run's final plans: a planner's decline (:attr:`FinalPlan.abstention`) is an abstention, correct
-        on an unsolvable problem unless the benchmark refuted its reason (its check against Z3's minimal
-        unsat core); a problem with no plan and no decline (no answer could be read) is a failure."""
+        """A run's final plans: a decline (:attr:`FinalPlan.abstention`: the planner's, or Z3's proof before any
+        model call) is an abstention, correct on an unsolvable problem unless the benchmark refuted its reason
+        (its check against Z3's minimal unsat core); a problem with no plan and no decline (no answer could be
+        read) is a failure."""
         return self._scored((f.problem, f.plan, f.abstention) for f in finals)
 
     def _scored(self, items: Iterable[tuple[Problem, PlanJSON | None, Abstention | None]]) -> EvalResult:

@@ -870,9 +870,10 @@ def evaluate_final_stream(bench: Benchmark, finals: Iterable[FinalPlan]) -> Eval
 
 
 def decline_at(record: ProblemResult, budget: int | None = None) -> Abstention | None:
-    """The planner's decline that ends ``record`` within its first ``budget`` turns (None: all of them), or None
-    (it delivered a plan there, or none could be read)."""
-    found = record.abstention if record.outcome is Outcome.ABSTAINED else None
+    """The decline that ends ``record`` within its first ``budget`` turns (None: all of them): the planner's, or
+    the benchmark's proof before any turn (:attr:`~modulo.types.ProblemResult.decline`); None when it delivered
+    a plan there, or none could be read."""
+    found = record.decline
     if found is None or (budget is not None and found.iteration >= budget):
         return None
     return found

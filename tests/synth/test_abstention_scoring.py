@@ -123,3 +123,50 @@ def test_declines_with_confirmed_reasons_are_successes_in_the_run_the_report_and
     again = load_run(run_dir, light=True)
     ensure_evaluation(again)
     assert again.evaluation is not None and again.evaluation["metrics"]["success"] == 1.0
+
+
+def test_problems_the_benchmark_proves_unsolvable_are_declines_in_every_score(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """With metacontroller.check_unsolvable on (the default), the loop proves the unsolvable problems so before
+    any model call (outcome unsolvable). The headline scored each of them as no plan (abstention recall 0/5,
+    success 0/6) while the same report's abstention table, which counts the proof as a decline, said recall
+    5/5. Now the run, the report's re-evaluation, the budget curve and Direct all count the proof as a
+    verified decline, and the headline recall equals the abstention table's."""
+    from modulo.reports import budget_curve
+    from modulo.reports.dialogue import abstention_row
+    from modulo.reports.tables import first_vs_final
+
+    run_dir = tmp_path / "proved"
+    code, out, err = run_main(
+        capsys,
+        "run",
+        "benchmark=synth/calendar_small",
+        "benchmark.n=6",
+        "benchmark.unsolvable_fraction=0.5",
+        "llm=scripted",
+        f"llm.script={ROOT / 'experiments' / 'scripts' / 'abstain_all.json'}",
+        "reformulator=parser",
+        f"run.dir={run_dir}",
+        "run.report=false",
+    )
+    assert code == 0, out + err
+    records = [json.loads(line) for line in (run_dir / "records.jsonl").read_text(encoding="utf-8").splitlines()]
+    outcomes = sorted(r["outcome"] for r in records)
+    assert outcomes == ["abstained"] + ["unsolvable"] * 5  # the solvable control declined by the planner
+    metrics = _summary(run_dir)
+    assert metrics["abstention_recall"] == 1.0 and metrics["wrongful_abstention"] == 1.0
+    assert metrics["success"] == pytest.approx(5 / 6)
+    run = load_run(run_dir, light=True)
+    ensure_evaluation(run)
+    table = abstention_row(run, n_resamples=100, seed=0)
+    assert table is not None and table.proofs == 5 and table.recall.value == metrics["abstention_recall"]
+    curve = budget_curve(run, use_cache=False)
+    assert curve.values and all(v == pytest.approx(5 / 6) for v in curve.values)
+    test = first_vs_final(run, n_resamples=100)
+    assert test is not None and test.rate_a == test.rate_b == pytest.approx(5 / 6)
+    (run_dir / "evaluation.json").unlink()
+    again = load_run(run_dir, light=True)
+    ensure_evaluation(again)
+    assert again.evaluation is not None
+    assert {k: again.evaluation["metrics"][k] for k in metrics} == metrics
