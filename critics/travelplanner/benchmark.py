@@ -197,9 +197,9 @@ class TravelPlanner(Benchmark):
         return list(tpdata.SPLIT_FILES)
 
     def published_rows(self, split: str, generator: str) -> list[tuple[str, dict[str, float]]]:
-        """The TravelPlanner paper's greedy-search row on the 180 validation queries (its Table 3). It is
-        printed beside a run of any size (``benchmark.limit``, ``ids``) whose 51 easy rows carry derived
-        reference information, so its label says what it is over."""
+        """The TravelPlanner paper's greedy-search row on the 180 validation queries (its Table 3). The console
+        prints it only beside a run over the whole split (not one of ``benchmark.limit`` or ``ids``), whose 51
+        easy rows carry derived reference information, so its label says what it is over."""
         if split == "validation" and generator == "greedy":
             return [(PAPER_GREEDY_LABEL, dict(PAPER_GREEDY_VALIDATION))]
         return []

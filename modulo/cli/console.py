@@ -218,6 +218,18 @@ def write_report(run_dir: Path) -> None:
     )
 
 
+def _published_left_out(session: Session, scored: int) -> str | None:
+    """Why a benchmark's published figures (about its whole split, as published) do not belong beside this
+    run's table, or None when they do."""
+    cfg = session.config
+    if cfg.user.updates or cfg.user.name is not None:
+        return "this run changes the problems mid-loop (user, user.updates)"
+    total = len(session.benchmark.load(session.split))
+    if cfg.benchmark.ids or scored != total:
+        return f"they are over the whole split ({total:,} problems), this run's figures over {scored:,} of them"
+    return None
+
+
 def budget_rows(session: Session, result: RunResult) -> list[tuple[str, dict[str, float]]]:
     """The run's budget rows (``RunResult.budget_metrics``), labelled: Direct and LLM-Modulo at budget k."""
     rows = result.budget_metrics
@@ -293,14 +305,16 @@ def print_result(session: Session, result: RunResult) -> None:
             table.add_column(labels.get(k, k), justify="right")
         for label, metrics in rows:
             table.add_row(label, *(_pct(metrics.get(k), kinds.get(k, "rate")) for k in keys))
-        # a user in the loop or updates mid-loop change the task: published figures are about the original one
-        changed = bool(session.config.user.updates) or session.config.user.name is not None
-        published = [] if changed else session.benchmark.published_rows(session.split, session.config.generator.name)
-        for label, metrics in published:
+        # published figures are about the whole split's original problems: beside a run of other problems (a
+        # user in the loop or updates mid-loop change the task; a limit or ids take part of the split) they
+        # would stand in a table "on the same N problems" that they are not about
+        published = session.benchmark.published_rows(session.split, session.config.generator.name)
+        left_out = _published_left_out(session, scored) if published else None
+        for label, metrics in [] if left_out else published:
             table.add_row(f"{label} (published)", *(_pct(metrics.get(k), kinds.get(k, "rate")) for k in keys))
         console.print(table)
-        if changed and session.benchmark.published_rows(session.split, session.config.generator.name):
-            console.print("published figures left out: this run changes the problems mid-loop (user, user.updates)")
+        if left_out:
+            console.print(f"published figures left out: {left_out}")
     derived = session.problems.derived
     if derived:
         shown = ", ".join(derived[:8]) + (f" and {len(derived) - 8} more" if len(derived) > 8 else "")

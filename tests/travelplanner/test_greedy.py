@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from critics.travelplanner.benchmark import TravelPlanner
@@ -84,3 +86,27 @@ def test_the_papers_greedy_row_says_what_it_is_over(tp: TravelPlanner) -> None:
     assert "180 queries" in label and "official reference information" in label
     assert figures["commonsense_micro"] == 0.744 and figures["final_pass_rate"] == 0.0
     assert tp.published_rows("validation-ref", "greedy") == [] and tp.published_rows("validation", "llm") == []
+
+
+@pytest.mark.slow
+def test_the_papers_row_stays_out_of_a_table_of_part_of_the_split(tmp_path: Path) -> None:
+    """A greedy run of 2 validation problems printed the paper's 180-query row inside the table titled 'on the
+    same 2 problems'; the console now leaves it out and says why, and prints it beside the whole split."""
+    from click.testing import CliRunner
+
+    from modulo.cli.main import cli
+
+    def run(name: str, *extra: str) -> str:
+        run_dir = tmp_path / name
+        args = ["run", "benchmark=travelplanner", "benchmark.split=validation", "generator=greedy", *extra]
+        result = CliRunner().invoke(
+            cli, [*args, f"run.dir={run_dir}", f"hydra.run.dir={run_dir}", "run.progress=false"]
+        )
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    part = run("part", "benchmark.limit=2", "run.report=false")
+    assert "(published)" not in part
+    assert "published figures left out: they are over the whole split (180 problems)" in " ".join(part.split())
+    whole = run("whole", "run.report=false")
+    assert "(published)" in whole and "published figures left out" not in whole
