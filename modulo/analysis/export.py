@@ -77,9 +77,19 @@ def export_records(path: Path, out: IO[str], notes: list[str]) -> int:
     return written
 
 
-def best_plans(meta: RunMeta) -> dict[str, PlanJSON]:
-    """Problem id -> the best plan of its last record (streamed; only the plans are kept)."""
-    return {str(r.get("problem_id")): r.get("best_plan") for r in iter_records(meta.path, meta.notes)}
+def best_plans(meta: RunMeta) -> tuple[dict[str, PlanJSON], list[str]]:
+    """Problem id -> the best plan of its last record (streamed; only the plans are kept), and the problems
+    whose request changed during the loop (an update: ``user.updates``, a user's answer that revealed a hidden
+    requirement)."""
+    plans: dict[str, PlanJSON] = {}
+    changed: list[str] = []
+    for r in iter_records(meta.path, meta.notes):
+        pid = str(r.get("problem_id"))
+        plans[pid] = r.get("best_plan")
+        iterations = r.get("iterations")
+        if isinstance(iterations, list) and any(isinstance(it, dict) and it.get("updates") for it in iterations):
+            changed.append(pid)
+    return plans, changed
 
 
 def export_submission(meta: RunMeta, fmt: str, out: Path) -> tuple[int, int, int]:
@@ -93,8 +103,17 @@ def export_submission(meta: RunMeta, fmt: str, out: Path) -> tuple[int, int, int
             f"unknown export format {fmt!r} for {meta.benchmark_name}: frame formats are "
             f"{', '.join(FRAME_FORMATS)}; its submission formats: {known}"
         )
+    plans, changed = best_plans(meta)
+    if changed:
+        # the official format holds each problem's index and original query: its evaluator would score these
+        # plans against requests they were not made for
+        raise RunError(
+            f"{meta.path}: {len(changed)} problem(s) changed during the loop ({', '.join(changed[:3])}"
+            f"{', ...' if len(changed) > 3 else ''}: updates or a user's answers), and the {fmt} format can only "
+            "name the original request, so its evaluator would score those plans against requests they were not "
+            "made for; `modulo report` scores them against the request as it ended"
+        )
     problems = bench.load(meta.split)
-    plans = best_plans(meta)
     ids = {p.id for p in problems}
     stray = [pid for pid in plans if pid not in ids]
     if stray:

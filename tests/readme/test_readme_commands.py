@@ -177,12 +177,17 @@ class Workspace:
                 return run
         raise AssertionError(f"no run directory holds problem {problem_id}")
 
-    def run_of(self, benchmark: str) -> Path:
-        """The newest run directory of a benchmark (a command that only makes sense for its runs)."""
+    def run_of(self, benchmark: str, *, unchanged: bool = False) -> Path:
+        """The newest run directory of a benchmark (a command that only makes sense for its runs); ``unchanged``:
+        of a run whose requests no user or update changed (one an official submission can hold)."""
         for run in sorted(self.root.glob("runs/*/*"), key=lambda p: p.stat().st_mtime, reverse=True):
             manifest = run / "run.json"
             if manifest.exists():
-                name = str(json.loads(manifest.read_text(encoding="utf-8")).get("benchmark", {}).get("name", ""))
+                info = json.loads(manifest.read_text(encoding="utf-8"))
+                name = str(info.get("benchmark", {}).get("name", ""))
+                user = info.get("user") or {}
+                if unchanged and (user.get("name") or user.get("updates")):
+                    continue
                 if name == benchmark or name.startswith(benchmark + "/"):
                     return run
         raise AssertionError(f"no run directory of benchmark {benchmark}")
@@ -194,7 +199,7 @@ class Workspace:
             if w == "RUN_DIR" and words[:2] == ["modulo", "show"]:
                 w = str(self.run_with(words[3]))
             elif w == "RUN_DIR" and "travelplanner-submission" in words:
-                w = str(self.run_of("travelplanner"))
+                w = str(self.run_of("travelplanner", unchanged=True))
             elif w == "RUN_DIR" or re.fullmatch(r"runs/\d{4}-\d\d-\d\d/\d\d-\d\d-\d\d", w):
                 assert self.run_dir is not None, "no run directory made yet"
                 w = str(self.run_dir)

@@ -70,3 +70,22 @@ def test_problems_without_a_plan_get_an_empty_plan(tp: TravelPlanner, tmp_path: 
     assert _evaluate(tp, out, "train")["delivery_rate"] == pytest.approx(1 / 45)
     with pytest.raises(ConfigError, match="no submission format 'csv'"):
         tp.write_submission("csv", problems, {}, out)
+
+
+def test_a_run_whose_requests_changed_is_not_exported_as_an_official_submission(tmp_path: Path) -> None:
+    """A run with a budget cut and a house rule added mid-loop exported its plans under the original queries:
+    `modulo evaluate` then scored them against requests they were not made for (the room rule 'not
+    applicable', the old budget) while the README said it prints the run's own figures. Refused, naming why."""
+    from click.testing import CliRunner
+
+    from modulo.cli.main import cli
+
+    run = tmp_path / "run"
+    args = ["run", "benchmark=travelplanner", "benchmark.split=validation", "benchmark.limit=2", "generator=greedy"]
+    updates = "user.updates=[{after: 0, add: {budget: '-30%', house_rule: pets}}]"
+    result = CliRunner().invoke(cli, [*args, updates, f"run.dir={run}", f"hydra.run.dir={run}", "run.progress=false"])
+    assert result.exit_code == 0, result.output
+    out = tmp_path / "submission.jsonl"
+    exported = modulo("export", run, "--format", "travelplanner-submission", "--out", out)
+    assert exported.exit_code != 0 and not out.exists()
+    assert "2 problem(s) changed during the loop" in " ".join(exported.output.split())
