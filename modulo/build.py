@@ -271,6 +271,10 @@ def build_session(cfg: ModuloConfig, *, load_problems: bool = True) -> Session:
             "evaluation checks (oracle); writing evaluation cues into test-time prompts is not allowed by the "
             "benchmark's authors. Set run.allow_test_oracle=true to do it anyway (it is recorded)."
         )
+    from .sandbox import named_critics
+
+    # a per-critic deadline for a critic that does not run (a typo) would silently leave the default in force
+    named_critics(list(cfg.metacontroller.critic_timeouts), [c.name for c in critics], "critic_timeouts", None)
     sandboxed, heavy, executor = build_sandbox(cfg, benchmark, critics, level)
     loop = build_loop(cfg, benchmark, critics, level, executor)
     check_dollar_budgets(cfg, loop)

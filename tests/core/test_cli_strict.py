@@ -216,3 +216,13 @@ def test_an_interrupted_sweep_says_how_to_finish_every_job(
     err = " ".join(capsys.readouterr().err.split())
     assert f"modulo resume {sweep / '0'}" in err
     assert f"finish the whole sweep (this job and the ones not started) with: {again}" in err
+
+
+def test_a_critic_timeout_for_a_critic_that_does_not_run_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    # a typo in the critic's name would leave the default deadline in force, silently
+    args = ("check", "benchmark=synth/calendar", "llm=scripted", "benchmark.n=1")
+    code, _, err = run_main(capsys, *args, "+metacontroller.critic_timeouts={synth_bussy: 5}")
+    assert code == 2
+    assert "metacontroller.critic_timeouts names ['synth_bussy']" in err and "synth_busy" in err
+    code, _, err = run_main(capsys, *args, "+metacontroller.critic_timeouts={synth_busy: 5}")
+    assert code == 0, err
