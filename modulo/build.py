@@ -525,6 +525,12 @@ def _run_info(session: BoundRun, sources: list[str]) -> dict[str, Any]:
             "temperatures": list(cfg.metacontroller.fixed_point_temperatures),
             "variations": cfg.metacontroller.fixed_point_variations,
         },
+        "loop": {
+            "check_unsolvable": cfg.metacontroller.check_unsolvable,
+            "stop_after_repeats": cfg.metacontroller.stop_after_repeats,
+            "max_reply_chars": cfg.metacontroller.max_reply_chars,
+            "max_plan_items": cfg.metacontroller.max_plan_items,
+        },
         "user": _user_info(cfg, session),
         "sample": cfg.run.sample,
         "allow_test_oracle": cfg.run.allow_test_oracle,
