@@ -268,6 +268,7 @@ async def run_session(
         except BaseException:
             await session.aclose()
             raise
+        run_dir.discard_ending()  # the run goes on: what an earlier process wrote at its end no longer holds
     budget = RunBudget(max_dollars=cfg.run.max_dollars)
     budget.spent = spent
     # the problems still to run, read one at a time as workers take them: only in-flight ones are held

@@ -475,6 +475,30 @@ def test_a_failing_end_writes_no_summary_and_keeps_the_records(
     assert len(list(read_records(tmp_path))) == 3 and not (tmp_path / "summary.json").exists()
 
 
+def test_a_resumed_run_stopped_before_its_end_leaves_no_summary_of_the_earlier_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """summary.json and evaluation.json of the process that ended the run before stayed in place while a
+    resumption (run.retry_errors) solved problems again: stopped by Ctrl-C, the directory said the run had
+    ended with the old counts, usage and metrics, beside records that no longer matched them."""
+    components.benchmarks.register("toy_fragile", FragileToy, replace=True)
+    try:
+        asyncio.run(run_session(build_session(config("toy_fragile", 3, {"*": ["[1, 2]"]})), RunDir(tmp_path)))
+        assert (tmp_path / "summary.json").exists() and (tmp_path / "evaluation.json").exists()
+        session = build_session(config("toy_fragile", 3, {"*": ["[1, 2]"]}, retry_errors=True))
+
+        async def interrupted(problem: Problem, budget: Any = None) -> Any:
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(session.loop, "solve", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            asyncio.run(run_session(session, RunDir(tmp_path)))
+    finally:
+        components.benchmarks.unregister("toy_fragile")
+    assert not (tmp_path / "summary.json").exists() and not (tmp_path / "evaluation.json").exists()
+    assert len(list(read_records(tmp_path))) == 3  # the records stay
+
+
 def test_critic_errors_are_counted_in_the_summary_and_said_on_the_console(tmp_path: Path) -> None:
     """A critic that crashes on every plan left no trace outside `modulo show`: the run printed its
     outcomes (exhausted) with no word of the crashes, and summary.json had no count of them."""
