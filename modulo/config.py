@@ -198,7 +198,7 @@ class CriticOptions(Section):
     section: ClassVar[str] = "critic_options"
 
     #: strict | official (passed to critics that declare a ``mode`` option)
-    mode: str = "strict"
+    mode: Literal["strict", "official"] = "strict"
     #: what failing critics tell the planner: binary (only which constraint failed) | explain (what
     #: failed and where; the paper's default) | hint (plus concrete suggestions, for critics that offer them)
     feedback: str = "explain"

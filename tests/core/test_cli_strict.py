@@ -226,3 +226,9 @@ def test_a_critic_timeout_for_a_critic_that_does_not_run_is_refused(capsys: pyte
     assert "metacontroller.critic_timeouts names ['synth_bussy']" in err and "synth_busy" in err
     code, _, err = run_main(capsys, *args, "+metacontroller.critic_timeouts={synth_busy: 5}")
     assert code == 0, err
+
+
+def test_a_misspelt_critic_mode_is_refused_where_no_critic_reads_it(capsys: pytest.CaptureFixture[str]) -> None:
+    # synth/calendar's critics declare no mode: 'offical' reached none of them and run.json recorded it as the mode
+    code, _, err = run_main(capsys, "check", "benchmark=synth/calendar", "llm=scripted", "critic_options.mode=offical")
+    assert code == 2 and "critic_options.mode must be one of strict, official, not 'offical'" in err
