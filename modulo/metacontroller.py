@@ -447,7 +447,9 @@ class Metacontroller:
             if s.max_tokens is not None and usage.total_tokens >= s.max_tokens:
                 stop_reason = "tokens"
                 break
-            if s.max_dollars is not None and usage.cost_usd >= s.max_dollars:
+            # the calls' price whether paid now or served from the cache (as max_tokens counts cached tokens):
+            # the same configuration run again from the cache stops where it stopped when it paid
+            if s.max_dollars is not None and usage.cost_usd + usage.cached_cost_usd >= s.max_dollars:
                 stop_reason = "dollars"
                 break
             if s.max_seconds is not None and time.perf_counter() - started >= s.max_seconds:
