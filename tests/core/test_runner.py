@@ -499,6 +499,30 @@ def test_a_resumed_run_stopped_before_its_end_leaves_no_summary_of_the_earlier_p
     assert len(list(read_records(tmp_path))) == 3  # the records stay
 
 
+def test_a_run_from_python_into_a_directory_another_process_writes_is_refused(tmp_path: Path) -> None:
+    """Only the CLI took the run directory's lock: run_session from Python (a notebook resuming a run the
+    command line was still writing) appended to the same records.jsonl as the other process."""
+    import subprocess
+    import sys
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from modulo.runs import RunLock; RunLock(sys.argv[1]).acquire(); "
+         "print('held', flush=True); sys.stdin.read()", str(tmp_path)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        session = build_session(config("toy", 2, RIGHT))
+        with pytest.raises(RunError, match="being written by another modulo process"):
+            asyncio.run(run_session(session, RunDir(tmp_path)))
+        asyncio.run(session.aclose())
+        assert not (tmp_path / "run.json").exists() and not (tmp_path / "records.jsonl").exists()
+    finally:
+        holder.communicate("", timeout=30)
+    result = asyncio.run(run_session(build_session(config("toy", 2, RIGHT)), RunDir(tmp_path)))  # released: runs
+    assert result.summary["counts"] == {"certified": 2}
+
+
 def test_critic_errors_are_counted_in_the_summary_and_said_on_the_console(tmp_path: Path) -> None:
     """A critic that crashes on every plan left no trace outside `modulo show`: the run printed its
     outcomes (exhausted) with no word of the crashes, and summary.json had no count of them."""
