@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import os
 import time
 from dataclasses import dataclass
@@ -75,6 +76,8 @@ from .types import (
     canonical_json,
 )
 from .users.base import NO_MORE_QUESTIONS, NO_USER_REPLY, DialogueTurn, User, UserContext, in_force
+
+log = logging.getLogger(__name__)
 
 #: who "answered" a question past user.max_questions (the loop itself)
 OVER_LIMIT = "loop"
@@ -286,8 +289,41 @@ class Metacontroller:
                 )
 
         history: list[IterationRecord] = []
-        seen: dict[str, int] = {}
         usage = UsageTally()  # the problem's usage so far
+        best = _BestSoFar()
+        try:
+            return await self._iterations(problem, run_budget, started, common, history, usage, best)
+        except RunAborted:
+            raise
+        except Exception as exc:  # a bug outside the model and the critics: a strategy, a generator, a hook
+            log.exception("problem %s failed", problem.id)
+            last = history[-1] if history else None
+            if last is not None and last.usage is NO_USAGE:  # the iteration it broke in: its calls were paid
+                last.usage = _sum_usage(last.calls)
+                last.served = _served(last.calls)
+                usage.add(last.usage)
+                if run_budget is not None:
+                    run_budget.add(last.usage)
+            error = f"{type(exc).__name__}: {exc}"
+            # the best plan among the iterations whose verdicts were final (not one it broke in)
+            return self._result(
+                common, history, usage.usage(), started, "error", error, best_position(history, best.counted)
+            )
+
+    async def _iterations(
+        self,
+        problem: Problem,
+        run_budget: RunBudget | None,
+        started: float,
+        common: dict[str, Any],
+        history: list[IterationRecord],
+        usage: UsageTally,
+        best: _BestSoFar,
+    ) -> ProblemResult:
+        """:meth:`solve`'s turns, adding each to ``history`` and what it spent to ``usage`` as it goes (so
+        that a problem that breaks keeps the record of what it did and paid)."""
+        s = self.settings
+        seen: dict[str, int] = {}
         in_force = problem  # the problem as the updates so far made it (critics judge against its view)
         view = in_force.planner_view()
         dialogue: list[DialogueTurn] = []
@@ -306,7 +342,6 @@ class Metacontroller:
         sent: dict[str, list[int]] = {}
         base_temperature = self._temperature()
         hasher = PromptHasher()
-        best = _BestSoFar()
 
         index = -1
         while True:

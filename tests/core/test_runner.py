@@ -523,6 +523,31 @@ def test_a_run_from_python_into_a_directory_another_process_writes_is_refused(tm
     assert result.summary["counts"] == {"certified": 2}
 
 
+def test_a_problem_that_crashes_after_paid_calls_keeps_its_iterations_and_usage(tmp_path: Path) -> None:
+    """An exception the loop does not expect (here a backprompt strategy's bug, after the first paid call)
+    ended the problem with an empty record: the money its calls cost was in no record, so neither in
+    summary.json's usage nor in a resumed run's spending."""
+    from modulo.backprompt import Backprompt, BackpromptContext, BackpromptStrategy
+
+    class Broken(BackpromptStrategy):
+        def build(self, ctx: BackpromptContext) -> Backprompt:
+            raise ValueError("the strategy broke")
+
+    components.backprompts.register("toy_broken", Broken, replace=True)
+    try:
+        cfg = config("toy", 1, {"*": ["[1, 1]"]})
+        cfg.backprompt.name = "toy_broken"
+        result = asyncio.run(run_session(build_session(cfg), RunDir(tmp_path)))
+    finally:
+        components.backprompts.unregister("toy_broken")
+    [record] = read_records(tmp_path)
+    assert record.outcome.value == "error" and record.error == "ValueError: the strategy broke"
+    assert len(record.iterations) == 1 and record.iterations[0].plan == [1, 1]
+    assert record.usage.calls == 1 and record.usage.cost_usd > 0
+    assert result.summary["usage"]["cost_usd"] == record.usage.cost_usd
+    assert result.summary["errors"]["count"] == 1
+
+
 def test_critic_errors_are_counted_in_the_summary_and_said_on_the_console(tmp_path: Path) -> None:
     """A critic that crashes on every plan left no trace outside `modulo show`: the run printed its
     outcomes (exhausted) with no word of the crashes, and summary.json had no count of them."""
