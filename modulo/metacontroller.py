@@ -125,6 +125,16 @@ def order_critics(critics: list[Critic]) -> list[Critic]:
     return [c for _, c in indexed]
 
 
+def _settle(rec: IterationRecord, usage: UsageTally, run_budget: RunBudget | None) -> None:
+    """Count what an iteration ended by an error spent (its calls so far): in its record, the problem's usage
+    and the run's dollar budget."""
+    rec.usage = _sum_usage(rec.calls)
+    rec.served = _served(rec.calls)
+    usage.add(rec.usage)
+    if run_budget is not None:
+        run_budget.add(rec.usage)
+
+
 def _sum_usage(calls: list[LLMCall]) -> Usage:
     if len(calls) == 1:
         return calls[0].usage  # the one call's (usages are frozen: shared, never changed)
@@ -299,11 +309,7 @@ class Metacontroller:
             log.exception("problem %s failed", problem.id)
             last = history[-1] if history else None
             if last is not None and last.usage is NO_USAGE:  # the iteration it broke in: its calls were paid
-                last.usage = _sum_usage(last.calls)
-                last.served = _served(last.calls)
-                usage.add(last.usage)
-                if run_budget is not None:
-                    run_budget.add(last.usage)
+                _settle(last, usage, run_budget)
             error = f"{type(exc).__name__}: {exc}"
             # the best plan among the iterations whose verdicts were final (not one it broke in)
             return self._result(
@@ -398,26 +404,19 @@ class Metacontroller:
             except LLMError as exc:
                 if exc.call is not None:
                     rec.calls.append(exc.call)
-                rec.usage = _sum_usage(rec.calls)
-                rec.served = _served(rec.calls)
-                usage.add(rec.usage)
-                if run_budget is not None:
-                    run_budget.add(rec.usage)
+                _settle(rec, usage, run_budget)
                 error = f"{type(exc).__name__}: {exc}"
                 stop_reason = "llm_error"
                 break
             except CriticError as exc:
-                rec.usage = _sum_usage(rec.calls)
-                rec.served = _served(rec.calls)
-                usage.add(rec.usage)
+                _settle(rec, usage, run_budget)
                 result = self._result(
                     common, history, usage.usage(), started, "critic_error", f"{exc}", best.position(history)
                 )
                 raise RunAborted(result) from exc
             except MemoryError:  # this problem ends with a recorded error; the process and the run go on
                 rec.plan, rec.raw_reply, rec.verdicts = None, None, []
-                rec.usage = _sum_usage(rec.calls)
-                usage.add(rec.usage)
+                _settle(rec, usage, run_budget)
                 error, stop_reason = "MemoryError: the problem ran out of memory and was stopped", "memory"
                 break
             assign(rec, usage=_sum_usage(rec.calls), served=_served(rec.calls))

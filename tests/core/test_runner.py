@@ -89,6 +89,32 @@ def test_run_dollar_budget_records_every_problem(tmp_path: Path) -> None:
     assert 0.05 <= spent < 0.05 + per_call + 1e-9  # the run stops at the first check past the budget
 
 
+class ExhaustingToy(toy.Toy):
+    """Its reply parser runs out of memory on every reply (after the model's paid call)."""
+
+    name = "toy_exhausting"
+
+    def parse(self, text: str, problem: Problem) -> Any:
+        raise MemoryError
+
+    def critic_names(self) -> list[str]:
+        return ["format"]
+
+
+def test_what_a_problem_spent_before_it_ran_out_of_memory_counts_against_the_run_budget(tmp_path: Path) -> None:
+    # the problem's record counted the call, the run's dollar budget did not: the next problems ran past it
+    components.benchmarks.register("toy_exhausting", ExhaustingToy, replace=True)
+    try:
+        cfg = config("toy_exhausting", 3, {"*": ["[1, 1]"]}, concurrency=1, max_dollars=0.001)
+        cfg.reformulator.mode = "parser"
+        asyncio.run(run_session(build_session(cfg), RunDir(tmp_path)))
+    finally:
+        components.benchmarks.unregister("toy_exhausting")
+    records = {r.problem_id: r for r in read_records(tmp_path)}
+    assert records["toy-0"].stop_reason == "memory" and records["toy-0"].usage.cost_usd > 0.001
+    assert [records[f"toy-{i}"].outcome.value for i in (1, 2)] == ["skipped", "skipped"]
+
+
 def test_problems_skipped_by_the_run_budget_are_left_out_of_the_metrics_and_the_run_is_partial(
     tmp_path: Path,
 ) -> None:
