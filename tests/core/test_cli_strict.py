@@ -232,3 +232,21 @@ def test_a_misspelt_critic_mode_is_refused_where_no_critic_reads_it(capsys: pyte
     # synth/calendar's critics declare no mode: 'offical' reached none of them and run.json recorded it as the mode
     code, _, err = run_main(capsys, "check", "benchmark=synth/calendar", "llm=scripted", "critic_options.mode=offical")
     assert code == 2 and "critic_options.mode must be one of strict, official, not 'offical'" in err
+
+
+@pytest.mark.parametrize(
+    ("override", "said"),
+    [
+        ("llm.temperature=-1", "llm.temperature must be at least 0.0"),
+        ("llm.max_tokens=0", "llm.max_tokens must be at least 1"),
+        ("llm.backoff_base_s=-1", "llm.backoff_base_s must be at least 0.0"),  # was taken as 0: no backoff
+        ("metacontroller.critic_timeout_s=-1", "metacontroller.critic_timeout_s must be more than 0.0"),
+        ("+metacontroller.critic_timeouts={synth_busy: 0}", "metacontroller.critic_timeouts.synth_busy must be more"),
+    ],
+)
+def test_a_value_that_cannot_mean_what_it_says_is_refused_at_start(
+    capsys: pytest.CaptureFixture[str], override: str, said: str
+) -> None:
+    # each reached a provider's 400, every problem's run time or a silent clamp instead
+    code, _, err = run_main(capsys, "check", "benchmark=synth/calendar", "llm=scripted", override)
+    assert code == 2 and said in err
