@@ -286,6 +286,8 @@ def build_session(cfg: ModuloConfig, *, load_problems: bool = True) -> Session:
         if load_problems
         else ProblemSet()
     )
+    if load_problems and not problems:  # a run of nothing would end "complete" with an empty table
+        raise ConfigError(f"benchmark {benchmark.name!r}, split {split!r}: no problems selected, nothing to run")
     if problems:
         benchmark.check_plannable(problems)
     bound = BoundRun(

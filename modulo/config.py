@@ -152,7 +152,7 @@ class BenchmarkConf(Section):
 
     name: str = "travelplanner"
     split: str | None = None
-    limit: int | None = Field(default=None, ge=0)
+    limit: int | None = Field(default=None, ge=1)
     ids: list[str] | None = None
     #: benchmark-specific constructor arguments (n, seed, shots, ...)
     args: dict[str, Any] = Field(default_factory=dict)

@@ -250,3 +250,14 @@ def test_a_value_that_cannot_mean_what_it_says_is_refused_at_start(
     # each reached a provider's 400, every problem's run time or a silent clamp instead
     code, _, err = run_main(capsys, "check", "benchmark=synth/calendar", "llm=scripted", override)
     assert code == 2 and said in err
+
+
+@pytest.mark.parametrize("override", ["benchmark.limit=0", "benchmark.n=0"])
+def test_a_run_that_selects_no_problem_is_refused_and_leaves_no_run_dir(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, override: str
+) -> None:
+    # it ran nothing, exited 0 and wrote summary.json with status "complete" and an empty table
+    target = tmp_path / "run"
+    code, _, err = run_main(capsys, "run", "benchmark=synth/calendar", "llm=scripted", override, f"run.dir={target}")
+    assert code == 2 and ("benchmark.limit must be at least 1" in err or "no problems selected" in err)
+    assert not target.exists()
