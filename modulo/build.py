@@ -271,6 +271,10 @@ def build_session(cfg: ModuloConfig, *, load_problems: bool = True) -> Session:
             "evaluation checks (oracle); writing evaluation cues into test-time prompts is not allowed by the "
             "benchmark's authors. Set run.allow_test_oracle=true to do it anyway (it is recorded)."
         )
+    from .sandbox import named_critics
+
+    # a per-critic deadline for a critic that does not run (a typo) would silently leave the default in force
+    named_critics(list(cfg.metacontroller.critic_timeouts), [c.name for c in critics], "critic_timeouts", None)
     sandboxed, heavy, executor = build_sandbox(cfg, benchmark, critics, level)
     loop = build_loop(cfg, benchmark, critics, level, executor)
     check_dollar_budgets(cfg, loop)
@@ -282,6 +286,8 @@ def build_session(cfg: ModuloConfig, *, load_problems: bool = True) -> Session:
         if load_problems
         else ProblemSet()
     )
+    if load_problems and not problems:  # a run of nothing would end "complete" with an empty table
+        raise ConfigError(f"benchmark {benchmark.name!r}, split {split!r}: no problems selected, nothing to run")
     if problems:
         benchmark.check_plannable(problems)
     bound = BoundRun(
@@ -520,6 +526,12 @@ def _run_info(session: BoundRun, sources: list[str]) -> dict[str, Any]:
             "on_fixed_point": cfg.metacontroller.on_fixed_point,
             "temperatures": list(cfg.metacontroller.fixed_point_temperatures),
             "variations": cfg.metacontroller.fixed_point_variations,
+        },
+        "loop": {
+            "check_unsolvable": cfg.metacontroller.check_unsolvable,
+            "stop_after_repeats": cfg.metacontroller.stop_after_repeats,
+            "max_reply_chars": cfg.metacontroller.max_reply_chars,
+            "max_plan_items": cfg.metacontroller.max_plan_items,
         },
         "user": _user_info(cfg, session),
         "sample": cfg.run.sample,

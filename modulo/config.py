@@ -20,7 +20,7 @@ hard) and ``json`` (format only), the subsets of the LLM-Modulo paper's Table 1.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -152,7 +152,7 @@ class BenchmarkConf(Section):
 
     name: str = "travelplanner"
     split: str | None = None
-    limit: int | None = Field(default=None, ge=0)
+    limit: int | None = Field(default=None, ge=1)
     ids: list[str] | None = None
     #: benchmark-specific constructor arguments (n, seed, shots, ...)
     args: dict[str, Any] = Field(default_factory=dict)
@@ -198,7 +198,7 @@ class CriticOptions(Section):
     section: ClassVar[str] = "critic_options"
 
     #: strict | official (passed to critics that declare a ``mode`` option)
-    mode: str = "strict"
+    mode: Literal["strict", "official"] = "strict"
     #: what failing critics tell the planner: binary (only which constraint failed) | explain (what
     #: failed and where; the paper's default) | hint (plus concrete suggestions, for critics that offer them)
     feedback: str = "explain"
@@ -222,7 +222,7 @@ class MetacontrollerConf(Section):
     #: stop early after this many consecutive repeats of an earlier plan (null: never)
     stop_after_repeats: int | None = Field(default=None, ge=1)
     #: seconds a critic call may take before it is a recorded critic error (generous default)
-    critic_timeout_s: float = DEFAULT_CRITIC_TIMEOUT_S
+    critic_timeout_s: float = Field(default=DEFAULT_CRITIC_TIMEOUT_S, gt=0)
     #: replies longer than this (characters) are a format error; null: the benchmark's own bound
     max_reply_chars: int | None = Field(default=None, ge=1)
     #: plans with more JSON values than this are a format error; null: the benchmark's own bound
@@ -230,7 +230,7 @@ class MetacontrollerConf(Section):
     #: end a problem with a recorded error when the process holds more resident memory than this (MB)
     max_rss_mb: float | None = Field(default=None, gt=0)
     #: per-critic deadlines in seconds: {critic_name: seconds}
-    critic_timeouts: dict[str, float] = Field(default_factory=dict)
+    critic_timeouts: dict[str, Annotated[float, Field(gt=0)]] = Field(default_factory=dict)
     #: a request at temperature 0 that repeats an earlier one of the same problem: stop | temperature | vary
     on_fixed_point: Literal["stop", "temperature", "vary"] = "stop"
     #: on_fixed_point=temperature: the temperatures of the 1st, 2nd, ... repeat of a request
@@ -270,13 +270,13 @@ class LLMSettings(Section):
     base_url: str | None = None
     #: name of the environment variable holding the API key (never the key itself)
     api_key_env: str | None = None
-    temperature: float = 0.0
-    max_tokens: int | None = None
+    temperature: float = Field(default=0.0, ge=0)
+    max_tokens: int | None = Field(default=None, ge=1)
     seed: int | None = None
     timeout_s: float = Field(default=120.0, gt=0)
     max_retries: int = Field(default=6, ge=0)
     #: first backoff wait (seconds); doubles per failed attempt, plus jitter, unless Retry-After says otherwise
-    backoff_base_s: float = 1.0
+    backoff_base_s: float = Field(default=1.0, ge=0)
     #: upper bound on backoff waits (seconds)
     max_backoff_s: float = 60.0
     concurrency: int = Field(default=16, ge=1)

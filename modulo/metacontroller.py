@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import os
 import time
 from dataclasses import dataclass
@@ -76,6 +77,8 @@ from .types import (
 )
 from .users.base import NO_MORE_QUESTIONS, NO_USER_REPLY, DialogueTurn, User, UserContext, in_force
 
+log = logging.getLogger(__name__)
+
 #: who "answered" a question past user.max_questions (the loop itself)
 OVER_LIMIT = "loop"
 #: the message that carries the user's answer to the planner's question
@@ -120,6 +123,16 @@ def order_critics(critics: list[Critic]) -> list[Critic]:
     indexed = list(enumerate(critics))
     indexed.sort(key=lambda ic: (ic[1].group != FORMAT_GROUP, ic[1].priority, ic[0]))
     return [c for _, c in indexed]
+
+
+def _settle(rec: IterationRecord, usage: UsageTally, run_budget: RunBudget | None) -> None:
+    """Count what an iteration ended by an error spent (its calls so far): in its record, the problem's usage
+    and the run's dollar budget."""
+    rec.usage = _sum_usage(rec.calls)
+    rec.served = _served(rec.calls)
+    usage.add(rec.usage)
+    if run_budget is not None:
+        run_budget.add(rec.usage)
 
 
 def _sum_usage(calls: list[LLMCall]) -> Usage:
@@ -286,8 +299,37 @@ class Metacontroller:
                 )
 
         history: list[IterationRecord] = []
-        seen: dict[str, int] = {}
         usage = UsageTally()  # the problem's usage so far
+        best = _BestSoFar()
+        try:
+            return await self._iterations(problem, run_budget, started, common, history, usage, best)
+        except RunAborted:
+            raise
+        except Exception as exc:  # a bug outside the model and the critics: a strategy, a generator, a hook
+            log.exception("problem %s failed", problem.id)
+            last = history[-1] if history else None
+            if last is not None and last.usage is NO_USAGE:  # the iteration it broke in: its calls were paid
+                _settle(last, usage, run_budget)
+            error = f"{type(exc).__name__}: {exc}"
+            # the best plan among the iterations whose verdicts were final (not one it broke in)
+            return self._result(
+                common, history, usage.usage(), started, "error", error, best_position(history, best.counted)
+            )
+
+    async def _iterations(
+        self,
+        problem: Problem,
+        run_budget: RunBudget | None,
+        started: float,
+        common: dict[str, Any],
+        history: list[IterationRecord],
+        usage: UsageTally,
+        best: _BestSoFar,
+    ) -> ProblemResult:
+        """:meth:`solve`'s turns, adding each to ``history`` and what it spent to ``usage`` as it goes (so
+        that a problem that breaks keeps the record of what it did and paid)."""
+        s = self.settings
+        seen: dict[str, int] = {}
         in_force = problem  # the problem as the updates so far made it (critics judge against its view)
         view = in_force.planner_view()
         dialogue: list[DialogueTurn] = []
@@ -306,7 +348,6 @@ class Metacontroller:
         sent: dict[str, list[int]] = {}
         base_temperature = self._temperature()
         hasher = PromptHasher()
-        best = _BestSoFar()
 
         index = -1
         while True:
@@ -363,26 +404,19 @@ class Metacontroller:
             except LLMError as exc:
                 if exc.call is not None:
                     rec.calls.append(exc.call)
-                rec.usage = _sum_usage(rec.calls)
-                rec.served = _served(rec.calls)
-                usage.add(rec.usage)
-                if run_budget is not None:
-                    run_budget.add(rec.usage)
+                _settle(rec, usage, run_budget)
                 error = f"{type(exc).__name__}: {exc}"
                 stop_reason = "llm_error"
                 break
             except CriticError as exc:
-                rec.usage = _sum_usage(rec.calls)
-                rec.served = _served(rec.calls)
-                usage.add(rec.usage)
+                _settle(rec, usage, run_budget)
                 result = self._result(
                     common, history, usage.usage(), started, "critic_error", f"{exc}", best.position(history)
                 )
                 raise RunAborted(result) from exc
             except MemoryError:  # this problem ends with a recorded error; the process and the run go on
                 rec.plan, rec.raw_reply, rec.verdicts = None, None, []
-                rec.usage = _sum_usage(rec.calls)
-                usage.add(rec.usage)
+                _settle(rec, usage, run_budget)
                 error, stop_reason = "MemoryError: the problem ran out of memory and was stopped", "memory"
                 break
             assign(rec, usage=_sum_usage(rec.calls), served=_served(rec.calls))
@@ -447,7 +481,9 @@ class Metacontroller:
             if s.max_tokens is not None and usage.total_tokens >= s.max_tokens:
                 stop_reason = "tokens"
                 break
-            if s.max_dollars is not None and usage.cost_usd >= s.max_dollars:
+            # the calls' price whether paid now or served from the cache (as max_tokens counts cached tokens):
+            # the same configuration run again from the cache stops where it stopped when it paid
+            if s.max_dollars is not None and usage.cost_usd + usage.cached_cost_usd >= s.max_dollars:
                 stop_reason = "dollars"
                 break
             if s.max_seconds is not None and time.perf_counter() - started >= s.max_seconds:

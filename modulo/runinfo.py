@@ -96,6 +96,17 @@ class BudgetInfo(_Part):
     max_seconds: float | None = None
 
 
+class LoopInfo(_Part):
+    """The loop's settings besides the budget that decide a problem's outcome: whether a proof of
+    unsolvability ends it, the stop after repeated plans, and the bounds past which a reply or a plan
+    is a format error."""
+
+    check_unsolvable: bool = True
+    stop_after_repeats: int | None = None
+    max_reply_chars: int | None = None
+    max_plan_items: int | None = None
+
+
 class FixedPointInfo(_Part):
     on_fixed_point: str = "stop"
     temperatures: list[float] = Field(default_factory=lambda: [0.7, 1.0])
@@ -169,6 +180,9 @@ class RunInfo(_Part):
     backprompt: ComponentInfo = Field(default_factory=lambda: ComponentInfo(name="all"))
     budget: BudgetInfo
     fixed_point: FixedPointInfo = Field(default_factory=FixedPointInfo)
+    #: None: a run.json written before these were recorded (what the run used is unknown, so a resumption
+    #: is not compared on them)
+    loop: LoopInfo | None = None
     user: UserInfo = Field(default_factory=UserInfo)
     sample: int = 0
     allow_test_oracle: bool = False
@@ -207,6 +221,9 @@ class RunInfo(_Part):
         defaults = self._arg_defaults or other._arg_defaults
         for side in (mine, theirs):
             side["benchmark"] = {**side["benchmark"], "args": {**defaults, **side["benchmark"]["args"]}}
+        if mine.get("loop") is None or theirs.get("loop") is None:  # not recorded by the older one
+            mine.pop("loop", None)
+            theirs.pop("loop", None)
         return sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
 
     @property

@@ -39,7 +39,7 @@ from .benchmark import FinalPlan
 from .build import Session
 from .metacontroller import RunAborted, RunBudget, best_iteration
 from .problems import Spool
-from .runs import RunDir, error_digest, latest_records
+from .runs import RunDir, RunLock, error_digest, latest_records
 from .types import (
     Abstention,
     IterationRecord,
@@ -232,7 +232,18 @@ async def run_session(
     concurrency: int | None = None,
     progress: ProgressFn | None = None,
 ) -> RunResult:
-    """Solve every problem of ``session`` into ``run_dir`` (resuming what is already there)."""
+    """Solve every problem of ``session`` into ``run_dir`` (resuming what is already there).
+
+    The run directory's lock (:class:`~modulo.runs.RunLock`) is held throughout, from Python as from the
+    CLI (which holds it already: it is re-entrant): a directory another process is writing is a
+    RunLockedError naming it, before anything is written."""
+    with RunLock(run_dir.path):
+        return await _run_locked(session, run_dir, config_yaml, concurrency, progress)
+
+
+async def _run_locked(
+    session: Session, run_dir: RunDir, config_yaml: str, concurrency: int | None, progress: ProgressFn | None
+) -> RunResult:
     cfg = session.config
     retry = {Outcome.ERROR, Outcome.SKIPPED} if cfg.run.retry_errors else set()
     problems = session.problems
@@ -269,6 +280,7 @@ async def run_session(
         except BaseException:
             await session.aclose()
             raise
+        run_dir.discard_ending()  # the run goes on: what an earlier process wrote at its end no longer holds
     budget = RunBudget(max_dollars=cfg.run.max_dollars)
     budget.spent = spent
     # the problems still to run, read one at a time as workers take them: only in-flight ones are held

@@ -348,6 +348,21 @@ class RunDir:
                 "record, and replies already paid for are in the response cache. Free space, then resume"
             ) from None
 
+    def discard_ending(self) -> None:
+        """Remove ``summary.json`` and ``evaluation.json`` (the summary first: it says the run ended), which
+        describe the run as an earlier process ended it: a run that goes on solving has not ended, and if it
+        is stopped before it ends, its directory must not show the earlier figures as the records' own
+        (readers then rebuild them from the records)."""
+        removed = False
+        for name in ("summary.json", "evaluation.json"):
+            try:
+                (self.path / name).unlink()
+            except FileNotFoundError:
+                continue
+            removed = True
+        if removed:
+            _fsync_directory(self.path)
+
     def write_json(self, name: str, data: Any) -> Path:
         target = self.path / name
         _atomic_write(target, _json_pieces(data))

@@ -136,15 +136,16 @@ def sandboxed_names(request: Any, critics: Sequence[Critic]) -> list[str]:
     return [n for n in active if n in named or n in untrusted]
 
 
-def named_critics(request: Any, active: list[str], key: str, keyword: str) -> list[str]:
+def named_critics(request: Any, active: list[str], key: str, keyword: str | None) -> list[str]:
     """The active critics ``request`` (a name or a list of names) names, in their order; a ConfigError
-    naming ``metacontroller.<key>`` for a name that is not active (the other values: ``keyword``, none)."""
+    naming ``metacontroller.<key>`` for a name that is not active (the other values: ``keyword``, none;
+    no ``keyword``: only critic names)."""
     names = [request] if isinstance(request, str) else [str(n) for n in request]
     unknown = [n for n in names if n not in active]
     if unknown:
         raise ConfigError(
             f"metacontroller.{key} names {unknown}, which are not among the active critics {active} "
-            f"(give critic names, {keyword}, or none)"
+            + (f"(give critic names, {keyword}, or none)" if keyword else "(give the names of active critics)")
         )
     return [n for n in active if n in names]
 

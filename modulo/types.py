@@ -6,6 +6,7 @@ read back, replayed and reported on without importing any benchmark.
 
 from __future__ import annotations
 
+import copy
 import enum
 import json
 import operator
@@ -92,6 +93,76 @@ class ProblemUpdate(BaseModel):
     source: str = "config"
 
 
+class _ReadOnly:
+    """What a read-only container of a problem does: refuse every change, pickle as itself, and copy
+    (``copy.copy``, ``copy.deepcopy``) as its plain, changeable kind."""
+
+    __slots__ = ()
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(
+            "the problem's constraints and metadata are read-only here (a critic, the planner's side and the "
+            "backprompts share them): change a copy (copy.deepcopy)"
+        )
+
+
+class ReadOnlyDict(_ReadOnly, dict[Any, Any]):
+    """A problem's dict as :meth:`Problem.planner_view` hands it out: a ``dict`` (JSON and templates write it
+    as one) that no method changes."""
+
+    __slots__ = ()
+
+    def __init__(self, items: Any = ()) -> None:
+        dict.__init__(self, ((k, read_only(v)) for k, v in dict(items).items()))
+
+    __setitem__ = __delitem__ = __ior__ = _ReadOnly._refuse
+    pop = popitem = setdefault = update = clear = _ReadOnly._refuse
+
+    def __copy__(self) -> dict[Any, Any]:
+        return dict(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> dict[Any, Any]:
+        return {copy.deepcopy(k, memo): copy.deepcopy(v, memo) for k, v in self.items()}
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ReadOnlyDict, (dict(self),))
+
+
+class ReadOnlyList(_ReadOnly, list[Any]):
+    """A problem's list as :meth:`Problem.planner_view` hands it out (see :class:`ReadOnlyDict`)."""
+
+    __slots__ = ()
+
+    def __init__(self, items: Any = ()) -> None:
+        list.__init__(self, map(read_only, items))
+
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _ReadOnly._refuse
+    append = extend = insert = pop = remove = clear = sort = reverse = _ReadOnly._refuse
+
+    def __copy__(self) -> list[Any]:
+        return list(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> list[Any]:
+        return [copy.deepcopy(v, memo) for v in self]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ReadOnlyList, (list(self),))
+
+
+def read_only(value: Any) -> Any:
+    """``value`` with every plain dict and list in it (inside tuples too) made read-only; every other value
+    as it is (of the same type: a subclass of dict or list, a set or an object of another kind is not
+    wrapped, so nothing that compares or dispatches on types reads it differently)."""
+    kind = type(value)
+    if kind is dict:
+        return ReadOnlyDict(value)
+    if kind is list:
+        return ReadOnlyList(value)
+    if kind is tuple:
+        return tuple(map(read_only, value))
+    return value
+
+
 class Problem(BaseModel):
     """One task for the planner.
 
@@ -123,10 +194,19 @@ class Problem(BaseModel):
     updates: list[ProblemUpdate] = Field(default_factory=list, repr=False)
 
     def planner_view(self) -> Problem:
-        """This problem as the planner may see it: hidden information and scheduled updates removed."""
-        if not self.hidden and not self.updates:
-            return self
-        return self.model_copy(update={"hidden": {}, "updates": []})
+        """This problem as the planner may see it: hidden information and scheduled updates removed, and its
+        constraints and metadata read-only (:func:`read_only`): the critics, the generator, the reformulator
+        and the backprompts of a problem share them, and the runner scores the final plan against the
+        problem itself, so none may change what the others judge or say. Made once per problem and
+        version by the loop (a walk of the constraints and metadata, no work per iteration)."""
+        return self.model_copy(
+            update={
+                "hidden": {},
+                "updates": [],
+                "constraints": read_only(self.constraints),
+                "metadata": read_only(self.metadata),
+            }
+        )
 
 
 class AbstentionCheck(BaseModel):

@@ -216,3 +216,48 @@ def test_an_interrupted_sweep_says_how_to_finish_every_job(
     err = " ".join(capsys.readouterr().err.split())
     assert f"modulo resume {sweep / '0'}" in err
     assert f"finish the whole sweep (this job and the ones not started) with: {again}" in err
+
+
+def test_a_critic_timeout_for_a_critic_that_does_not_run_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    # a typo in the critic's name would leave the default deadline in force, silently
+    args = ("check", "benchmark=synth/calendar", "llm=scripted", "benchmark.n=1")
+    code, _, err = run_main(capsys, *args, "+metacontroller.critic_timeouts={synth_bussy: 5}")
+    assert code == 2
+    assert "metacontroller.critic_timeouts names ['synth_bussy']" in err and "synth_busy" in err
+    code, _, err = run_main(capsys, *args, "+metacontroller.critic_timeouts={synth_busy: 5}")
+    assert code == 0, err
+
+
+def test_a_misspelt_critic_mode_is_refused_where_no_critic_reads_it(capsys: pytest.CaptureFixture[str]) -> None:
+    # synth/calendar's critics declare no mode: 'offical' reached none of them and run.json recorded it as the mode
+    code, _, err = run_main(capsys, "check", "benchmark=synth/calendar", "llm=scripted", "critic_options.mode=offical")
+    assert code == 2 and "critic_options.mode must be one of strict, official, not 'offical'" in err
+
+
+@pytest.mark.parametrize(
+    ("override", "said"),
+    [
+        ("llm.temperature=-1", "llm.temperature must be at least 0.0"),
+        ("llm.max_tokens=0", "llm.max_tokens must be at least 1"),
+        ("llm.backoff_base_s=-1", "llm.backoff_base_s must be at least 0.0"),  # was taken as 0: no backoff
+        ("metacontroller.critic_timeout_s=-1", "metacontroller.critic_timeout_s must be more than 0.0"),
+        ("+metacontroller.critic_timeouts={synth_busy: 0}", "metacontroller.critic_timeouts.synth_busy must be more"),
+    ],
+)
+def test_a_value_that_cannot_mean_what_it_says_is_refused_at_start(
+    capsys: pytest.CaptureFixture[str], override: str, said: str
+) -> None:
+    # each reached a provider's 400, every problem's run time or a silent clamp instead
+    code, _, err = run_main(capsys, "check", "benchmark=synth/calendar", "llm=scripted", override)
+    assert code == 2 and said in err
+
+
+@pytest.mark.parametrize("override", ["benchmark.limit=0", "benchmark.n=0"])
+def test_a_run_that_selects_no_problem_is_refused_and_leaves_no_run_dir(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, override: str
+) -> None:
+    # it ran nothing, exited 0 and wrote summary.json with status "complete" and an empty table
+    target = tmp_path / "run"
+    code, _, err = run_main(capsys, "run", "benchmark=synth/calendar", "llm=scripted", override, f"run.dir={target}")
+    assert code == 2 and ("benchmark.limit must be at least 1" in err or "no problems selected" in err)
+    assert not target.exists()

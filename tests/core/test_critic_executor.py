@@ -96,6 +96,61 @@ def test_a_mutating_critic_is_an_error_and_the_recorded_plan_is_the_generators()
     assert result.outcome is Outcome.EXHAUSTED  # an errored critic never certifies
 
 
+class Loosener(Critic):
+    """Rewrites the problem it is shown to fit the plan (runs before the toy critics)."""
+
+    name = "loosener"
+    group = "hard"
+    priority = 0
+
+    def __init__(self, inline: bool = False) -> None:
+        self.inline = inline
+
+    def check(self, problem: Problem, plan: PlanJSON) -> Verdict:
+        problem.constraints["target"] = sum(plan)  # type: ignore[arg-type]
+        return Verdict.ok()
+
+
+@pytest.mark.parametrize("inline", [False, True])
+def test_a_critic_that_changes_the_problem_is_an_error_and_the_others_judge_the_problem_as_given(
+    inline: bool,
+) -> None:
+    # [1, 2] does not sum to toy-0's target 5: a critic rewriting the target in place must not get it certified
+    loop, _ = make_loop({"toy-0": ["[1, 2]"]}, max_iterations=2)
+    _with(loop, Loosener(inline))
+    problem = next(p for p in loop.benchmark.load("dev") if p.id == "toy-0")
+    result = asyncio.run(loop.solve(problem))
+    assert result.outcome is Outcome.EXHAUSTED
+    for it in result.iterations:
+        by = {v.critic: v for v in it.verdicts}
+        assert by["loosener"].error and "read-only" in by["loosener"].error and not by["loosener"].passed
+        assert not by["toy_sum"].passed
+    assert problem.constraints["target"] == 5  # what the runner scores the final plan against
+
+
+def test_the_planner_view_is_read_only_and_copies_pickles_and_renders_as_the_problem() -> None:
+    import copy
+    import json
+    import pickle
+
+    problem = Problem(id="p", benchmark="b", query="q", constraints={"a": [1, {"b": (2, [3])}]}, metadata={"m": [1]})
+    view = problem.planner_view()
+    for change in (
+        lambda: view.constraints.update(x=1),
+        lambda: view.constraints["a"].append(4),
+        lambda: view.constraints["a"][1]["b"][1].sort(),
+        lambda: view.metadata.pop("m"),
+    ):
+        with pytest.raises(TypeError, match="read-only"):
+            change()
+    assert json.dumps(view.constraints) == json.dumps(problem.constraints) and view == problem
+    assert repr(view.constraints) == repr(problem.constraints)
+    assert pickle.loads(pickle.dumps(view)) == view  # as a sandboxed critic's worker receives it
+    mine = copy.deepcopy(view.constraints)
+    mine["a"][1]["b"][1].append(4)  # a deep copy is the caller's to change
+    assert problem.constraints == {"a": [1, {"b": (2, [3])}]}
+
+
 def test_a_mutating_critic_stops_the_run_under_on_critic_error_stop() -> None:
     loop, _ = make_loop({"toy-0": ["[2, 3]"]}, max_iterations=1, on_critic_error="stop")
     _with(loop, Mutator())

@@ -82,7 +82,7 @@ class Resample(BackpromptStrategy):
         return Backprompt(messages=list(ctx.first_prompt), text="")
 
 
-def _run(fake: FakeProvider, cache: Path, temperature: float) -> Any:
+def _run(fake: FakeProvider, cache: Path, temperature: float, price: float | None = None, **loop_settings: Any) -> Any:
     settings = LLMSettings(
         name="openai",
         model="fake-model",
@@ -92,6 +92,8 @@ def _run(fake: FakeProvider, cache: Path, temperature: float) -> Any:
         seed=11,
         max_retries=0,
         timeout_s=5.0,
+        price_input_per_mtok=price,
+        price_output_per_mtok=price,
     )
     client = build_client(settings, cache_mode="read-write", cache_dir=cache)
     bench = toy.Toy()
@@ -106,7 +108,7 @@ def _run(fake: FakeProvider, cache: Path, temperature: float) -> Any:
         critics=[format_critic(benchmark=bench), toy.toy_sum()],
         strategy=Resample(),
         llm=client,
-        settings=LoopSettings(max_iterations=5),
+        settings=LoopSettings(max_iterations=5, **loop_settings),
     )
     problem = bench.load("dev")[0]
 
@@ -158,3 +160,21 @@ def test_a_generator_with_its_own_state_is_never_stopped_at_a_fixed_point() -> N
     result = solve(loop)
     assert result.stop_reason == "iterations" and model.calls == 5
     assert [it.draw for it in result.iterations] == [0, 0, 0, 1, 2]  # still numbered as draws
+
+
+def test_a_problems_dollar_budget_stops_a_rerun_from_the_cache_where_the_first_run_stopped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # cache hits count $0 spent: the budget read only what was paid, so the same configuration run again
+    # from the cache went on past the first run's stop (its budget then bought more than its label)
+    monkeypatch.setenv("MODULO_TEST_KEY", "sk-test")
+    with FakeProvider(seed=3) as fake:
+        probe = _run(fake, tmp_path / "probe", 0.7, price=1000.0)
+        per_iteration = probe.iterations[0].usage.cost_usd
+        budget = 1.5 * per_iteration  # spent after the second iteration
+        first = _run(fake, tmp_path / "cache", 0.7, price=1000.0, max_dollars=budget)
+        assert first.stop_reason == "dollars" and len(first.iterations) == 2
+        second = _run(fake, tmp_path / "cache", 0.7, price=1000.0, max_dollars=budget)
+    assert [it.served for it in second.iterations] == ["cache", "cache"]
+    assert second.stop_reason == "dollars" and len(second.iterations) == 2
+    assert second.usage.cost_usd == 0.0 and second.usage.cached_cost_usd == first.usage.cost_usd

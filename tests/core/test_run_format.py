@@ -103,6 +103,33 @@ def test_an_argument_a_benchmark_added_at_its_default_is_not_another_configurati
     assert old.differences(changed) == ["benchmark"]  # a value other than the default is another configuration
 
 
+@pytest.mark.parametrize(
+    "change",
+    [
+        "metacontroller.stop_after_repeats=1",
+        "metacontroller.check_unsolvable=false",
+        "metacontroller.max_reply_chars=10",
+        "metacontroller.max_plan_items=1",
+    ],
+)
+def test_a_setting_that_decides_outcomes_is_part_of_the_runs_identity(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], change: str
+) -> None:
+    # resumed with another stop rule or format bound, a run would mix problems solved two ways under one config.yaml
+    args = ("run", "benchmark=synth/calendar", "benchmark.n=1", "llm=scripted", "run.report=false")
+    code, _, err = run_main(capsys, *args, f"run.dir={tmp_path / 'run'}")
+    assert code == 0, err
+    config = (tmp_path / "run" / "config.yaml").read_text()
+    code, out, err = run_main(capsys, *args, f"run.dir={tmp_path / 'run'}", change)
+    assert code == 2 and "another configuration" in out + err and "loop" in out + err
+    assert (tmp_path / "run" / "config.yaml").read_text() == config
+    # a run.json written before the loop's settings were recorded: not compared on them
+    info = read_run_info(tmp_path / "run")
+    older = info.model_copy(update={"loop": None})
+    newer = info.model_copy(update={"loop": info.loop.model_copy(update={"stop_after_repeats": 1})})  # type: ignore[union-attr]
+    assert older.differences(newer) == [] and info.differences(newer) == ["loop"]
+
+
 def test_a_mistyped_run_directory_is_named_not_its_parent(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     missing = tmp_path / "runs" / "typo"
     (tmp_path / "runs").mkdir()

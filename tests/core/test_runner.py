@@ -89,6 +89,32 @@ def test_run_dollar_budget_records_every_problem(tmp_path: Path) -> None:
     assert 0.05 <= spent < 0.05 + per_call + 1e-9  # the run stops at the first check past the budget
 
 
+class ExhaustingToy(toy.Toy):
+    """Its reply parser runs out of memory on every reply (after the model's paid call)."""
+
+    name = "toy_exhausting"
+
+    def parse(self, text: str, problem: Problem) -> Any:
+        raise MemoryError
+
+    def critic_names(self) -> list[str]:
+        return ["format"]
+
+
+def test_what_a_problem_spent_before_it_ran_out_of_memory_counts_against_the_run_budget(tmp_path: Path) -> None:
+    # the problem's record counted the call, the run's dollar budget did not: the next problems ran past it
+    components.benchmarks.register("toy_exhausting", ExhaustingToy, replace=True)
+    try:
+        cfg = config("toy_exhausting", 3, {"*": ["[1, 1]"]}, concurrency=1, max_dollars=0.001)
+        cfg.reformulator.mode = "parser"
+        asyncio.run(run_session(build_session(cfg), RunDir(tmp_path)))
+    finally:
+        components.benchmarks.unregister("toy_exhausting")
+    records = {r.problem_id: r for r in read_records(tmp_path)}
+    assert records["toy-0"].stop_reason == "memory" and records["toy-0"].usage.cost_usd > 0.001
+    assert [records[f"toy-{i}"].outcome.value for i in (1, 2)] == ["skipped", "skipped"]
+
+
 def test_problems_skipped_by_the_run_budget_are_left_out_of_the_metrics_and_the_run_is_partial(
     tmp_path: Path,
 ) -> None:
@@ -473,6 +499,79 @@ def test_a_failing_end_writes_no_summary_and_keeps_the_records(
         asyncio.run(run_session(session, RunDir(tmp_path)))
     assert finished == [True]
     assert len(list(read_records(tmp_path))) == 3 and not (tmp_path / "summary.json").exists()
+
+
+def test_a_resumed_run_stopped_before_its_end_leaves_no_summary_of_the_earlier_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """summary.json and evaluation.json of the process that ended the run before stayed in place while a
+    resumption (run.retry_errors) solved problems again: stopped by Ctrl-C, the directory said the run had
+    ended with the old counts, usage and metrics, beside records that no longer matched them."""
+    components.benchmarks.register("toy_fragile", FragileToy, replace=True)
+    try:
+        asyncio.run(run_session(build_session(config("toy_fragile", 3, {"*": ["[1, 2]"]})), RunDir(tmp_path)))
+        assert (tmp_path / "summary.json").exists() and (tmp_path / "evaluation.json").exists()
+        session = build_session(config("toy_fragile", 3, {"*": ["[1, 2]"]}, retry_errors=True))
+
+        async def interrupted(problem: Problem, budget: Any = None) -> Any:
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(session.loop, "solve", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            asyncio.run(run_session(session, RunDir(tmp_path)))
+    finally:
+        components.benchmarks.unregister("toy_fragile")
+    assert not (tmp_path / "summary.json").exists() and not (tmp_path / "evaluation.json").exists()
+    assert len(list(read_records(tmp_path))) == 3  # the records stay
+
+
+def test_a_run_from_python_into_a_directory_another_process_writes_is_refused(tmp_path: Path) -> None:
+    """Only the CLI took the run directory's lock: run_session from Python (a notebook resuming a run the
+    command line was still writing) appended to the same records.jsonl as the other process."""
+    import subprocess
+    import sys
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from modulo.runs import RunLock; RunLock(sys.argv[1]).acquire(); "
+         "print('held', flush=True); sys.stdin.read()", str(tmp_path)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        session = build_session(config("toy", 2, RIGHT))
+        with pytest.raises(RunError, match="being written by another modulo process"):
+            asyncio.run(run_session(session, RunDir(tmp_path)))
+        asyncio.run(session.aclose())
+        assert not (tmp_path / "run.json").exists() and not (tmp_path / "records.jsonl").exists()
+    finally:
+        holder.communicate("", timeout=30)
+    result = asyncio.run(run_session(build_session(config("toy", 2, RIGHT)), RunDir(tmp_path)))  # released: runs
+    assert result.summary["counts"] == {"certified": 2}
+
+
+def test_a_problem_that_crashes_after_paid_calls_keeps_its_iterations_and_usage(tmp_path: Path) -> None:
+    """An exception the loop does not expect (here a backprompt strategy's bug, after the first paid call)
+    ended the problem with an empty record: the money its calls cost was in no record, so neither in
+    summary.json's usage nor in a resumed run's spending."""
+    from modulo.backprompt import Backprompt, BackpromptContext, BackpromptStrategy
+
+    class Broken(BackpromptStrategy):
+        def build(self, ctx: BackpromptContext) -> Backprompt:
+            raise ValueError("the strategy broke")
+
+    components.backprompts.register("toy_broken", Broken, replace=True)
+    try:
+        cfg = config("toy", 1, {"*": ["[1, 1]"]})
+        cfg.backprompt.name = "toy_broken"
+        result = asyncio.run(run_session(build_session(cfg), RunDir(tmp_path)))
+    finally:
+        components.backprompts.unregister("toy_broken")
+    [record] = read_records(tmp_path)
+    assert record.outcome.value == "error" and record.error == "ValueError: the strategy broke"
+    assert len(record.iterations) == 1 and record.iterations[0].plan == [1, 1]
+    assert record.usage.calls == 1 and record.usage.cost_usd > 0
+    assert result.summary["usage"]["cost_usd"] == record.usage.cost_usd
+    assert result.summary["errors"]["count"] == 1
 
 
 def test_critic_errors_are_counted_in_the_summary_and_said_on_the_console(tmp_path: Path) -> None:
