@@ -914,11 +914,19 @@ class _Builder:
 
 
 def _status(run: RunData) -> str:
-    finished = sum(1 for i in run.problem_ids if i in run.records)
+    """How the run ended: ``complete``, or what went wrong (errors, and a run killed, cut short or not
+    evaluated: both when both happened)."""
     total = len(run.problem_ids)
     errored = len(run.errored_ids)
-    if errored:
-        return f"errors ({errored} of {total} problems)"
+    progress = _progress(run, total)
+    if not errored:
+        return progress
+    errors = f"errors ({errored} of {total} problems)"
+    return errors if progress == "complete" else f"{errors}; {progress}"
+
+
+def _progress(run: RunData, total: int) -> str:
+    finished = sum(1 for i in run.problem_ids if i in run.records)
     skipped = len(run.skipped_ids)
     if skipped and finished == total:  # every problem recorded, some never started (the run's budget)
         return f"partial ({total - skipped}/{total}; {skipped} skipped, never started)"

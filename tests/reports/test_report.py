@@ -229,6 +229,20 @@ def test_killed_run_is_reevaluated(tmp_path: Path, make_run: Any, run_a_plans: A
     assert "re-evaluated by the benchmark" in result.markdown
 
 
+def test_killed_run_with_an_error_says_both(tmp_path: Path, make_run: Any, run_a_plans: Any) -> None:
+    """A killed run that also had an errored problem reads as both: its status said only 'errors (1 of 6
+    problems)', as if the other five had been scored, when only four of them had finished."""
+    path = make_run(tmp_path / "k", run_a_plans, evaluate=False, truncate_last=True)
+    lines = (path / "records.jsonl").read_text().split("\n")
+    p1 = json.loads(lines[1])
+    p1.update(outcome="error", stop_reason="llm_error", error="PermanentLLMError: bad request")
+    lines[1] = json.dumps(p1)
+    (path / "records.jsonl").write_text("\n".join(lines))
+    result = build_report([path], ReportOptions(n_resamples=200, budget_curves=False, figures=False))
+    status = "errors (1 of 6 problems); killed (5/6), re-evaluated"
+    assert status in result.text and f"| {status} |" in result.markdown
+
+
 def test_killed_run_reported_incomplete_without_reevaluation(tmp_path: Path, make_run: Any, run_a_plans: Any) -> None:
     path = make_run(tmp_path / "k", run_a_plans, evaluate=False, truncate_last=True)
     result = build_report([path], ReportOptions(n_resamples=200, reevaluate=False, budget_curves=False, figures=False))
