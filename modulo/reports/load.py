@@ -120,6 +120,29 @@ class RunData(RunInfoView):
         return all(i in self.records for i in self.problem_ids) and not self.skipped_ids
 
     @property
+    def status(self) -> str:
+        """How the run ended, as every table shows it: ``complete``, or what went wrong (errors, and a run
+        killed, cut short or not evaluated: both when both happened)."""
+        total = len(self.problem_ids)
+        errored = len(self.errored_ids)
+        progress = self._progress(total)
+        if not errored:
+            return progress
+        errors = f"errors ({errored} of {total} problems)"
+        return errors if progress == "complete" else f"{errors}; {progress}"
+
+    def _progress(self, total: int) -> str:
+        finished = sum(1 for i in self.problem_ids if i in self.records)
+        skipped = len(self.skipped_ids)
+        if skipped and finished == total:  # every problem recorded, some never started (the run's budget)
+            return f"partial ({total - skipped}/{total}; {skipped} skipped, never started)"
+        if self.evaluation_status == EVAL_MISSING:
+            return f"incomplete ({finished}/{total}, not evaluated)"
+        if self.evaluation_status == EVAL_REEVALUATED:
+            return f"killed ({finished}/{total}), re-evaluated"
+        return "complete" if self.complete else f"partial ({finished}/{total})"
+
+    @property
     def model(self) -> str:
         llm = self.info.llm
         if llm is not None:
