@@ -32,6 +32,8 @@ FORMATS = ("latex", "markdown", "csv")
 EXTENSIONS = {"latex": "tex", "markdown": "md", "csv": "csv"}
 #: label parts that may tell rows apart, in this order
 _PARTS = ("generator", "critics", "strategy", "feedback", "budget", "model")
+#: the mark of a run that did not end clean, explained under the table
+FLAG = "\u2020"
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,8 @@ class PaperRow:
     n: int
     cells: dict[str, Cell] = field(default_factory=dict)
     parts: dict[str, str] = field(default_factory=dict)
+    #: how the run ended (:attr:`RunData.status`): anything but ``complete`` is marked in every format
+    status: str = "complete"
 
 
 @dataclass
@@ -109,6 +113,16 @@ class PaperTable:
         )
 
     @property
+    def flagged(self) -> list[PaperRow]:
+        """Rows of runs that did not end clean (errors, killed, cut short, not evaluated)."""
+        return [r for r in self.rows if r.status != "complete"]
+
+    def flag_note(self) -> str:
+        """The note under the table (after the mark) naming each marked run and how it ended."""
+        flagged = "; ".join(f"{r.run}: {r.status}" for r in self.flagged)
+        return f"not a clean run, its rates cover only the problems it scored ({flagged})."
+
+    @property
     def label_header(self) -> str:
         return " / ".join(self.varying) if self.varying else "Run"
 
@@ -131,14 +145,18 @@ class PaperTable:
             "\\midrule",
         ]
         for row in self.rows:
-            cells = [f"{{{_tex(row.label)}}}", str(row.n)]
+            mark = "\\textsuperscript{\\dag}" if row.status != "complete" else ""
+            cells = [f"{{{_tex(row.label)}{mark}}}", str(row.n)]
             for m in self.metrics:
                 cell = row.cells[m.key]
                 number = f"\\textbf{{{cell.number()}}}" if cell.best else cell.number()
                 extra = cell.extra()
                 cells.append("--" if cell.missing else f"{number}{{\\scriptsize\\ {extra}}}" if extra else number)
             lines.append(" & ".join(cells) + " \\\\")
-        lines += ["\\bottomrule", "\\end{tabular}", "\\end{table}"]
+        lines += ["\\bottomrule", "\\end{tabular}"]
+        if self.flagged:
+            lines.append(f"\\par\\smallskip{{\\footnotesize \\textsuperscript{{\\dag}} {_tex(self.flag_note())}}}")
+        lines.append("\\end{table}")
         return "\n".join(lines) + "\n"
 
     def markdown(self) -> str:
@@ -146,18 +164,20 @@ class PaperTable:
         out = [f"**Table: {self.caption}**", "", "| " + " | ".join(head) + " |"]
         out.append("|" + "|".join(["---", "--:"] + ["--:" for _ in self.metrics]) + "|")
         for row in self.rows:
-            cells = [_md(row.label), str(row.n)]
+            cells = [_md(row.label) + (f" {FLAG}" if row.status != "complete" else ""), str(row.n)]
             for m in self.metrics:
                 cell = row.cells[m.key]
                 number = f"**{cell.number()}**" if cell.best else cell.number()
                 cells.append("n/a" if cell.missing else f"{number} {cell.extra()}".strip())
             out.append("| " + " | ".join(cells) + " |")
+        if self.flagged:
+            out += ["", f"{FLAG} {self.flag_note()}"]
         return "\n".join(out) + "\n"
 
     def csv(self) -> str:
         """One row per run: label parts, n, then per metric its value (%), interval, k, n and best flag."""
         buf = io.StringIO()
-        fields = ["benchmark", "split", "run", "label", *_PARTS, "n"]
+        fields = ["benchmark", "split", "run", "label", *_PARTS, "n", "status"]
         for m in self.metrics:
             fields += [m.key, f"{m.key}_ci_low", f"{m.key}_ci_high", f"{m.key}_k", f"{m.key}_n", f"{m.key}_best"]
         writer = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n")
@@ -170,6 +190,7 @@ class PaperTable:
                 "label": row.label,
                 **{p: row.parts.get(p, "") for p in _PARTS},
                 "n": row.n,
+                "status": row.status,
             }
             for m in self.metrics:
                 cell = row.cells[m.key]
@@ -264,7 +285,7 @@ def table_for(
             iv = head.values.get(spec.key, Interval(math.nan, math.nan, math.nan))
             kn = head.counts.get(spec.key)
             cells[spec.key] = Cell(iv, spec.kind, kn[0] if kn else None, kn[1] if kn else None)
-        rows.append(PaperRow(run.name, label, n, cells, part))
+        rows.append(PaperRow(run.name, label, n, cells, part, run.status))
     labels = [r.label for r in rows]
     if len(set(labels)) < len(labels):  # two runs with the same configuration: name them apart
         for r in rows:
