@@ -345,11 +345,16 @@ def metrics_section(run: RunData, n_resamples: int) -> dict[str, Any]:
     return {
         "status": run.evaluation_status,
         "rows": [
-            [s.label, s.kind, _interval(row.values[s.key]), row.rules.get(s.key, "")]
+            [s.label, s.kind, _interval(row.values[s.key]), row.rules.get(s.key, ""), _counts(row.counts.get(s.key))]
             for s in specs
             if s.key in row.values
         ],
     }
+
+
+def _counts(kn: tuple[float, float] | None) -> list[float] | None:
+    """A rate's numerator and denominator (k/n: the problems it was computed over), None when unknown."""
+    return None if kn is None else [kn[0], kn[1]]
 
 
 def figures(run: RunData) -> list[list[str]]:
@@ -374,6 +379,7 @@ def run_overview(run: RunData, *, n_resamples: int) -> dict[str, Any]:
         "n_problems": len(run.problem_ids),
         "n_finished": len(run.records),
         "complete": run.complete,
+        "status": run.status,
         "metrics": metrics_section(run, n_resamples),
         "usage": run_usage(usage),
         "certified": usage.certified,
@@ -396,7 +402,9 @@ def sweep_overview(runs: Sequence[RunData], links: Sequence[str], root: Path, *,
                 "outcomes": outcome_counts(run),
                 "n_problems": len(run.problem_ids),
                 "n_finished": len(run.records),
+                "status": run.status,
                 "metrics": {specs[k].label if k in specs else k: _interval(iv) for k, iv in row.values.items()},
+                "counts": {specs[k].label if k in specs else k: _counts(kn) for k, kn in row.counts.items()},
                 "evaluation": run.evaluation_status,
                 "usage": run_usage(usage_row(run)),
                 "notes": list(run.notes),

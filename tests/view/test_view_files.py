@@ -121,6 +121,34 @@ def test_a_resumed_or_killed_run_reads_as_it_is(tp_run: Path, tmp_path: Path) ->
     assert len(rows) == 2 and rows[again][7] == 2
 
 
+def test_a_run_with_an_error_says_so_and_shows_each_rates_counts(tp_run: Path, tmp_path: Path) -> None:
+    """A run with an errored problem read '2 of 2 problems finished' on its page and in the sweep table,
+    its rates with no denominator: nothing said the error was left out of them. Now the page and the
+    sweep table carry the run's status and each rate its k/n."""
+    run = shutil.copytree(tp_run, tmp_path / "sweep" / "1")
+    shutil.copytree(tp_run, tmp_path / "sweep" / "0")
+    lines = (run / "records.jsonl").read_text().splitlines()
+    rec = json.loads(lines[1])
+    rec.update(outcome="error", stop_reason="llm_error", error="PermanentLLMError: bad request")
+    (run / "records.jsonl").write_text("\n".join([lines[0], json.dumps(rec)]) + "\n")
+    evaluation = json.loads((run / "evaluation.json").read_text())  # as the run writes it: the error left out
+    evaluation["per_problem"] = [r for r in evaluation["per_problem"] if r["problem_id"] != rec["problem_id"]]
+    (run / "evaluation.json").write_text(json.dumps(evaluation))
+    overview = blocks(build_view(run).page.read_text())["modulo-meta"]["overview"]
+    assert overview["status"] == "errors (1 of 2 problems)"
+    final = {row[0]: row for row in overview["metrics"]["rows"]}["Final pass rate"]
+    assert final[2][0] == 0.0 and final[4] == [0, 1]  # over the one problem scored
+    clean = blocks(build_view(tmp_path / "sweep" / "0").page.read_text())["modulo-meta"]["overview"]
+    assert clean["status"] == "complete"
+    assert {row[0]: row for row in clean["metrics"]["rows"]}["Final pass rate"][4] == [0, 2]
+    build_view(tmp_path / "sweep")
+    jobs = blocks((tmp_path / "sweep" / "view.html").read_text())["modulo-meta"]["overview"]["jobs"]
+    assert [j["status"] for j in jobs] == ["complete", "errors (1 of 2 problems)"]
+    assert [j["counts"]["Final pass rate"] for j in jobs] == [[0, 2], [0, 1]]
+    script = (STATIC / "viewer.js").read_text()
+    assert "Status: ${o.status}" in script and "j.status" in script and "counts(kn)" in script
+
+
 def test_the_runs_figures_are_embedded(tp_run: Path, tmp_path: Path) -> None:
     run = shutil.copytree(tp_run, tmp_path / "run")
     png = b"\x89PNG\r\n\x1a\n" + b"figure"

@@ -29,6 +29,8 @@
   const fmtInt = (n) => (n === null || n === undefined ? "-" : Number(n).toLocaleString("en-US"));
   const fmtUsd = (x) => "$" + Number(x || 0).toFixed(4);
   const pct = (x) => (x === null || x === undefined ? "n/a" : (100 * x).toFixed(1));
+  // the counts behind a rate, " (k/n)" ("" when unknown or not whole numbers)
+  const counts = (kn) => (kn && Number.isInteger(kn[0]) && Number.isInteger(kn[1]) ? ` (${kn[0]}/${kn[1]})` : "");
   function interval(iv) {
     if (!iv || iv[0] === null) return "n/a";
     if (iv[1] === null) return pct(iv[0]);
@@ -171,6 +173,10 @@
   function renderOverview(main) {
     const o = META.overview;
     main.append(el("h2", {}, "Run"), labelsTable(o.labels));
+    if (o.status !== "complete") {
+      main.append(el("div", { class: "note", id: "status" }, `Status: ${o.status}. The metrics cover only the ` +
+        "problems scored: problems that ended in error or never started are left out of every metric."));
+    }
     for (const n of o.notes) main.append(el("div", { class: "note" }, n));
     main.append(el("h2", {}, "Outcomes"),
       el("p", {}, `${fmtInt(o.n_finished)} of ${fmtInt(o.n_problems)} problems finished` + (o.complete ? "" : " (the run is incomplete)")),
@@ -181,8 +187,8 @@
     else {
       main.append(el("p", { class: "muted" }, `evaluation: ${o.metrics.status}`),
         el("table", { id: "metrics" }, el("tr", {}, el("th", {}, "metric"), el("th", {}, "value"), el("th", {}, "how")),
-          o.metrics.rows.map(([label, kind, iv, rule]) => el("tr", {}, el("td", {}, label),
-            el("td", { class: "num" }, kind === "rate" ? interval(iv) : iv[0] === null ? "n/a" : String(iv[0])),
+          o.metrics.rows.map(([label, kind, iv, rule, kn]) => el("tr", {}, el("td", {}, label),
+            el("td", { class: "num" }, kind === "rate" ? interval(iv) + counts(kn) : iv[0] === null ? "n/a" : String(iv[0])),
             el("td", { class: "muted" }, rule)))));
     }
     main.append(el("h2", {}, "Usage and cost"), el("p", {}, usageText(o.usage) +
@@ -372,12 +378,12 @@
     const o = META.overview;
     const metricNames = [...new Set(o.jobs.flatMap((j) => Object.keys(j.metrics)))];
     main.append(el("h2", {}, "Jobs (Table 1: %, 95% bootstrap intervals)"),
-      el("table", { id: "jobs" }, el("tr", {}, ["job", "method", "model", "critics", "backprompt", "budget", "finished", "outcomes", ...metricNames, "cost"].map((h) => el("th", {}, h))),
+      el("table", { id: "jobs" }, el("tr", {}, ["job", "method", "model", "critics", "backprompt", "budget", "finished", "status", "outcomes", ...metricNames, "cost"].map((h) => el("th", {}, h))),
         o.jobs.map((j) => el("tr", {}, el("td", {}, link(j.link, j.name)), el("td", {}, j.labels.method), el("td", {}, j.labels.model),
           el("td", {}, j.labels.critics), el("td", {}, j.labels.backprompt), el("td", {}, j.labels.budget),
-          el("td", { class: "num" }, `${j.n_finished}/${j.n_problems}`),
+          el("td", { class: "num" }, `${j.n_finished}/${j.n_problems}`), el("td", {}, j.status),
           el("td", {}, Object.entries(j.outcomes).map(([k, v]) => el("span", { class: "chip" }, `${k} ${v}`))),
-          metricNames.map((m) => el("td", { class: "num" }, j.metrics[m] ? interval(j.metrics[m]) : "-")),
+          metricNames.map((m) => el("td", { class: "num" }, j.metrics[m] ? interval(j.metrics[m]) + counts(j.counts[m]) : "-")),
           el("td", { class: "num" }, costText(j.usage))))));
     for (const j of o.jobs) for (const n of j.notes) main.append(el("div", { class: "note" }, `${j.name}: ${n}`));
     main.append(el("h2", {}, "Paired comparisons (each job against the first job of its benchmark; final pass per problem)"));
