@@ -378,13 +378,13 @@
     const o = META.overview;
     const metricNames = [...new Set(o.jobs.flatMap((j) => Object.keys(j.metrics)))];
     main.append(el("h2", {}, "Jobs (Table 1: %, 95% bootstrap intervals)"),
-      el("table", { id: "jobs" }, el("tr", {}, ["job", "method", "model", "critics", "backprompt", "budget", "finished", "status", "outcomes", ...metricNames, "cost"].map((h) => el("th", {}, h))),
+      el("table", { id: "jobs" }, el("tr", {}, ["job", "method", "model", "critics", "backprompt", "budget", "finished", "status", "outcomes", ...metricNames, "$ paid (cache hits apart)"].map((h) => el("th", {}, h))),
         o.jobs.map((j) => el("tr", {}, el("td", {}, link(j.link, j.name)), el("td", {}, j.labels.method), el("td", {}, j.labels.model),
           el("td", {}, j.labels.critics), el("td", {}, j.labels.backprompt), el("td", {}, j.labels.budget),
           el("td", { class: "num" }, `${j.n_finished}/${j.n_problems}`), el("td", {}, j.status),
           el("td", {}, Object.entries(j.outcomes).map(([k, v]) => el("span", { class: "chip" }, `${k} ${v}`))),
           metricNames.map((m) => el("td", { class: "num" }, j.metrics[m] ? interval(j.metrics[m]) + counts(j.counts[m]) : "-")),
-          el("td", { class: "num" }, costText(j.usage))))));
+          el("td", { class: "num" }, costText(j.usage) + (j.usage.cached ? ` (+ ${fmtUsd(j.usage.cached_cost)} in ${j.usage.cached} cache hit(s))` : ""))))));
     for (const j of o.jobs) for (const n of j.notes) main.append(el("div", { class: "note" }, `${j.name}: ${n}`));
     main.append(el("h2", {}, "Paired comparisons (each job against the first job of its benchmark; final pass per problem)"));
     if (!o.comparisons.length) main.append(el("p", { class: "muted" }, "none: fewer than two jobs per benchmark"));
