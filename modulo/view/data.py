@@ -416,16 +416,22 @@ def sweep_overview(runs: Sequence[RunData], links: Sequence[str], root: Path, *,
         by_bench.setdefault(run.benchmark_name, []).append(run)
     for group in by_bench.values():
         base = group[0]
+        # what a comparison's per-problem 'passed' is: the benchmark's primary metric (as in the report)
+        key = base.primary_metric() or "passed"
+        metric = next((s.label for s in base.metric_specs() if s.key == key), key)
         for other in group[1:]:
             cmp = compare_runs(base, other, n_resamples=n_resamples) if same_problems(base, other) else None
             if cmp is None:
-                comparisons.append({"a": base.name, "b": other.name, "note": "not the same evaluated problems"})
+                comparisons.append(
+                    {"a": base.name, "b": other.name, "metric": metric, "note": "not the same evaluated problems"}
+                )
                 continue
             t = cmp.test
             comparisons.append(
                 {
                     "a": base.name,
                     "b": other.name,
+                    "metric": metric,
                     "n": t.n,
                     "rate_a": t.rate_a,
                     "rate_b": t.rate_b,

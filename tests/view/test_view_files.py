@@ -211,6 +211,22 @@ def test_sweep_page_links_every_job_and_compares_them(tp_run: Path, tmp_path: Pa
     assert cmp["n"] == 2 and cmp["only_a"] == 0 and cmp["only_b"] == 0
 
 
+def test_sweep_comparisons_name_the_metric_they_compare(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sweep page headed its paired comparisons 'final pass per problem' on every benchmark; on a
+    synthesized one they compare 'success' (the primary metric's per-problem 'passed'), as the report says."""
+    monkeypatch.setenv("MODULO_CACHE_DIR", str(tmp_path / "cache"))
+    sweep = tmp_path / "sweep"
+    for job, critics in (("0", "all"), ("1", "json")):
+        args = ["llm=scripted", "benchmark=synth/calendar_small", "benchmark.n=2", f"critics={critics}"]
+        args += ["metacontroller.max_iterations=1", "run.report=false", f"run.dir={sweep / job}"]
+        assert CliRunner().invoke(cli, ["run", *args]).exit_code == 0
+    build_view(sweep)
+    (cmp,) = blocks((sweep / "view.html").read_text())["modulo-meta"]["overview"]["comparisons"]
+    assert cmp["metric"] == "success" and cmp["n"] == 2
+    script = (STATIC / "viewer.js").read_text()
+    assert "final pass per problem" not in script and "el(\"td\", {}, c.metric)" in script
+
+
 def test_view_errors_are_clear(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["view", str(tmp_path / "nothing")])
     assert result.exit_code == 2

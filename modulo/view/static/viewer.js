@@ -386,10 +386,11 @@
           metricNames.map((m) => el("td", { class: "num" }, j.metrics[m] ? interval(j.metrics[m]) + counts(j.counts[m]) : "-")),
           el("td", { class: "num" }, costText(j.usage) + (j.usage.cached ? ` (+ ${fmtUsd(j.usage.cached_cost)} in ${j.usage.cached} cache hit(s))` : ""))))));
     for (const j of o.jobs) for (const n of j.notes) main.append(el("div", { class: "note" }, `${j.name}: ${n}`));
-    main.append(el("h2", {}, "Paired comparisons (each job against the first job of its benchmark; final pass per problem)"));
+    main.append(el("h2", {}, "Paired comparisons (each job against the first job of its benchmark; per problem, on the metric named)"));
     if (!o.comparisons.length) main.append(el("p", { class: "muted" }, "none: fewer than two jobs per benchmark"));
-    else main.append(el("table", { id: "comparisons" }, el("tr", {}, ["A", "B", "problems", "A", "B", "only A", "only B", "B − A (95% CI)", "McNemar p", "bootstrap p", "note"].map((h) => el("th", {}, h))),
-      o.comparisons.map((c) => el("tr", {}, el("td", {}, c.a), el("td", {}, c.b), el("td", { class: "num" }, c.n === undefined ? "-" : c.n),
+    else main.append(el("table", { id: "comparisons" }, el("tr", {}, ["A", "B", "metric", "problems", "A", "B", "only A", "only B", "B − A (95% CI)", "McNemar p", "bootstrap p", "note"].map((h) => el("th", {}, h))),
+      o.comparisons.map((c) => el("tr", {}, el("td", {}, c.a), el("td", {}, c.b), el("td", {}, c.metric),
+        el("td", { class: "num" }, c.n === undefined ? "-" : c.n),
         el("td", { class: "num" }, c.rate_a === undefined ? "-" : pct(c.rate_a)), el("td", { class: "num" }, c.rate_b === undefined ? "-" : pct(c.rate_b)),
         el("td", { class: "num" }, c.only_a ?? "-"), el("td", { class: "num" }, c.only_b ?? "-"),
         el("td", { class: "num" }, c.difference ? interval(c.difference) : "-"),
