@@ -70,7 +70,7 @@ def _param_text(value: Any) -> str:
 def tracked_run(run_dir: Path) -> TrackedRun:
     """Parameters, metrics, step series, tags and artifacts of a finished run directory."""
     from ..analysis import load_metas
-    from ..analysis.budget import certified_at_budget, pass_rate_at_budget
+    from ..analysis.budget import UNSCORED, certified_at_budget, pass_rate_at_budget
     from ..analysis.frames import build_frame
     from ..analysis.runs import LABEL_COLUMNS
 
@@ -89,8 +89,10 @@ def tracked_run(run_dir: Path) -> TrackedRun:
     n = len(problems)
     unpriced = [str(m) for m in (meta.summary or {}).get("unpriced_models") or []]
     out.metrics["problems"] = float(n)
+    scored = int((~problems["outcome"].isin(UNSCORED)).sum()) if n else 0
+    if scored:  # errored and skipped problems are left out of the rate, as in the report
+        out.metrics["certified_rate"] = float(problems["certified"].sum()) / scored
     if n:
-        out.metrics["certified_rate"] = float(problems["certified"].sum()) / n
         for outcome, count in problems["outcome"].value_counts().items():
             out.metrics[f"n_{outcome}"] = float(count)
         for key in ("calls", "failed_calls", "cached_calls", "input_tokens", "output_tokens", "total_tokens"):

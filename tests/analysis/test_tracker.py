@@ -149,3 +149,26 @@ def test_a_run_with_an_unpriced_model_logs_no_dollar_metric(tmp_path: Path, make
     assert "cost_usd" not in data.metrics and "cached_cost_usd" not in data.metrics and "seconds" in data.metrics
     assert data.tags["modulo.unpriced_models"] == "mystery-model-xyz"
     assert any("no price is known for mystery-model-xyz" in note for note in data.notes)
+
+
+def test_certified_rates_leave_out_errored_and_skipped_problems(
+    tmp_path: Path, make_run: Any, run_a_plans: Any
+) -> None:
+    """The tracker's certified_rate and certified_at_budget, and the budget frame's certified column,
+    divided by every recorded problem, errored and skipped ones included (2 certified of 4 scored logged
+    as 0.33), while the report leaves those out of every rate (2/4)."""
+    import modulo.analysis as analysis
+
+    run = make_run(tmp_path / "a", run_a_plans)  # p0 certified at iteration 1, p4 at once; 6 problems
+    lines = (run / "records.jsonl").read_text().splitlines()
+    for i, outcome in ((1, "error"), (2, "skipped")):
+        rec = json.loads(lines[i])
+        rec.update(outcome=outcome, stop_reason=outcome, iterations=[], best_plan=None, best_iteration=None)
+        lines[i] = json.dumps(rec)
+    (run / "records.jsonl").write_text("\n".join(lines) + "\n")
+    data = tracked_run(run)
+    assert data.metrics["certified_rate"] == pytest.approx(2 / 4)
+    assert (data.metrics["n_error"], data.metrics["n_skipped"], data.metrics["problems"]) == (1, 1, 6)
+    assert data.series["certified_at_budget"][:2] == [(1, 1 / 4), (2, 2 / 4)]
+    frame = analysis.load(run).budget(evaluate=False)
+    assert frame["problems"].tolist()[0] == 4 and frame["certified"].tolist()[:2] == [1 / 4, 2 / 4]
