@@ -233,7 +233,7 @@ def firing_counts(run: RunData) -> Firing:
     An iteration whose reply could not be read as a plan counts as a firing of the ``format`` critic
     even when no format verdict was recorded for it. Iterations that errored before the critics ran,
     and verdicts of critics that crashed, are counted apart (``errored``, ``crashed``), never as
-    rejections.
+    rejections; turns that asked the user or declined proposed no plan and are neither.
     """
     length = run.longest_trace()
     active = [0] * length
@@ -245,6 +245,8 @@ def firing_counts(run: RunData) -> Firing:
         counts.setdefault(name, [0] * length)
     for rec in run.records.values():
         for pos, it in enumerate(rec.iterations):
+            if it.act != "plan":  # a question or a decline: no plan was proposed, none was critiqued
+                continue
             if iteration_errored(it):
                 errored[pos] += 1
                 continue

@@ -126,6 +126,26 @@ def test_critic_firing_counts(tmp_path: Path, make_run: Any, run_a_plans: Any) -
     assert f.counts["h_max"] == [1, 1, 1, 1]
 
 
+def test_critic_firing_counts_questions_and_declines_as_no_error(
+    tmp_path: Path, make_run: Any, run_a_plans: Any
+) -> None:
+    """A turn that asked the user or declined (no plan, no verdict) was counted as an iteration that
+    'errored before the critics ran': a run with a user in the loop whose 6 problems asked first and
+    1 errored had its figure say 'errored iterations (not counted): 8'. They are neither errors nor
+    critiqued plans."""
+    path = make_run(tmp_path / "a", run_a_plans)
+    lines = (path / "records.jsonl").read_text().splitlines()
+    for i, act in ((2, "question"), (5, "abstain")):
+        rec = json.loads(lines[i])
+        rec["iterations"][0].update(act=act, plan=None, verdicts=[], gated=[], format_error=None)
+        lines[i] = json.dumps(rec)
+    (path / "records.jsonl").write_text("\n".join(lines) + "\n")
+    f = firing_counts(load_run(path))
+    assert f.errored == [0, 0, 0, 0]
+    assert f.active == [4, 5, 4, 4]
+    assert f.counts["format"] == [0, 1, 1, 1]  # p2's reply at iteration 0 was its question
+
+
 def test_plan_at_budget_best_so_far(tmp_path: Path, make_run: Any, run_a_plans: Any) -> None:
     run = load_run(make_run(tmp_path / "a", run_a_plans))
     p3 = run.records["p3"]
