@@ -190,8 +190,13 @@ def iteration_rows(meta: RunMeta, record: dict[str, Any], evaluated: dict[str, d
         gated = [str(g) for g in it.get("gated") or []]
         status = {str(v.get("critic") or ""): verdict_status(v) for v in verdicts}
         status.update({g: "gated" for g in gated})
-        flips = None if previous is None else sum(1 for c, s in status.items() if c in previous and previous[c] != s)
-        previous = status
+        planned = it.get("act", "plan") == "plan"  # a question or a decline: no critic state, no flip
+        flips = (
+            None
+            if previous is None or not planned
+            else sum(1 for c, s in status.items() if c in previous and previous[c] != s)
+        )
+        previous = status if planned else previous
         plan = it.get("plan")
         accepted = all(verdict_accepts(v) for v in verdicts)
         row: Row = {

@@ -168,8 +168,12 @@ def problem_detail(rec: ProblemResult, declared: Sequence[str], bench: Benchmark
     for pos, it in enumerate(rec.iterations):
         now = states(it)
         matrix.append([now.get(c, "-") for c in critics])
-        flips.append([prev_states is not None and prev_states.get(c, "-") != now.get(c, "-") for c in critics])
-        prev_states = now
+        # against the last plan iteration: a question or a decline has no critic states to flip
+        planned = it.act == "plan"
+        flips.append(
+            [planned and prev_states is not None and prev_states.get(c, "-") != now.get(c, "-") for c in critics]
+        )
+        prev_states = now if planned else prev_states
         diff: int | None = None
         diff_against: int | None = None
         same_as: int | None = None

@@ -47,6 +47,22 @@ def test_problem_and_iteration_frames_match_the_records(tmp_path: Path, make_run
     assert list(iterations["critic.format"].cat.categories) == list(a.STATUSES)
 
 
+def test_flips_skip_question_turns(tmp_path: Path, make_run: Any, run_a_plans: Any) -> None:
+    """A question turn between two plans (no critic state) made the next plan's flips 0, hiding that
+    c_even flipped; flips compare each plan with the last plan before it, and a question has none."""
+    run = make_run(tmp_path / "a", run_a_plans)
+    lines = (run / "records.jsonl").read_text().splitlines()
+    rec = json.loads(lines[0])  # p0: x=1 (odd: c_even fails), then x=2 (passes)
+    first, second = rec["iterations"]
+    question = {**first, "act": "question", "question": "odd or even?", "plan": None, "verdicts": [], "gated": []}
+    rec["iterations"] = [first, {**question, "index": 1}, {**second, "index": 2}]
+    lines[0] = json.dumps(rec)
+    (run / "records.jsonl").write_text("\n".join(lines) + "\n")
+    it = a.load(run).iterations().set_index(["problem_id", "iteration"])
+    assert pd.isna(it.loc[("p0", 0), "flips"]) and pd.isna(it.loc[("p0", 1), "flips"])
+    assert it.loc[("p0", 2), "flips"] == 1
+
+
 def test_verdicts_and_calls_frames(tmp_path: Path, make_run: Any, run_a_plans: Any) -> None:
     r = a.load(make_run(tmp_path / "a", run_a_plans))
     v = r.verdicts()

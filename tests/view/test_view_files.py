@@ -194,6 +194,30 @@ def test_unknown_iteration_fields_are_kept_for_generic_rendering() -> None:
     assert detail["iterations"][0]["plan_table"] is None
 
 
+def test_a_question_turn_is_no_flip() -> None:
+    """A question turn (no critic states) marked every critic as flipped, and the next plan again; the
+    matrix now marks a flip against the last plan iteration only."""
+    fail = Verdict(critic="c", passed=False, feedback="no")
+    its = [
+        IterationRecord(
+            index=0, prompt=[], raw_reply="a", plan={"x": 1}, verdicts=[Verdict(critic="format", passed=True), fail]
+        ),
+        IterationRecord(index=1, prompt=[], raw_reply="?", act="question", question="which x?"),
+        IterationRecord(
+            index=2,
+            prompt=[],
+            raw_reply="b",
+            plan={"x": 2},
+            verdicts=[Verdict(critic="format", passed=True), Verdict(critic="c", passed=True)],
+        ),
+    ]
+    rec = ProblemResult(
+        problem_id="p", benchmark="b", outcome=Outcome.CERTIFIED, stop_reason="all_passed", iterations=its
+    )
+    detail = problem_detail(rec, ["format", "c"], None)
+    assert detail["flips"] == [[False, False], [False, False], [False, True]]
+
+
 def test_sweep_page_links_every_job_and_compares_them(tp_run: Path, tmp_path: Path) -> None:
     sweep = tmp_path / "sweep"
     for job in ("0", "1"):
@@ -224,7 +248,7 @@ def test_sweep_comparisons_name_the_metric_they_compare(tmp_path: Path, monkeypa
     (cmp,) = blocks((sweep / "view.html").read_text())["modulo-meta"]["overview"]["comparisons"]
     assert cmp["metric"] == "success" and cmp["n"] == 2
     script = (STATIC / "viewer.js").read_text()
-    assert "final pass per problem" not in script and "el(\"td\", {}, c.metric)" in script
+    assert "final pass per problem" not in script and 'el("td", {}, c.metric)' in script
 
 
 def test_view_errors_are_clear(tmp_path: Path) -> None:
