@@ -450,10 +450,13 @@ class Results:
             raw_counts = summary.get("counts")
             counts: dict[str, Any] = raw_counts if isinstance(raw_counts, dict) else {}
             row["finished"] = summary.get("finished")
+            if not summary:  # a run that did not finish (killed, or still running): count what it recorded
+                counts = _recorded_outcomes(meta)
+                row["finished"] = sum(counts.values())
             # models whose calls counted $0 for want of a price (the run's dollar columns then lower bounds)
             row["unpriced_models"] = " ".join(str(m) for m in summary.get("unpriced_models") or [])
             for outcome in (o.value for o in Outcome):
-                row[f"n_{outcome}"] = counts.get(outcome, 0) if summary else None
+                row[f"n_{outcome}"] = counts.get(outcome, 0)
             row["evaluation"] = "recorded" if meta.evaluation is not None else "missing"
             for key, value in ((meta.evaluation or {}).get("metrics") or {}).items():
                 row[f"metric.{key}"] = _scalar(value)
@@ -474,6 +477,16 @@ class Results:
                 df[col] = _infer(df[col])
         self._frames["runs"] = df
         return df
+
+
+def _recorded_outcomes(meta: RunMeta) -> dict[str, int]:
+    """Outcome counts of the problems a run recorded (the last record of each), streamed from its records."""
+    counts: dict[str, int] = {}
+    for record in iter_records(meta.path, meta.notes):
+        outcome = str(record.get("outcome"))
+        counts[outcome] = counts.get(outcome, 0) + 1
+    meta.notes.append("no summary.json (the run did not finish): its outcome counts are those of its records")
+    return counts
 
 
 def load(*paths: str | Path | Iterable[str | Path]) -> Results:

@@ -63,6 +63,22 @@ def test_flips_skip_question_turns(tmp_path: Path, make_run: Any, run_a_plans: A
     assert it.loc[("p0", 2), "flips"] == 1
 
 
+def test_runs_frame_counts_a_killed_runs_records(tmp_path: Path, make_run: Any, run_a_plans: Any) -> None:
+    """A run killed before its summary.json had no outcome counts in the runs frame (finished, n_error:
+    missing), so a filter on n_error > 0 passed over its errored problem; they are counted from its records."""
+    run = make_run(tmp_path / "a", run_a_plans, evaluate=False, truncate_last=True)  # p5's line cut in half
+    lines = (run / "records.jsonl").read_text().split("\n")
+    p1 = json.loads(lines[1])
+    p1.update(outcome="error", stop_reason="llm_error", error="PermanentLLMError: bad request")
+    lines[1] = json.dumps(p1)
+    (run / "records.jsonl").write_text("\n".join(lines))
+    results = a.load(run)
+    row = results.runs().iloc[0]
+    assert (row["problems"], row["finished"], row["n_error"], row["n_certified"]) == (6, 5, 1, 2)
+    assert row["n_failed"] + row["n_exhausted"] == 2 and row["n_skipped"] == 0
+    assert any("no summary.json" in n for n in results.notes)
+
+
 def test_verdicts_and_calls_frames(tmp_path: Path, make_run: Any, run_a_plans: Any) -> None:
     r = a.load(make_run(tmp_path / "a", run_a_plans))
     v = r.verdicts()
