@@ -24,6 +24,7 @@ from pathlib import Path
 
 from ..analysis.runs import label_parts
 from ..benchmark import MetricSpec
+from .labels import configuration_apart
 from .load import RunData, ensure_evaluation, load_runs
 from .stats import DEFAULT_RESAMPLES, DEFAULT_SEED, Interval
 from .tables import headline_rows
@@ -277,8 +278,10 @@ def table_for(
     varying = [p for p in _PARTS if len({x[p] for x in parts}) > 1]
     shared = {p: parts[0][p] for p in _PARTS if p not in varying} if parts else {}
     rows: list[PaperRow] = []
+    # runs alike in every part yet configured apart (a sweep over run.sample): the keys they differ in
+    apart = configuration_apart(runs, {r.name: tuple(p[k] for k in varying) for r, p in zip(runs, parts, strict=True)})
     for run, head, part in zip(runs, headline, parts, strict=True):
-        label = "; ".join(part[p] for p in varying) if varying else run.name
+        label = "; ".join([*(part[p] for p in varying), *apart[run.name]]) or run.name
         n = len((run.evaluation or {}).get("per_problem") or [])
         cells: dict[str, Cell] = {}
         for spec in specs:
