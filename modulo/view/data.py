@@ -27,6 +27,7 @@ from ..reports.labels import (
     critics_label,
     generator_label,
     method_label,
+    short_labels,
     strategy_label,
     templates_label,
 )
@@ -395,6 +396,7 @@ def run_overview(run: RunData, *, n_resamples: int) -> dict[str, Any]:
 def sweep_overview(runs: Sequence[RunData], links: Sequence[str], root: Path, *, n_resamples: int) -> dict[str, Any]:
     """The sweep page: a Table 1 row per job (with a link to its page) and the paired comparisons."""
     rows = headline_rows(list(runs), n_resamples=n_resamples)
+    shorts = short_labels(runs)
     jobs = []
     for run, row, link in zip(runs, rows, links, strict=True):
         specs = {s.key: s for s in run.metric_specs()}
@@ -403,6 +405,8 @@ def sweep_overview(runs: Sequence[RunData], links: Sequence[str], root: Path, *,
                 "name": run.name,
                 "link": link,
                 "labels": run_labels(run),
+                # what sets this job apart from the others ("" when nothing does)
+                "differs": shorts[run.name].removeprefix(f"{run.name}: ") if shorts[run.name] != run.name else "",
                 "outcomes": outcome_counts(run),
                 "n_problems": len(run.problem_ids),
                 "n_finished": len(run.records),

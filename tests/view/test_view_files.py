@@ -251,6 +251,20 @@ def test_sweep_comparisons_name_the_metric_they_compare(tmp_path: Path, monkeypa
     assert "final pass per problem" not in script and 'el("td", {}, c.metric)' in script
 
 
+def test_sweep_table_names_what_sets_each_job_apart(tp_run: Path, tmp_path: Path) -> None:
+    """Jobs of a sweep over run.sample read alike in every column of the sweep page (method, model,
+    critics, backprompt, budget); a column now says what sets each job apart."""
+    sweep = tmp_path / "sweep"
+    for job in ("0", "1"):
+        shutil.copytree(tp_run, sweep / job)
+    info = json.loads((sweep / "1" / "run.json").read_text())
+    (sweep / "1" / "run.json").write_text(json.dumps({**info, "sample": info["sample"] + 1}))
+    build_view(sweep)
+    jobs = blocks((sweep / "view.html").read_text())["modulo-meta"]["overview"]["jobs"]
+    assert [j["differs"] for j in jobs] == [f"sample {info['sample']}", f"sample {info['sample'] + 1}"]
+    assert '"what differs"' in (STATIC / "viewer.js").read_text()
+
+
 def test_view_errors_are_clear(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["view", str(tmp_path / "nothing")])
     assert result.exit_code == 2

@@ -378,8 +378,8 @@
     const o = META.overview;
     const metricNames = [...new Set(o.jobs.flatMap((j) => Object.keys(j.metrics)))];
     main.append(el("h2", {}, "Jobs (Table 1: %, 95% bootstrap intervals)"),
-      el("table", { id: "jobs" }, el("tr", {}, ["job", "method", "model", "critics", "backprompt", "budget", "finished", "status", "outcomes", ...metricNames, "$ paid (cache hits apart)"].map((h) => el("th", {}, h))),
-        o.jobs.map((j) => el("tr", {}, el("td", {}, link(j.link, j.name)), el("td", {}, j.labels.method), el("td", {}, j.labels.model),
+      el("table", { id: "jobs" }, el("tr", {}, ["job", "what differs", "method", "model", "critics", "backprompt", "budget", "finished", "status", "outcomes", ...metricNames, "$ paid (cache hits apart)"].map((h) => el("th", {}, h))),
+        o.jobs.map((j) => el("tr", {}, el("td", {}, link(j.link, j.name)), el("td", {}, j.differs), el("td", {}, j.labels.method), el("td", {}, j.labels.model),
           el("td", {}, j.labels.critics), el("td", {}, j.labels.backprompt), el("td", {}, j.labels.budget),
           el("td", { class: "num" }, `${j.n_finished}/${j.n_problems}`), el("td", {}, j.status),
           el("td", {}, Object.entries(j.outcomes).map(([k, v]) => el("span", { class: "chip" }, `${k} ${v}`))),
