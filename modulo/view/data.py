@@ -374,6 +374,11 @@ def figures(run: RunData) -> list[list[str]]:
     return out
 
 
+def _finished(run: RunData) -> int:
+    """Problems that finished: recorded, less those recorded ``skipped`` (never started)."""
+    return len(run.records) - len(run.skipped_ids)
+
+
 def run_overview(run: RunData, *, n_resamples: int) -> dict[str, Any]:
     usage = usage_row(run)
     return {
@@ -382,7 +387,7 @@ def run_overview(run: RunData, *, n_resamples: int) -> dict[str, Any]:
         "labels": run_labels(run),
         "outcomes": outcome_counts(run),
         "n_problems": len(run.problem_ids),
-        "n_finished": len(run.records),
+        "n_finished": _finished(run),
         "complete": run.complete,
         "status": run.status,
         "metrics": metrics_section(run, n_resamples),
@@ -409,7 +414,7 @@ def sweep_overview(runs: Sequence[RunData], links: Sequence[str], root: Path, *,
                 "differs": shorts[run.name].removeprefix(f"{run.name}: ") if shorts[run.name] != run.name else "",
                 "outcomes": outcome_counts(run),
                 "n_problems": len(run.problem_ids),
-                "n_finished": len(run.records),
+                "n_finished": _finished(run),
                 "status": run.status,
                 "metrics": {specs[k].label if k in specs else k: _interval(iv) for k, iv in row.values.items()},
                 "counts": {specs[k].label if k in specs else k: _counts(kn) for k, kn in row.counts.items()},

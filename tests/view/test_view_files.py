@@ -149,6 +149,19 @@ def test_a_run_with_an_error_says_so_and_shows_each_rates_counts(tp_run: Path, t
     assert "Status: ${o.status}" in script and "j.status" in script and "counts(kn)" in script
 
 
+def test_a_skipped_problem_is_not_counted_finished(tp_run: Path, tmp_path: Path) -> None:
+    """A problem recorded 'skipped' (never started: the run's dollar budget was spent) was counted among
+    the finished ones ('2 of 2 problems finished' above a note saying 1 of 2)."""
+    run = shutil.copytree(tp_run, tmp_path / "run")
+    lines = (run / "records.jsonl").read_text().splitlines()
+    rec = json.loads(lines[1])
+    rec.update(outcome="skipped", stop_reason="run_budget", iterations=[], best_plan=None, best_iteration=None)
+    (run / "records.jsonl").write_text("\n".join([lines[0], json.dumps(rec)]) + "\n")
+    overview = blocks(build_view(run).page.read_text())["modulo-meta"]["overview"]
+    assert (overview["n_finished"], overview["n_problems"], overview["complete"]) == (1, 2, False)
+    assert overview["status"].startswith("partial (1/2; 1 skipped")
+
+
 def test_the_runs_figures_are_embedded(tp_run: Path, tmp_path: Path) -> None:
     run = shutil.copytree(tp_run, tmp_path / "run")
     png = b"\x89PNG\r\n\x1a\n" + b"figure"
