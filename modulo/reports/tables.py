@@ -191,14 +191,17 @@ class UsageRow:
 
 
 def usage_row(run: RunData) -> UsageRow:
-    """Total usage of the run's finished problems (from the records, so a killed run counts too)."""
+    """Total usage of the run's finished problems (from the records, so a killed run counts too); problems
+    recorded ``skipped`` never started and are not counted among them (errored ones spent, and are)."""
     total = Usage()
     certified = 0
+    finished = 0
     for rec in run.records.values():  # one pass: each record read once
         total = total + rec.usage
         certified += rec.certified
+        finished += rec.outcome != Outcome.SKIPPED
     unpriced = [str(m) for m in (run.summary or {}).get("unpriced_models") or []]
-    return UsageRow(run, len(run.records), certified, total, unpriced)
+    return UsageRow(run, finished, certified, total, unpriced)
 
 
 # -- critic firing ----------------------------------------------------------------------------------

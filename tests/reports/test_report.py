@@ -235,6 +235,25 @@ def test_sweep_discovery_natural_order(tmp_path: Path, make_run: Any, run_a_plan
         find_runs([tmp_path / "other"])
 
 
+def test_usage_per_problem_leaves_out_problems_never_started(tmp_path: Path, make_run: Any, run_a_plans: Any) -> None:
+    """Problems recorded 'skipped' (run.max_dollars spent before they started) counted among the usage
+    table's problems, so calls, tokens and dollars per problem were divided by problems that made no call."""
+    path = make_run(tmp_path / "a", run_a_plans)
+    lines = (path / "records.jsonl").read_text().splitlines()
+    for i in (1, 2):
+        rec = json.loads(lines[i])
+        rec.update(outcome="skipped", stop_reason="run_budget", iterations=[], best_plan=None, best_iteration=None)
+        rec["usage"] = {}
+        lines[i] = json.dumps(rec)
+    (path / "records.jsonl").write_text("\n".join(lines) + "\n")
+    u = usage_row(load_run(path))
+    n_iterations = 2 + 4 + 1 + 4  # p0, p3, p4, p5
+    assert u.n_problems == 4 and u.usage.calls == 2 * n_iterations
+    build_report([path], ReportOptions(out=tmp_path / "out", n_resamples=100, budget_curves=False, figures=False))
+    row = pd.read_csv(tmp_path / "out" / "usage.csv").iloc[0]
+    assert row["problems"] == 4 and row["calls_per_problem"] == pytest.approx(2 * n_iterations / 4)
+
+
 def test_killed_run_is_reevaluated(tmp_path: Path, make_run: Any, run_a_plans: Any) -> None:
     path = make_run(tmp_path / "k", run_a_plans, evaluate=False, truncate_last=True)
     run = load_run(path)
