@@ -796,19 +796,30 @@ def ensure_evaluation(run: RunData, *, reevaluate: bool = True) -> None:
 
     Problems that ended ``error`` are never scored (not a plan failure, not an abstention). A recorded
     evaluation that still holds rows for errored problems (written before errors were left out) is
-    re-scored without them when the benchmark is available, else kept with a note.
+    re-scored without them when the benchmark is available, else kept with a note. One that lacks
+    finished problems (written by an earlier process of a run resumed since) is re-scored, else left out.
     """
     errored = set(run.errored_ids)
     unscored = errored | set(run.skipped_ids)  # evaluation.json written before skipped problems were left out
+    missing: list[str] = []
     if run.evaluation is not None:
         rows = run.evaluation.get("per_problem") or []
         stale = [str(r.get("problem_id")) for r in rows if str(r.get("problem_id")) in unscored]
-        if not stale:
+        scored = {str(r.get("problem_id")) for r in rows}
+        missing = [i for i in run.scored_ids if i not in scored]
+        if not stale and not missing:
+            return
+        if not reevaluate and missing:
+            run.evaluation, run.evaluation_status = None, EVAL_MISSING
+            run.notes.append(
+                f"evaluation.json does not score {len(missing)} finished problem(s) (written before the run was "
+                "resumed): its metrics are left out (not re-evaluated here)"
+            )
             return
         if not reevaluate:
             run.notes.append(
                 f"evaluation.json scores {len(stale)} problem(s) that ended in error or were skipped as plan "
-                "failures (re-evaluation turned off)"
+                "failures (not re-evaluated here)"
             )
             return
     elif not reevaluate:
@@ -831,6 +842,13 @@ def ensure_evaluation(run: RunData, *, reevaluate: bool = True) -> None:
         bench = run.benchmark()
         result = evaluate_finals(bench, run.problems(ids), run.best_plans(ids), run.declines(ids))
     except (ModuloError, NotImplementedError) as exc:
+        if recorded and missing:
+            run.evaluation, run.evaluation_status = None, EVAL_MISSING
+            run.notes.append(
+                f"evaluation.json does not score {len(missing)} finished problem(s) (written before the run was "
+                f"resumed) and re-evaluation failed ({exc}); the run's metrics are left out"
+            )
+            return
         if recorded:
             run.notes.append(f"evaluation.json scores errored or skipped problems and re-evaluation failed ({exc})")
             return
@@ -839,6 +857,12 @@ def ensure_evaluation(run: RunData, *, reevaluate: bool = True) -> None:
         return
     run.evaluation = eval_result_to_dict(result)
     run.evaluation_status = EVAL_REEVALUATED
+    if missing:
+        run.notes.append(
+            f"evaluation.json did not score {len(missing)} finished problem(s) (written before the run was resumed): "
+            f"the {len(ids)} finished problems were re-evaluated by the benchmark for this report"
+        )
+        return
     if recorded:
         run.notes.append(
             f"evaluation.json scored {len(stale)} errored or skipped problem(s) as plan failures; the {len(ids)} other "

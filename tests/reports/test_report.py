@@ -282,6 +282,26 @@ def test_killed_run_with_an_error_says_both(tmp_path: Path, make_run: Any, run_a
     assert status in result.text and f"| {status} |" in result.markdown
 
 
+def test_an_evaluation_the_records_outgrew_is_not_used(tmp_path: Path, make_run: Any, run_a_plans: Any) -> None:
+    """A run resumed and killed before it wrote its end keeps the evaluation.json of its earlier process,
+    which lacks the problems finished since: the report read it as the run's, 'complete' with n = 5 of 6
+    and p4's pass left out of every rate. The finished problems are re-evaluated (or, re-evaluation off,
+    the metrics left out), with a note."""
+    path = make_run(tmp_path / "k", run_a_plans)
+    evaluation = json.loads((path / "evaluation.json").read_text())
+    evaluation["per_problem"] = [row for row in evaluation["per_problem"] if row["problem_id"] != "p4"]
+    (path / "evaluation.json").write_text(json.dumps(evaluation))
+    result = build_report([path], ReportOptions(n_resamples=200, budget_curves=False, figures=False))
+    (row,) = pd.read_csv(result.out_dir / "table1.csv").to_dict("records")
+    assert row["n"] == 6 and row["final_pass_rate_k"] == 2 and "killed (6/6), re-evaluated" in row["status"]
+    assert "evaluation.json did not score 1 finished problem(s)" in result.text
+    off = build_report(
+        [path],
+        ReportOptions(out=tmp_path / "off", n_resamples=200, reevaluate=False, budget_curves=False, figures=False),
+    )
+    assert "incomplete (6/6, not evaluated)" in off.text and "does not score 1 finished problem(s)" in off.text
+
+
 def test_killed_run_reported_incomplete_without_reevaluation(tmp_path: Path, make_run: Any, run_a_plans: Any) -> None:
     path = make_run(tmp_path / "k", run_a_plans, evaluate=False, truncate_last=True)
     result = build_report([path], ReportOptions(n_resamples=200, reevaluate=False, budget_curves=False, figures=False))

@@ -162,6 +162,18 @@ def test_a_skipped_problem_is_not_counted_finished(tp_run: Path, tmp_path: Path)
     assert overview["status"].startswith("partial (1/2; 1 skipped")
 
 
+def test_an_evaluation_the_records_outgrew_shows_no_metrics(tp_run: Path, tmp_path: Path) -> None:
+    """The page showed the metrics of an evaluation.json that lacked a finished problem (written by an
+    earlier process of a run resumed since) as the run's; it shows none, and says why."""
+    run = shutil.copytree(tp_run, tmp_path / "run")
+    evaluation = json.loads((run / "evaluation.json").read_text())
+    evaluation["per_problem"] = evaluation["per_problem"][:1]
+    (run / "evaluation.json").write_text(json.dumps(evaluation))
+    overview = blocks(build_view(run).page.read_text())["modulo-meta"]["overview"]
+    assert overview["metrics"]["rows"] == [] and overview["status"].startswith("incomplete (2/2")
+    assert any("does not score 1 finished problem(s)" in n for n in overview["notes"])
+
+
 def test_the_runs_figures_are_embedded(tp_run: Path, tmp_path: Path) -> None:
     run = shutil.copytree(tp_run, tmp_path / "run")
     png = b"\x89PNG\r\n\x1a\n" + b"figure"
