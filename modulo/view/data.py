@@ -418,6 +418,10 @@ def sweep_overview(runs: Sequence[RunData], links: Sequence[str], root: Path, *,
                 "status": run.status,
                 "metrics": {specs[k].label if k in specs else k: _interval(iv) for k, iv in row.values.items()},
                 "counts": {specs[k].label if k in specs else k: _counts(kn) for k, kn in row.counts.items()},
+                # a rate is shown in %, a count or a value as it is
+                "kinds": {
+                    specs[k].label if k in specs else k: specs[k].kind if k in specs else "rate" for k in row.values
+                },
                 "evaluation": run.evaluation_status,
                 "usage": run_usage(usage_row(run)),
                 "notes": list(run.notes),

@@ -294,3 +294,26 @@ def test_sweep_table_says_what_its_dollars_leave_out(driver: Any, tp_run: Path, 
     cells = [row.find_elements("css selector", "td")[-1].text for row in css(driver, "#jobs tr")[1:]]
     calls = sum(json.loads(line)["usage"]["calls"] for line in records)
     assert cells == ["$0.0000", f"$0.0000 (+ $1.0000 in {calls} cache hit(s))"]
+
+
+def test_sweep_table_shows_a_count_as_a_count(
+    driver: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    """The sweep table formatted every metric as a rate: a synthesized benchmark's 2 critic/Z3
+    disagreements read '200.0'."""
+    from tests.cli_support import modulo
+
+    monkeypatch.setenv("MODULO_CACHE_DIR", str(tmp_path / "cache"))
+    sweep = tmp_path / "sweep"
+    for job in ("0", "1"):
+        args = ["llm=scripted", "benchmark=synth/calendar_small", "benchmark.n=2", "metacontroller.max_iterations=1"]
+        assert modulo("run", *args, "run.report=false", f"run.dir={sweep / job}").exit_code == 0
+    evaluation = json.loads((sweep / "1" / "evaluation.json").read_text())
+    evaluation["metrics"]["critic_z3_disagreements"] = 2.0
+    (sweep / "1" / "evaluation.json").write_text(json.dumps(evaluation))
+    open_page(driver, build_view(sweep).page.as_uri(), "#jobs")
+    head = [th.text for th in css(driver, "#jobs th")]
+    col = head.index("critic/Z3 disagreements")
+    cells = [row.find_elements("css selector", "td") for row in css(driver, "#jobs tr")[1:]]
+    assert [c[col].text for c in cells] == ["0", "2"]
+    assert cells[0][head.index("success")].text == "0.0 [0.0, 0.0] (0/2)"

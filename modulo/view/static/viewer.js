@@ -36,6 +36,8 @@
     if (iv[1] === null) return pct(iv[0]);
     return pct(iv[0]) + " [" + pct(iv[1]) + ", " + pct(iv[2]) + "]";
   }
+  // a metric's value: a rate in % with its interval and k/n, a count or a value as it is
+  const metricText = (kind, iv, kn) => (kind === "rate" ? interval(iv) + counts(kn) : iv[0] === null ? "n/a" : String(iv[0]));
   // a run's dollars: a lower bound when some model had no price (its calls counted $0)
   const costText = (u) => (u.unpriced && u.unpriced.length
     ? `at least ${fmtUsd(u.cost)} (no price known for ${u.unpriced.join(", ")})` : fmtUsd(u.cost));
@@ -188,7 +190,7 @@
       main.append(el("p", { class: "muted" }, `evaluation: ${o.metrics.status}`),
         el("table", { id: "metrics" }, el("tr", {}, el("th", {}, "metric"), el("th", {}, "value"), el("th", {}, "how")),
           o.metrics.rows.map(([label, kind, iv, rule, kn]) => el("tr", {}, el("td", {}, label),
-            el("td", { class: "num" }, kind === "rate" ? interval(iv) + counts(kn) : iv[0] === null ? "n/a" : String(iv[0])),
+            el("td", { class: "num" }, metricText(kind, iv, kn)),
             el("td", { class: "muted" }, rule)))));
     }
     main.append(el("h2", {}, "Usage and cost"), el("p", {}, usageText(o.usage) +
@@ -383,7 +385,7 @@
           el("td", {}, j.labels.critics), el("td", {}, j.labels.backprompt), el("td", {}, j.labels.budget),
           el("td", { class: "num" }, `${j.n_finished}/${j.n_problems}`), el("td", {}, j.status),
           el("td", {}, Object.entries(j.outcomes).map(([k, v]) => el("span", { class: "chip" }, `${k} ${v}`))),
-          metricNames.map((m) => el("td", { class: "num" }, j.metrics[m] ? interval(j.metrics[m]) + counts(j.counts[m]) : "-")),
+          metricNames.map((m) => el("td", { class: "num" }, j.metrics[m] ? metricText(j.kinds[m], j.metrics[m], j.counts[m]) : "-")),
           el("td", { class: "num" }, costText(j.usage) + (j.usage.cached ? ` (+ ${fmtUsd(j.usage.cached_cost)} in ${j.usage.cached} cache hit(s))` : ""))))));
     for (const j of o.jobs) for (const n of j.notes) main.append(el("div", { class: "note" }, `${j.name}: ${n}`));
     main.append(el("h2", {}, "Paired comparisons (each job against the first job of its benchmark; per problem, on the metric named)"));
