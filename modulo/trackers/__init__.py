@@ -67,6 +67,15 @@ def _param_text(value: Any) -> str:
     return text if len(text) <= MAX_PARAM_CHARS else text[: MAX_PARAM_CHARS - 3] + "..."
 
 
+def _status(run_dir: Path) -> str:
+    from ..reports import load_run
+    from ..reports.load import ensure_evaluation
+
+    run = load_run(run_dir, light=True)
+    ensure_evaluation(run, reevaluate=False)
+    return run.status
+
+
 def tracked_run(run_dir: Path) -> TrackedRun:
     """Parameters, metrics, step series, tags and artifacts of a finished run directory."""
     from ..analysis import load_metas
@@ -115,6 +124,8 @@ def tracked_run(run_dir: Path) -> TrackedRun:
         "modulo.version": info.modulo_version or "unknown",
         "modulo.critic_source": info.critic_source or "unknown",
         "modulo.evaluation": "recorded" if meta.evaluation is not None else "missing",
+        # how the run ended, as the report's Status column says it (errors, killed, partial, not evaluated)
+        "modulo.status": _status(run_dir),
     }
     if unpriced:
         out.tags["modulo.unpriced_models"] = " ".join(unpriced)

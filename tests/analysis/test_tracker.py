@@ -172,3 +172,19 @@ def test_certified_rates_leave_out_errored_and_skipped_problems(
     assert data.series["certified_at_budget"][:2] == [(1, 1 / 4), (2, 2 / 4)]
     frame = analysis.load(run).budget(evaluate=False)
     assert frame["problems"].tolist()[0] == 4 and frame["certified"].tolist()[:2] == [1 / 4, 2 / 4]
+
+
+def test_a_run_that_did_not_end_clean_is_tagged_with_its_status(
+    tmp_path: Path, make_run: Any, run_a_plans: Any
+) -> None:
+    """A logged run with an errored problem, or killed, looked like any finished run in the tracker (its
+    only sign an n_error metric); the modulo.status tag says how it ended, as the report's Status does."""
+    clean = make_run(tmp_path / "clean", run_a_plans)
+    assert tracked_run(clean).tags["modulo.status"] == "complete"
+    run = make_run(tmp_path / "a", run_a_plans, evaluate=False, truncate_last=True)
+    lines = (run / "records.jsonl").read_text().split("\n")
+    p1 = json.loads(lines[1])
+    p1.update(outcome="error", stop_reason="llm_error", error="PermanentLLMError: bad request")
+    lines[1] = json.dumps(p1)
+    (run / "records.jsonl").write_text("\n".join(lines))
+    assert tracked_run(run).tags["modulo.status"] == "errors (1 of 6 problems); incomplete (5/6, not evaluated)"
