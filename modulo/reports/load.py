@@ -824,7 +824,7 @@ def ensure_evaluation(run: RunData, *, reevaluate: bool = True) -> None:
             return
     elif not reevaluate:
         run.evaluation_status = EVAL_MISSING
-        run.notes.append("no evaluation.json; re-evaluation turned off, so the run's metrics are left out")
+        run.notes.append("no evaluation.json, and it is not re-evaluated here: the run's metrics are left out")
         return
     ids = run.scored_ids
     if not ids:
