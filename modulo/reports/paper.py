@@ -93,6 +93,9 @@ class PaperTable:
     shared: dict[str, str]
     varying: list[str]
     notes: list[str] = field(default_factory=list)
+    #: the bootstrap behind the intervals (named in the caption, so a reader can reproduce them)
+    n_resamples: int = DEFAULT_RESAMPLES
+    seed: int = DEFAULT_SEED
 
     # -- text pieces ------------------------------------------------------------------------------------
     @property
@@ -109,7 +112,8 @@ class PaperTable:
         if shared:
             text += "; " + "; ".join(shared)
         return (
-            text + ". Rates in %, with the 95% bootstrap interval over problems and the counts behind each "
+            text + ". Rates in %, with the 95% percentile bootstrap interval over problems "
+            f"({self.n_resamples:,} resamples, seed {self.seed}) and the counts behind each "
             "rate (k/n); the best value of each column is in bold (none where all runs are equal)."
         )
 
@@ -295,7 +299,8 @@ def table_for(
             r.label = f"{r.run}: {r.label}" if varying else r.label
     _mark_best(rows, specs)
     notes = [f"{run.name}: {note}" for run in runs for note in run.notes]
-    return PaperTable(benchmark, sorted({r.split for r in runs}), specs, rows, shared, varying, notes)
+    splits = sorted({r.split for r in runs})
+    return PaperTable(benchmark, splits, specs, rows, shared, varying, notes, n_resamples, seed)
 
 
 def paper_tables(

@@ -38,6 +38,8 @@ def test_the_table_holds_counts_intervals_best_values_and_a_caption(sweep: Path)
     assert [c.counts() for c in delivery] == ["5/6", "5/6"] and not any(c.best for c in delivery)  # a tie of all
     assert "toy_reports (dev split, n = 6 problems)" in table.caption
     assert "models: toy-model, toy-model_v2" in table.caption and "budget: 4 it" in table.caption
+    # the interval's method, as the report names it (a table for a paper said only 'bootstrap interval')
+    assert "95% percentile bootstrap interval over problems (500 resamples, seed 0)" in table.caption
 
 
 def _structure(tex: str) -> list[list[str]]:
