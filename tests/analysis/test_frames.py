@@ -11,6 +11,7 @@ import pytest
 
 import modulo.analysis as a
 from modulo.analysis import iter_records
+from tests.reports.conftest import set_outcome
 
 
 def test_problem_and_iteration_frames_match_the_records(tmp_path: Path, make_run: Any, run_a_plans: Any) -> None:
@@ -67,11 +68,7 @@ def test_runs_frame_counts_a_killed_runs_records(tmp_path: Path, make_run: Any, 
     """A run killed before its summary.json had no outcome counts in the runs frame (finished, n_error:
     missing), so a filter on n_error > 0 passed over its errored problem; they are counted from its records."""
     run = make_run(tmp_path / "a", run_a_plans, evaluate=False, truncate_last=True)  # p5's line cut in half
-    lines = (run / "records.jsonl").read_text().split("\n")
-    p1 = json.loads(lines[1])
-    p1.update(outcome="error", stop_reason="llm_error", error="PermanentLLMError: bad request")
-    lines[1] = json.dumps(p1)
-    (run / "records.jsonl").write_text("\n".join(lines))
+    set_outcome(run, 1, "error")
     results = a.load(run)
     row = results.runs().iloc[0]
     assert (row["problems"], row["finished"], row["n_error"], row["n_certified"]) == (6, 5, 1, 2)

@@ -14,7 +14,7 @@ import pytest
 
 from modulo.reports.paper import paper_tables
 from tests.cli_support import modulo
-from tests.reports.conftest import ToyBench, toy_problems
+from tests.reports.conftest import ToyBench, set_outcome, toy_problems
 
 
 @pytest.fixture
@@ -120,11 +120,8 @@ def test_a_run_that_did_not_end_clean_is_marked_in_every_format(
     make_run(root / "0", run_a_plans)
     make_run(root / "1", run_b_plans, critics=("format",), evaluate=False, truncate_last=True)
     errored = make_run(root / "2", run_a_plans, critics=("format", "c_nonneg"))
+    set_outcome(errored, 1, "error")
     lines = (errored / "records.jsonl").read_text().split("\n")
-    p1 = json.loads(lines[1])
-    p1.update(outcome="error", stop_reason="llm_error", error="PermanentLLMError: bad request")
-    lines[1] = json.dumps(p1)
-    (errored / "records.jsonl").write_text("\n".join(lines))
     scored = [p for p in toy_problems() if p.id != "p1"]  # the run's own evaluation leaves the error out
     ev = ToyBench().evaluate(scored, [json.loads(lines[i])["best_plan"] for i in (0, 2, 3, 4, 5)])
     (errored / "evaluation.json").write_text(json.dumps({"metrics": ev.metrics, "per_problem": ev.per_problem}))

@@ -11,6 +11,7 @@ import pytest
 from modulo import components
 from modulo.errors import ConfigError, UnknownComponentError
 from modulo.trackers import Tracker, open_tracker, tracked_run
+from tests.reports.conftest import set_outcome
 
 from .conftest import toy_sweep
 
@@ -160,12 +161,8 @@ def test_certified_rates_leave_out_errored_and_skipped_problems(
     import modulo.analysis as analysis
 
     run = make_run(tmp_path / "a", run_a_plans)  # p0 certified at iteration 1, p4 at once; 6 problems
-    lines = (run / "records.jsonl").read_text().splitlines()
-    for i, outcome in ((1, "error"), (2, "skipped")):
-        rec = json.loads(lines[i])
-        rec.update(outcome=outcome, stop_reason=outcome, iterations=[], best_plan=None, best_iteration=None)
-        lines[i] = json.dumps(rec)
-    (run / "records.jsonl").write_text("\n".join(lines) + "\n")
+    set_outcome(run, 1, "error")
+    set_outcome(run, 2, "skipped")
     data = tracked_run(run)
     assert data.metrics["certified_rate"] == pytest.approx(2 / 4)
     assert (data.metrics["n_error"], data.metrics["n_skipped"], data.metrics["problems"]) == (1, 1, 6)
@@ -182,9 +179,5 @@ def test_a_run_that_did_not_end_clean_is_tagged_with_its_status(
     clean = make_run(tmp_path / "clean", run_a_plans)
     assert tracked_run(clean).tags["modulo.status"] == "complete"
     run = make_run(tmp_path / "a", run_a_plans, evaluate=False, truncate_last=True)
-    lines = (run / "records.jsonl").read_text().split("\n")
-    p1 = json.loads(lines[1])
-    p1.update(outcome="error", stop_reason="llm_error", error="PermanentLLMError: bad request")
-    lines[1] = json.dumps(p1)
-    (run / "records.jsonl").write_text("\n".join(lines))
+    set_outcome(run, 1, "error")
     assert tracked_run(run).tags["modulo.status"] == "errors (1 of 6 problems); incomplete (5/6, not evaluated)"

@@ -30,6 +30,7 @@ from modulo.reports import (
 )
 from modulo.reports.budget import plan_at_budget
 from tests.cli_support import modulo
+from tests.reports.conftest import set_outcome
 
 FAST = ReportOptions(n_resamples=2_000)
 
@@ -239,13 +240,8 @@ def test_usage_per_problem_leaves_out_problems_never_started(tmp_path: Path, mak
     """Problems recorded 'skipped' (run.max_dollars spent before they started) counted among the usage
     table's problems, so calls, tokens and dollars per problem were divided by problems that made no call."""
     path = make_run(tmp_path / "a", run_a_plans)
-    lines = (path / "records.jsonl").read_text().splitlines()
-    for i in (1, 2):
-        rec = json.loads(lines[i])
-        rec.update(outcome="skipped", stop_reason="run_budget", iterations=[], best_plan=None, best_iteration=None)
-        rec["usage"] = {}
-        lines[i] = json.dumps(rec)
-    (path / "records.jsonl").write_text("\n".join(lines) + "\n")
+    for line in (1, 2):
+        set_outcome(path, line, "skipped")
     u = usage_row(load_run(path))
     n_iterations = 2 + 4 + 1 + 4  # p0, p3, p4, p5
     assert u.n_problems == 4 and u.usage.calls == 2 * n_iterations
@@ -272,11 +268,7 @@ def test_killed_run_with_an_error_says_both(tmp_path: Path, make_run: Any, run_a
     """A killed run that also had an errored problem reads as both: its status said only 'errors (1 of 6
     problems)', as if the other five had been scored, when only four of them had finished."""
     path = make_run(tmp_path / "k", run_a_plans, evaluate=False, truncate_last=True)
-    lines = (path / "records.jsonl").read_text().split("\n")
-    p1 = json.loads(lines[1])
-    p1.update(outcome="error", stop_reason="llm_error", error="PermanentLLMError: bad request")
-    lines[1] = json.dumps(p1)
-    (path / "records.jsonl").write_text("\n".join(lines))
+    set_outcome(path, 1, "error")
     result = build_report([path], ReportOptions(n_resamples=200, budget_curves=False, figures=False))
     status = "errors (1 of 6 problems); killed (5/6), re-evaluated"
     assert status in result.text and f"| {status} |" in result.markdown
