@@ -497,6 +497,11 @@ def render_markdown(dissections: Sequence[Dissection], meta: dict[str, Any]) -> 
         f"(the run drew with sample index {meta.get('base_sample')}); variant seed {meta.get('seed')}",
         f"- problems: {meta.get('n_failed')} failed in the run; {n} dissected here",
     ]
+    recorded, total, errored = meta.get("n_recorded"), meta.get("n_problems"), meta.get("n_errored")
+    if isinstance(recorded, int) and isinstance(total, int) and recorded < total:
+        lines.append(f"- **the run did not finish**: {recorded} of its {total} problems ran")
+    if errored:
+        lines.append(f"- **{errored} problem(s) ended in error** in the run: not planner failures, not dissected")
     if not meta.get("variants", True):
         lines.append(
             f"- **{meta.get('benchmark')} has no variants**: only the probability step can run, and a failure "
@@ -622,6 +627,7 @@ def _meta(
     options: DissectOptions,
     n_failed: int,
     run_temperature: float,
+    records: dict[str, ProblemResult],
 ) -> dict[str, Any]:
     cfg = session.config
     info = _run_info(run_dir)
@@ -643,6 +649,10 @@ def _meta(
         "base_sample": base,
         "seed": options.seed,
         "n_failed": n_failed,
+        # how much of the run there was to dissect: its problems, those it recorded, those that errored
+        "n_problems": len(info.problem_ids) if info is not None else None,
+        "n_recorded": sum(1 for r in records.values() if r.outcome is not Outcome.SKIPPED),
+        "n_errored": sum(1 for r in records.values() if r.outcome is Outcome.ERROR),
         "variants": dissector.variants,
         "deterministic": dissector.deterministic,
     }
@@ -724,7 +734,7 @@ async def dissect_run(
 
         await asyncio.gather(*(one(r) for r in todo))
         ordered = [results[r.problem_id] for r in chosen if r.problem_id in results]
-        meta = _meta(run_dir, session, dissector, options, len(failed), run_temperature)
+        meta = _meta(run_dir, session, dissector, options, len(failed), run_temperature, records)
     finally:
         await session.aclose()
     markdown = render_markdown(ordered, meta)

@@ -1,7 +1,8 @@
 """Rates against the iteration budget k (budget k allows the plans of iterations 0..k-1).
 
-Two curves per run: ``certified`` (the share of finished problems whose plan every active critic
-accepted within k iterations, read by streaming the records) and ``pass_rate`` (the benchmark's
+Two curves per run: ``certified`` (the share of scored problems, finished and not ended in error or
+skipped, as in the report, whose plan every active critic accepted within k iterations, read by
+streaming the records) and ``pass_rate`` (the benchmark's
 primary metric of the plan at budget k, scored by its evaluator through the reports'
 :func:`~modulo.reports.budget.budget_curve`, which the run's report has usually cached already).
 ``pass_rate`` is missing, with the reason in the notes, when the benchmark cannot be had here.
@@ -26,11 +27,18 @@ def _all_accept(it: Mapping[str, Any]) -> bool:
     return it.get("plan") is not None and not it.get("gated") and all(verdict_accepts(v) for v in verdicts)
 
 
+#: outcomes left out of every rate (never a failure of the planner): the model call failed, or never started
+UNSCORED = ("error", "skipped")
+
+
 def certified_at_budget(meta: RunMeta) -> list[tuple[int, int, int]]:
-    """(k, problems certified within k iterations, finished problems) for k = 1..max (streamed)."""
+    """(k, problems certified within k iterations, scored problems) for k = 1..max (streamed); problems
+    that ended in error or were skipped are left out, as the report leaves them out of every rate."""
     first: list[int | None] = []
     longest = 0
     for record in iter_records(meta.path, meta.notes):
+        if record.get("outcome") in UNSCORED:
+            continue
         its = record.get("iterations") or []
         longest = max(longest, len(its))
         hit = None

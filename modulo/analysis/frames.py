@@ -190,8 +190,13 @@ def iteration_rows(meta: RunMeta, record: dict[str, Any], evaluated: dict[str, d
         gated = [str(g) for g in it.get("gated") or []]
         status = {str(v.get("critic") or ""): verdict_status(v) for v in verdicts}
         status.update({g: "gated" for g in gated})
-        flips = None if previous is None else sum(1 for c, s in status.items() if c in previous and previous[c] != s)
-        previous = status
+        planned = it.get("act", "plan") == "plan"  # a question or a decline: no critic state, no flip
+        flips = (
+            None
+            if previous is None or not planned
+            else sum(1 for c, s in status.items() if c in previous and previous[c] != s)
+        )
+        previous = status if planned else previous
         plan = it.get("plan")
         accepted = all(verdict_accepts(v) for v in verdicts)
         row: Row = {
@@ -445,10 +450,13 @@ class Results:
             raw_counts = summary.get("counts")
             counts: dict[str, Any] = raw_counts if isinstance(raw_counts, dict) else {}
             row["finished"] = summary.get("finished")
+            if not summary:  # a run that did not finish (killed, or still running): count what it recorded
+                counts = _recorded_outcomes(meta)
+                row["finished"] = sum(counts.values())
             # models whose calls counted $0 for want of a price (the run's dollar columns then lower bounds)
             row["unpriced_models"] = " ".join(str(m) for m in summary.get("unpriced_models") or [])
             for outcome in (o.value for o in Outcome):
-                row[f"n_{outcome}"] = counts.get(outcome, 0) if summary else None
+                row[f"n_{outcome}"] = counts.get(outcome, 0)
             row["evaluation"] = "recorded" if meta.evaluation is not None else "missing"
             for key, value in ((meta.evaluation or {}).get("metrics") or {}).items():
                 row[f"metric.{key}"] = _scalar(value)
@@ -469,6 +477,16 @@ class Results:
                 df[col] = _infer(df[col])
         self._frames["runs"] = df
         return df
+
+
+def _recorded_outcomes(meta: RunMeta) -> dict[str, int]:
+    """Outcome counts of the problems a run recorded (the last record of each), streamed from its records."""
+    counts: dict[str, int] = {}
+    for record in iter_records(meta.path, meta.notes):
+        outcome = str(record.get("outcome"))
+        counts[outcome] = counts.get(outcome, 0) + 1
+    meta.notes.append("no summary.json (the run did not finish): its outcome counts are those of its records")
+    return counts
 
 
 def load(*paths: str | Path | Iterable[str | Path]) -> Results:

@@ -185,17 +185,48 @@ def method_label(run: RunData) -> str:
 
 
 def short_labels(runs: Sequence[RunData]) -> dict[str, str]:
-    """Run name -> the parts of its label that differ within ``runs`` (the run name alone if none differ)."""
+    """Run name -> the parts of its label that differ within ``runs`` (the run name alone if none differ).
+
+    Runs whose parts read alike though their configurations differ (a sweep over ``run.sample`` or
+    ``critic_options.mode``) are told apart by the configuration keys they differ in."""
     parts = [method_parts(r) for r in runs]
     varying = [k for k in (parts[0] if parts else {}) if len({p[k] for p in parts}) > 1]
     users = {user_label(r) for r in runs}
-    out: dict[str, str] = {}
+    bits: dict[str, list[str]] = {}
     for run, p in zip(runs, parts, strict=True):
-        bits = [p[k] for k in varying]
+        bits[run.name] = [p[k] for k in varying]
         if len(users) > 1 and user_label(run):
-            bits.insert(0, user_label(run))
-        out[run.name] = f"{run.name}: {'; '.join(bits)}" if bits else run.name
+            bits[run.name].insert(0, user_label(run))
+    for name, apart in configuration_apart(runs, {r.name: tuple(bits[r.name]) for r in runs}).items():
+        bits[name] += apart
+    return {name: f"{name}: {'; '.join(b)}" if b else name for name, b in bits.items()}
+
+
+def configuration_apart(runs: Sequence[RunData], labels: dict[str, tuple[str, ...]]) -> dict[str, list[str]]:
+    """Run name -> ``key value`` for each configuration key (run.json, dotted) in which it differs from the
+    runs that carry the same ``labels`` entry; empty for a run whose label is its own, or whose twins resolve
+    to the very same configuration (those are flagged by :func:`duplicate_warnings`)."""
+    from ..analysis.runs import flatten
+
+    groups: dict[tuple[str, ...], list[RunData]] = {}
+    for run in runs:
+        groups.setdefault(labels[run.name], []).append(run)
+    out: dict[str, list[str]] = {run.name: [] for run in runs}
+    for group in groups.values():
+        if len(group) < 2:
+            continue
+        flat = [
+            flatten(r.info.model_dump(mode="json", exclude=set(_NOT_CONFIGURATION | {"problem_ids"}))) for r in group
+        ]
+        keys = sorted({k for f in flat for k in f if len({repr(g.get(k)) for g in flat}) > 1})
+        for run, f in zip(group, flat, strict=True):
+            out[run.name] = [f"{k} {_short(f.get(k))}" for k in keys]
     return out
+
+
+def _short(value: object, limit: int = 40) -> str:
+    text = "null" if value is None else str(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def common_label(runs: Sequence[RunData]) -> str:

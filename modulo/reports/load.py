@@ -120,6 +120,29 @@ class RunData(RunInfoView):
         return all(i in self.records for i in self.problem_ids) and not self.skipped_ids
 
     @property
+    def status(self) -> str:
+        """How the run ended, as every table shows it: ``complete``, or what went wrong (errors, and a run
+        killed, cut short or not evaluated: both when both happened)."""
+        total = len(self.problem_ids)
+        errored = len(self.errored_ids)
+        progress = self._progress(total)
+        if not errored:
+            return progress
+        errors = f"errors ({errored} of {total} problems)"
+        return errors if progress == "complete" else f"{errors}; {progress}"
+
+    def _progress(self, total: int) -> str:
+        finished = sum(1 for i in self.problem_ids if i in self.records)
+        skipped = len(self.skipped_ids)
+        if skipped and finished == total:  # every problem recorded, some never started (the run's budget)
+            return f"partial ({total - skipped}/{total}; {skipped} skipped, never started)"
+        if self.evaluation_status == EVAL_MISSING:
+            return f"incomplete ({finished}/{total}, not evaluated)"
+        if self.evaluation_status == EVAL_REEVALUATED:
+            return f"killed ({finished}/{total}), re-evaluated"
+        return "complete" if self.complete else f"partial ({finished}/{total})"
+
+    @property
     def model(self) -> str:
         llm = self.info.llm
         if llm is not None:
@@ -773,24 +796,35 @@ def ensure_evaluation(run: RunData, *, reevaluate: bool = True) -> None:
 
     Problems that ended ``error`` are never scored (not a plan failure, not an abstention). A recorded
     evaluation that still holds rows for errored problems (written before errors were left out) is
-    re-scored without them when the benchmark is available, else kept with a note.
+    re-scored without them when the benchmark is available, else kept with a note. One that lacks
+    finished problems (written by an earlier process of a run resumed since) is re-scored, else left out.
     """
     errored = set(run.errored_ids)
     unscored = errored | set(run.skipped_ids)  # evaluation.json written before skipped problems were left out
+    missing: list[str] = []
     if run.evaluation is not None:
         rows = run.evaluation.get("per_problem") or []
         stale = [str(r.get("problem_id")) for r in rows if str(r.get("problem_id")) in unscored]
-        if not stale:
+        scored = {str(r.get("problem_id")) for r in rows}
+        missing = [i for i in run.scored_ids if i not in scored]
+        if not stale and not missing:
+            return
+        if not reevaluate and missing:
+            run.evaluation, run.evaluation_status = None, EVAL_MISSING
+            run.notes.append(
+                f"evaluation.json does not score {len(missing)} finished problem(s) (written before the run was "
+                "resumed): its metrics are left out (not re-evaluated here)"
+            )
             return
         if not reevaluate:
             run.notes.append(
                 f"evaluation.json scores {len(stale)} problem(s) that ended in error or were skipped as plan "
-                "failures (re-evaluation turned off)"
+                "failures (not re-evaluated here)"
             )
             return
     elif not reevaluate:
         run.evaluation_status = EVAL_MISSING
-        run.notes.append("no evaluation.json; re-evaluation turned off, so the run's metrics are left out")
+        run.notes.append("no evaluation.json, and it is not re-evaluated here: the run's metrics are left out")
         return
     ids = run.scored_ids
     if not ids:
@@ -808,6 +842,13 @@ def ensure_evaluation(run: RunData, *, reevaluate: bool = True) -> None:
         bench = run.benchmark()
         result = evaluate_finals(bench, run.problems(ids), run.best_plans(ids), run.declines(ids))
     except (ModuloError, NotImplementedError) as exc:
+        if recorded and missing:
+            run.evaluation, run.evaluation_status = None, EVAL_MISSING
+            run.notes.append(
+                f"evaluation.json does not score {len(missing)} finished problem(s) (written before the run was "
+                f"resumed) and re-evaluation failed ({exc}); the run's metrics are left out"
+            )
+            return
         if recorded:
             run.notes.append(f"evaluation.json scores errored or skipped problems and re-evaluation failed ({exc})")
             return
@@ -816,6 +857,12 @@ def ensure_evaluation(run: RunData, *, reevaluate: bool = True) -> None:
         return
     run.evaluation = eval_result_to_dict(result)
     run.evaluation_status = EVAL_REEVALUATED
+    if missing:
+        run.notes.append(
+            f"evaluation.json did not score {len(missing)} finished problem(s) (written before the run was resumed): "
+            f"the {len(ids)} finished problems were re-evaluated by the benchmark for this report"
+        )
+        return
     if recorded:
         run.notes.append(
             f"evaluation.json scored {len(stale)} errored or skipped problem(s) as plan failures; the {len(ids)} other "

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from ..analysis.runs import label_parts
 from ..benchmark import MetricSpec
+from .labels import configuration_apart
 from .load import RunData, ensure_evaluation, load_runs
 from .stats import DEFAULT_RESAMPLES, DEFAULT_SEED, Interval
 from .tables import headline_rows
@@ -32,6 +33,8 @@ FORMATS = ("latex", "markdown", "csv")
 EXTENSIONS = {"latex": "tex", "markdown": "md", "csv": "csv"}
 #: label parts that may tell rows apart, in this order
 _PARTS = ("generator", "critics", "strategy", "feedback", "budget", "model")
+#: the mark of a run that did not end clean, explained under the table
+FLAG = "\u2020"
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,8 @@ class PaperRow:
     n: int
     cells: dict[str, Cell] = field(default_factory=dict)
     parts: dict[str, str] = field(default_factory=dict)
+    #: how the run ended (:attr:`RunData.status`): anything but ``complete`` is marked in every format
+    status: str = "complete"
 
 
 @dataclass
@@ -88,6 +93,9 @@ class PaperTable:
     shared: dict[str, str]
     varying: list[str]
     notes: list[str] = field(default_factory=list)
+    #: the bootstrap behind the intervals (named in the caption, so a reader can reproduce them)
+    n_resamples: int = DEFAULT_RESAMPLES
+    seed: int = DEFAULT_SEED
 
     # -- text pieces ------------------------------------------------------------------------------------
     @property
@@ -104,9 +112,20 @@ class PaperTable:
         if shared:
             text += "; " + "; ".join(shared)
         return (
-            text + ". Rates in %, with the 95% bootstrap interval over problems and the counts behind each "
+            text + ". Rates in %, with the 95% percentile bootstrap interval over problems "
+            f"({self.n_resamples:,} resamples, seed {self.seed}) and the counts behind each "
             "rate (k/n); the best value of each column is in bold (none where all runs are equal)."
         )
+
+    @property
+    def flagged(self) -> list[PaperRow]:
+        """Rows of runs that did not end clean (errors, killed, cut short, not evaluated)."""
+        return [r for r in self.rows if r.status != "complete"]
+
+    def flag_note(self) -> str:
+        """The note under the table (after the mark) naming each marked run and how it ended."""
+        flagged = "; ".join(f"{r.run}: {r.status}" for r in self.flagged)
+        return f"not a clean run, its rates cover only the problems it scored ({flagged})."
 
     @property
     def label_header(self) -> str:
@@ -131,14 +150,18 @@ class PaperTable:
             "\\midrule",
         ]
         for row in self.rows:
-            cells = [f"{{{_tex(row.label)}}}", str(row.n)]
+            mark = "\\textsuperscript{\\dag}" if row.status != "complete" else ""
+            cells = [f"{{{_tex(row.label)}{mark}}}", str(row.n)]
             for m in self.metrics:
                 cell = row.cells[m.key]
                 number = f"\\textbf{{{cell.number()}}}" if cell.best else cell.number()
                 extra = cell.extra()
                 cells.append("--" if cell.missing else f"{number}{{\\scriptsize\\ {extra}}}" if extra else number)
             lines.append(" & ".join(cells) + " \\\\")
-        lines += ["\\bottomrule", "\\end{tabular}", "\\end{table}"]
+        lines += ["\\bottomrule", "\\end{tabular}"]
+        if self.flagged:
+            lines.append(f"\\par\\smallskip{{\\footnotesize \\textsuperscript{{\\dag}} {_tex(self.flag_note())}}}")
+        lines.append("\\end{table}")
         return "\n".join(lines) + "\n"
 
     def markdown(self) -> str:
@@ -146,18 +169,20 @@ class PaperTable:
         out = [f"**Table: {self.caption}**", "", "| " + " | ".join(head) + " |"]
         out.append("|" + "|".join(["---", "--:"] + ["--:" for _ in self.metrics]) + "|")
         for row in self.rows:
-            cells = [_md(row.label), str(row.n)]
+            cells = [_md(row.label) + (f" {FLAG}" if row.status != "complete" else ""), str(row.n)]
             for m in self.metrics:
                 cell = row.cells[m.key]
                 number = f"**{cell.number()}**" if cell.best else cell.number()
                 cells.append("n/a" if cell.missing else f"{number} {cell.extra()}".strip())
             out.append("| " + " | ".join(cells) + " |")
+        if self.flagged:
+            out += ["", f"{FLAG} {self.flag_note()}"]
         return "\n".join(out) + "\n"
 
     def csv(self) -> str:
         """One row per run: label parts, n, then per metric its value (%), interval, k, n and best flag."""
         buf = io.StringIO()
-        fields = ["benchmark", "split", "run", "label", *_PARTS, "n"]
+        fields = ["benchmark", "split", "run", "label", *_PARTS, "n", "status"]
         for m in self.metrics:
             fields += [m.key, f"{m.key}_ci_low", f"{m.key}_ci_high", f"{m.key}_k", f"{m.key}_n", f"{m.key}_best"]
         writer = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n")
@@ -170,6 +195,7 @@ class PaperTable:
                 "label": row.label,
                 **{p: row.parts.get(p, "") for p in _PARTS},
                 "n": row.n,
+                "status": row.status,
             }
             for m in self.metrics:
                 cell = row.cells[m.key]
@@ -256,22 +282,25 @@ def table_for(
     varying = [p for p in _PARTS if len({x[p] for x in parts}) > 1]
     shared = {p: parts[0][p] for p in _PARTS if p not in varying} if parts else {}
     rows: list[PaperRow] = []
+    # runs alike in every part yet configured apart (a sweep over run.sample): the keys they differ in
+    apart = configuration_apart(runs, {r.name: tuple(p[k] for k in varying) for r, p in zip(runs, parts, strict=True)})
     for run, head, part in zip(runs, headline, parts, strict=True):
-        label = "; ".join(part[p] for p in varying) if varying else run.name
+        label = "; ".join([*(part[p] for p in varying), *apart[run.name]]) or run.name
         n = len((run.evaluation or {}).get("per_problem") or [])
         cells: dict[str, Cell] = {}
         for spec in specs:
             iv = head.values.get(spec.key, Interval(math.nan, math.nan, math.nan))
             kn = head.counts.get(spec.key)
             cells[spec.key] = Cell(iv, spec.kind, kn[0] if kn else None, kn[1] if kn else None)
-        rows.append(PaperRow(run.name, label, n, cells, part))
+        rows.append(PaperRow(run.name, label, n, cells, part, run.status))
     labels = [r.label for r in rows]
     if len(set(labels)) < len(labels):  # two runs with the same configuration: name them apart
         for r in rows:
             r.label = f"{r.run}: {r.label}" if varying else r.label
     _mark_best(rows, specs)
     notes = [f"{run.name}: {note}" for run in runs for note in run.notes]
-    return PaperTable(benchmark, sorted({r.split for r in runs}), specs, rows, shared, varying, notes)
+    splits = sorted({r.split for r in runs})
+    return PaperTable(benchmark, splits, specs, rows, shared, varying, notes, n_resamples, seed)
 
 
 def paper_tables(

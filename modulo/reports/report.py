@@ -48,7 +48,7 @@ from .labels import (
     templates_label,
     user_label,
 )
-from .load import EVAL_MISSING, EVAL_REEVALUATED, RunData, ensure_evaluation, load_runs
+from .load import RunData, ensure_evaluation, load_runs
 from .markdown import md_table, num, pct, pvalue, slug, text_table
 from .stats import DEFAULT_RESAMPLES, DEFAULT_SEED, MIN_BOOTSTRAP_DISCORDANT, Interval, PairedTest, holm
 from .tables import (
@@ -226,7 +226,7 @@ class _Builder:
             run = row.run
             n = len((run.evaluation or {}).get("per_problem") or []) or len(run.scored_ids)
             label = shorts[run.name].removeprefix(f"{run.name}: ") if several else method_label(run)
-            first = [run.name, label if label != run.name else "(same as the others)", n, _status(run)]
+            first = [run.name, label if label != run.name else "(same as the others)", n, run.status]
             md_rows.append(first + [_fmt_metric(row, s.key, s.kind) for s in specs])
             record: dict[str, Any] = {
                 "benchmark": bench,
@@ -244,7 +244,7 @@ class _Builder:
                 "temperature": temperature_label(run),
                 "n": n,
                 "errored": len(run.errored_ids),
-                "status": _status(run),
+                "status": run.status,
                 "split": run.split,
                 "critic_source": run.critic_source,
             }
@@ -646,7 +646,7 @@ class _Builder:
                         }
                     )
             blocks += [
-                f"#### {run.name}: {method_label(run)} ({_status(run)})",
+                f"#### {run.name}: {method_label(run)} ({run.status})",
                 "",
                 md_table(headers, rows, ["l", "l"] + ["r"] * (len(cols) + 1)),
                 "",
@@ -913,22 +913,6 @@ class _Builder:
         self.text += [f"Wrote {len(self.files) + 1} file(s) to {self.out}"]
 
 
-def _status(run: RunData) -> str:
-    finished = sum(1 for i in run.problem_ids if i in run.records)
-    total = len(run.problem_ids)
-    errored = len(run.errored_ids)
-    if errored:
-        return f"errors ({errored} of {total} problems)"
-    skipped = len(run.skipped_ids)
-    if skipped and finished == total:  # every problem recorded, some never started (the run's budget)
-        return f"partial ({total - skipped}/{total}; {skipped} skipped, never started)"
-    if run.evaluation_status == EVAL_MISSING:
-        return f"incomplete ({finished}/{total}, not evaluated)"
-    if run.evaluation_status == EVAL_REEVALUATED:
-        return f"killed ({finished}/{total}), re-evaluated"
-    return "complete" if run.complete else f"partial ({finished}/{total})"
-
-
 def error_lines(runs: Sequence[RunData]) -> list[str]:
     """One line per run with errored problems: how many, and the first error's class and message."""
     lines: list[str] = []
@@ -1036,6 +1020,6 @@ def _run_labels(runs: list[RunData]) -> list[str]:
     return [
         f"- **{r.name}**: {method_label(r)}; {r.benchmark_name}/{r.split}; critics resolved: "
         f"{', '.join(r.critics) or 'none'} (source: {r.critic_source}); templates {templates_label(r)}; "
-        f"git {r.git_revision}; {_status(r)}"
+        f"git {r.git_revision}; {r.status}"
         for r in runs
     ]

@@ -191,14 +191,17 @@ class UsageRow:
 
 
 def usage_row(run: RunData) -> UsageRow:
-    """Total usage of the run's finished problems (from the records, so a killed run counts too)."""
+    """Total usage of the run's finished problems (from the records, so a killed run counts too); problems
+    recorded ``skipped`` never started and are not counted among them (errored ones spent, and are)."""
     total = Usage()
     certified = 0
+    finished = 0
     for rec in run.records.values():  # one pass: each record read once
         total = total + rec.usage
         certified += rec.certified
+        finished += rec.outcome != Outcome.SKIPPED
     unpriced = [str(m) for m in (run.summary or {}).get("unpriced_models") or []]
-    return UsageRow(run, len(run.records), certified, total, unpriced)
+    return UsageRow(run, finished, certified, total, unpriced)
 
 
 # -- critic firing ----------------------------------------------------------------------------------
@@ -233,7 +236,7 @@ def firing_counts(run: RunData) -> Firing:
     An iteration whose reply could not be read as a plan counts as a firing of the ``format`` critic
     even when no format verdict was recorded for it. Iterations that errored before the critics ran,
     and verdicts of critics that crashed, are counted apart (``errored``, ``crashed``), never as
-    rejections.
+    rejections; turns that asked the user or declined proposed no plan and are neither.
     """
     length = run.longest_trace()
     active = [0] * length
@@ -245,6 +248,8 @@ def firing_counts(run: RunData) -> Firing:
         counts.setdefault(name, [0] * length)
     for rec in run.records.values():
         for pos, it in enumerate(rec.iterations):
+            if it.act != "plan":  # a question or a decline: no plan was proposed, none was critiqued
+                continue
             if iteration_errored(it):
                 errored[pos] += 1
                 continue

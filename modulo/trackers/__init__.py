@@ -67,10 +67,19 @@ def _param_text(value: Any) -> str:
     return text if len(text) <= MAX_PARAM_CHARS else text[: MAX_PARAM_CHARS - 3] + "..."
 
 
+def _status(run_dir: Path) -> str:
+    from ..reports import load_run
+    from ..reports.load import ensure_evaluation
+
+    run = load_run(run_dir, light=True)
+    ensure_evaluation(run, reevaluate=False)
+    return run.status
+
+
 def tracked_run(run_dir: Path) -> TrackedRun:
     """Parameters, metrics, step series, tags and artifacts of a finished run directory."""
     from ..analysis import load_metas
-    from ..analysis.budget import certified_at_budget, pass_rate_at_budget
+    from ..analysis.budget import UNSCORED, certified_at_budget, pass_rate_at_budget
     from ..analysis.frames import build_frame
     from ..analysis.runs import LABEL_COLUMNS
 
@@ -89,8 +98,10 @@ def tracked_run(run_dir: Path) -> TrackedRun:
     n = len(problems)
     unpriced = [str(m) for m in (meta.summary or {}).get("unpriced_models") or []]
     out.metrics["problems"] = float(n)
+    scored = int((~problems["outcome"].isin(UNSCORED)).sum()) if n else 0
+    if scored:  # errored and skipped problems are left out of the rate, as in the report
+        out.metrics["certified_rate"] = float(problems["certified"].sum()) / scored
     if n:
-        out.metrics["certified_rate"] = float(problems["certified"].sum()) / n
         for outcome, count in problems["outcome"].value_counts().items():
             out.metrics[f"n_{outcome}"] = float(count)
         for key in ("calls", "failed_calls", "cached_calls", "input_tokens", "output_tokens", "total_tokens"):
@@ -113,6 +124,8 @@ def tracked_run(run_dir: Path) -> TrackedRun:
         "modulo.version": info.modulo_version or "unknown",
         "modulo.critic_source": info.critic_source or "unknown",
         "modulo.evaluation": "recorded" if meta.evaluation is not None else "missing",
+        # how the run ended, as the report's Status column says it (errors, killed, partial, not evaluated)
+        "modulo.status": _status(run_dir),
     }
     if unpriced:
         out.tags["modulo.unpriced_models"] = " ".join(unpriced)

@@ -19,7 +19,16 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..reports.load import RECORDS_FILE, RunData, find_runs, iter_records, load_run, load_runs, note_unfinished
+from ..reports.load import (
+    RECORDS_FILE,
+    RunData,
+    ensure_evaluation,
+    find_runs,
+    iter_records,
+    load_run,
+    load_runs,
+    note_unfinished,
+)
 from ..types import Outcome, ProblemResult
 from .data import problem_detail, problem_summary, run_overview, sweep_overview
 
@@ -200,6 +209,7 @@ def write_run(run: RunData, page: str, options: ViewOptions, view: ViewFiles, *,
             flush(n // chunk_size)
         run.records = light
         note_unfinished(run)
+        ensure_evaluation(run, reevaluate=False)  # an evaluation.json the records outgrew: no metrics shown
         index: dict[str, list[Any]] = {
             "critics": list(critic_index),
             "rows": [rows[pid] for pid in run.finished_ids],

@@ -27,6 +27,7 @@ from ..reports.labels import (
     critics_label,
     generator_label,
     method_label,
+    short_labels,
     strategy_label,
     templates_label,
 )
@@ -168,8 +169,12 @@ def problem_detail(rec: ProblemResult, declared: Sequence[str], bench: Benchmark
     for pos, it in enumerate(rec.iterations):
         now = states(it)
         matrix.append([now.get(c, "-") for c in critics])
-        flips.append([prev_states is not None and prev_states.get(c, "-") != now.get(c, "-") for c in critics])
-        prev_states = now
+        # against the last plan iteration: a question or a decline has no critic states to flip
+        planned = it.act == "plan"
+        flips.append(
+            [planned and prev_states is not None and prev_states.get(c, "-") != now.get(c, "-") for c in critics]
+        )
+        prev_states = now if planned else prev_states
         diff: int | None = None
         diff_against: int | None = None
         same_as: int | None = None
@@ -345,11 +350,16 @@ def metrics_section(run: RunData, n_resamples: int) -> dict[str, Any]:
     return {
         "status": run.evaluation_status,
         "rows": [
-            [s.label, s.kind, _interval(row.values[s.key]), row.rules.get(s.key, "")]
+            [s.label, s.kind, _interval(row.values[s.key]), row.rules.get(s.key, ""), _counts(row.counts.get(s.key))]
             for s in specs
             if s.key in row.values
         ],
     }
+
+
+def _counts(kn: tuple[float, float] | None) -> list[float] | None:
+    """A rate's numerator and denominator (k/n: the problems it was computed over), None when unknown."""
+    return None if kn is None else [kn[0], kn[1]]
 
 
 def figures(run: RunData) -> list[list[str]]:
@@ -364,6 +374,11 @@ def figures(run: RunData) -> list[list[str]]:
     return out
 
 
+def _finished(run: RunData) -> int:
+    """Problems that finished: recorded, less those recorded ``skipped`` (never started)."""
+    return len(run.records) - len(run.skipped_ids)
+
+
 def run_overview(run: RunData, *, n_resamples: int) -> dict[str, Any]:
     usage = usage_row(run)
     return {
@@ -372,8 +387,9 @@ def run_overview(run: RunData, *, n_resamples: int) -> dict[str, Any]:
         "labels": run_labels(run),
         "outcomes": outcome_counts(run),
         "n_problems": len(run.problem_ids),
-        "n_finished": len(run.records),
+        "n_finished": _finished(run),
         "complete": run.complete,
+        "status": run.status,
         "metrics": metrics_section(run, n_resamples),
         "usage": run_usage(usage),
         "certified": usage.certified,
@@ -385,6 +401,7 @@ def run_overview(run: RunData, *, n_resamples: int) -> dict[str, Any]:
 def sweep_overview(runs: Sequence[RunData], links: Sequence[str], root: Path, *, n_resamples: int) -> dict[str, Any]:
     """The sweep page: a Table 1 row per job (with a link to its page) and the paired comparisons."""
     rows = headline_rows(list(runs), n_resamples=n_resamples)
+    shorts = short_labels(runs)
     jobs = []
     for run, row, link in zip(runs, rows, links, strict=True):
         specs = {s.key: s for s in run.metric_specs()}
@@ -393,10 +410,18 @@ def sweep_overview(runs: Sequence[RunData], links: Sequence[str], root: Path, *,
                 "name": run.name,
                 "link": link,
                 "labels": run_labels(run),
+                # what sets this job apart from the others ("" when nothing does)
+                "differs": shorts[run.name].removeprefix(f"{run.name}: ") if shorts[run.name] != run.name else "",
                 "outcomes": outcome_counts(run),
                 "n_problems": len(run.problem_ids),
-                "n_finished": len(run.records),
+                "n_finished": _finished(run),
+                "status": run.status,
                 "metrics": {specs[k].label if k in specs else k: _interval(iv) for k, iv in row.values.items()},
+                "counts": {specs[k].label if k in specs else k: _counts(kn) for k, kn in row.counts.items()},
+                # a rate is shown in %, a count or a value as it is
+                "kinds": {
+                    specs[k].label if k in specs else k: specs[k].kind if k in specs else "rate" for k in row.values
+                },
                 "evaluation": run.evaluation_status,
                 "usage": run_usage(usage_row(run)),
                 "notes": list(run.notes),
@@ -408,16 +433,22 @@ def sweep_overview(runs: Sequence[RunData], links: Sequence[str], root: Path, *,
         by_bench.setdefault(run.benchmark_name, []).append(run)
     for group in by_bench.values():
         base = group[0]
+        # what a comparison's per-problem 'passed' is: the benchmark's primary metric (as in the report)
+        key = base.primary_metric() or "passed"
+        metric = next((s.label for s in base.metric_specs() if s.key == key), key)
         for other in group[1:]:
             cmp = compare_runs(base, other, n_resamples=n_resamples) if same_problems(base, other) else None
             if cmp is None:
-                comparisons.append({"a": base.name, "b": other.name, "note": "not the same evaluated problems"})
+                comparisons.append(
+                    {"a": base.name, "b": other.name, "metric": metric, "note": "not the same evaluated problems"}
+                )
                 continue
             t = cmp.test
             comparisons.append(
                 {
                     "a": base.name,
                     "b": other.name,
+                    "metric": metric,
                     "n": t.n,
                     "rate_a": t.rate_a,
                     "rate_b": t.rate_b,

@@ -11,6 +11,7 @@ import pytest
 
 import modulo.analysis as a
 from modulo.analysis import iter_records
+from tests.reports.conftest import set_outcome
 
 
 def test_problem_and_iteration_frames_match_the_records(tmp_path: Path, make_run: Any, run_a_plans: Any) -> None:
@@ -45,6 +46,34 @@ def test_problem_and_iteration_frames_match_the_records(tmp_path: Path, make_run
     assert it.loc[("p2", 0), "critic.c_even"] == "gated" and it.loc[("p2", 0), "n_gated"] == 3
     assert it.loc[("p0", 0), "critic.h_max"] == "n/a"
     assert list(iterations["critic.format"].cat.categories) == list(a.STATUSES)
+
+
+def test_flips_skip_question_turns(tmp_path: Path, make_run: Any, run_a_plans: Any) -> None:
+    """A question turn between two plans (no critic state) made the next plan's flips 0, hiding that
+    c_even flipped; flips compare each plan with the last plan before it, and a question has none."""
+    run = make_run(tmp_path / "a", run_a_plans)
+    lines = (run / "records.jsonl").read_text().splitlines()
+    rec = json.loads(lines[0])  # p0: x=1 (odd: c_even fails), then x=2 (passes)
+    first, second = rec["iterations"]
+    question = {**first, "act": "question", "question": "odd or even?", "plan": None, "verdicts": [], "gated": []}
+    rec["iterations"] = [first, {**question, "index": 1}, {**second, "index": 2}]
+    lines[0] = json.dumps(rec)
+    (run / "records.jsonl").write_text("\n".join(lines) + "\n")
+    it = a.load(run).iterations().set_index(["problem_id", "iteration"])
+    assert pd.isna(it.loc[("p0", 0), "flips"]) and pd.isna(it.loc[("p0", 1), "flips"])
+    assert it.loc[("p0", 2), "flips"] == 1
+
+
+def test_runs_frame_counts_a_killed_runs_records(tmp_path: Path, make_run: Any, run_a_plans: Any) -> None:
+    """A run killed before its summary.json had no outcome counts in the runs frame (finished, n_error:
+    missing), so a filter on n_error > 0 passed over its errored problem; they are counted from its records."""
+    run = make_run(tmp_path / "a", run_a_plans, evaluate=False, truncate_last=True)  # p5's line cut in half
+    set_outcome(run, 1, "error")
+    results = a.load(run)
+    row = results.runs().iloc[0]
+    assert (row["problems"], row["finished"], row["n_error"], row["n_certified"]) == (6, 5, 1, 2)
+    assert row["n_failed"] + row["n_exhausted"] == 2 and row["n_skipped"] == 0
+    assert any("no summary.json" in n for n in results.notes)
 
 
 def test_verdicts_and_calls_frames(tmp_path: Path, make_run: Any, run_a_plans: Any) -> None:

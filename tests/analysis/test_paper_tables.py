@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -13,6 +14,7 @@ import pytest
 
 from modulo.reports.paper import paper_tables
 from tests.cli_support import modulo
+from tests.reports.conftest import ToyBench, set_outcome, toy_problems
 
 
 @pytest.fixture
@@ -36,6 +38,8 @@ def test_the_table_holds_counts_intervals_best_values_and_a_caption(sweep: Path)
     assert [c.counts() for c in delivery] == ["5/6", "5/6"] and not any(c.best for c in delivery)  # a tie of all
     assert "toy_reports (dev split, n = 6 problems)" in table.caption
     assert "models: toy-model, toy-model_v2" in table.caption and "budget: 4 it" in table.caption
+    # the interval's method, as the report names it (a table for a paper said only 'bootstrap interval')
+    assert "95% percentile bootstrap interval over problems (500 resamples, seed 0)" in table.caption
 
 
 def _structure(tex: str) -> list[list[str]]:
@@ -104,3 +108,36 @@ def test_the_latex_table_compiles_in_a_minimal_document(sweep: Path, tmp_path: P
     )
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert (tmp_path / "doc.pdf").stat().st_size > 1000
+
+
+def test_a_run_that_did_not_end_clean_is_marked_in_every_format(
+    tmp_path: Path, make_run: Any, run_a_plans: Any, run_b_plans: Any, capsys: Any
+) -> None:
+    """A paper table of a sweep with a killed job and a job with an errored problem showed both as clean
+    rows in the .tex, .md and .csv files (the notes went to the console only); now each such row is
+    marked and the note under the table (a column in CSV) says how the run ended."""
+    root = tmp_path / "sweep"
+    make_run(root / "0", run_a_plans)
+    make_run(root / "1", run_b_plans, critics=("format",), evaluate=False, truncate_last=True)
+    errored = make_run(root / "2", run_a_plans, critics=("format", "c_nonneg"))
+    set_outcome(errored, 1, "error")
+    lines = (errored / "records.jsonl").read_text().split("\n")
+    scored = [p for p in toy_problems() if p.id != "p1"]  # the run's own evaluation leaves the error out
+    ev = ToyBench().evaluate(scored, [json.loads(lines[i])["best_plan"] for i in (0, 2, 3, 4, 5)])
+    (errored / "evaluation.json").write_text(json.dumps({"metrics": ev.metrics, "per_problem": ev.per_problem}))
+    killed, erred = "1: killed (5/6), re-evaluated", "2: errors (1 of 6 problems)"
+    (table,) = paper_tables([root], n_resamples=200)
+    assert [r.status for r in table.rows] == ["complete", killed[3:], erred[3:]]
+    assert modulo("report", root, "--format", "latex", "--resamples", "200", "--quiet").exit_code == 0
+    tex = (root / "paper_table1.tex").read_text()
+    cells = _structure(tex)
+    assert ["\\textsuperscript{\\dag}" in row[0] for row in cells[1:]] == [False, True, True]
+    assert "\\textsuperscript{\\dag} not a clean run" in tex and killed in tex and erred in tex
+    assert modulo("report", root, "--format", "markdown", "--resamples", "200", "--quiet").exit_code == 0
+    md = (root / "paper_table1.md").read_text()
+    rows = md.split("|--:|\n")[1].split("\n\n")[0].splitlines()
+    assert [row.split(" | ")[0].endswith("\u2020") for row in rows] == [False, True, True]
+    assert "\u2020 not a clean run" in md and killed in md and erred in md
+    assert modulo("report", root, "--format", "csv", "--resamples", "200", "--quiet").exit_code == 0
+    df = pd.read_csv(root / "paper_table1.csv")
+    assert df["status"].tolist() == ["complete", killed[3:], erred[3:]]

@@ -11,6 +11,7 @@ import pytest
 from modulo import components
 from modulo.errors import ConfigError, UnknownComponentError
 from modulo.trackers import Tracker, open_tracker, tracked_run
+from tests.reports.conftest import set_outcome
 
 from .conftest import toy_sweep
 
@@ -149,3 +150,34 @@ def test_a_run_with_an_unpriced_model_logs_no_dollar_metric(tmp_path: Path, make
     assert "cost_usd" not in data.metrics and "cached_cost_usd" not in data.metrics and "seconds" in data.metrics
     assert data.tags["modulo.unpriced_models"] == "mystery-model-xyz"
     assert any("no price is known for mystery-model-xyz" in note for note in data.notes)
+
+
+def test_certified_rates_leave_out_errored_and_skipped_problems(
+    tmp_path: Path, make_run: Any, run_a_plans: Any
+) -> None:
+    """The tracker's certified_rate and certified_at_budget, and the budget frame's certified column,
+    divided by every recorded problem, errored and skipped ones included (2 certified of 4 scored logged
+    as 0.33), while the report leaves those out of every rate (2/4)."""
+    import modulo.analysis as analysis
+
+    run = make_run(tmp_path / "a", run_a_plans)  # p0 certified at iteration 1, p4 at once; 6 problems
+    set_outcome(run, 1, "error")
+    set_outcome(run, 2, "skipped")
+    data = tracked_run(run)
+    assert data.metrics["certified_rate"] == pytest.approx(2 / 4)
+    assert (data.metrics["n_error"], data.metrics["n_skipped"], data.metrics["problems"]) == (1, 1, 6)
+    assert data.series["certified_at_budget"][:2] == [(1, 1 / 4), (2, 2 / 4)]
+    frame = analysis.load(run).budget(evaluate=False)
+    assert frame["problems"].tolist()[0] == 4 and frame["certified"].tolist()[:2] == [1 / 4, 2 / 4]
+
+
+def test_a_run_that_did_not_end_clean_is_tagged_with_its_status(
+    tmp_path: Path, make_run: Any, run_a_plans: Any
+) -> None:
+    """A logged run with an errored problem, or killed, looked like any finished run in the tracker (its
+    only sign an n_error metric); the modulo.status tag says how it ended, as the report's Status does."""
+    clean = make_run(tmp_path / "clean", run_a_plans)
+    assert tracked_run(clean).tags["modulo.status"] == "complete"
+    run = make_run(tmp_path / "a", run_a_plans, evaluate=False, truncate_last=True)
+    set_outcome(run, 1, "error")
+    assert tracked_run(run).tags["modulo.status"] == "errors (1 of 6 problems); incomplete (5/6, not evaluated)"

@@ -306,3 +306,20 @@ def test_a_redraw_loop_keeps_every_bound_part_of_the_run_but_the_generator() -> 
         kept, original = getattr(other, name), getattr(base, name)
         assert kept is original or kept == original, name
     assert dissector.loop_for(session.config.run.sample + 3) is other  # made once per sample index
+
+
+def test_a_run_that_did_not_finish_or_had_errors_says_so(tmp_path: Path) -> None:
+    """dissect.md of a killed run with an errored problem read 'problems: 3 failed in the run' like a
+    whole, clean run's; it now says how many of the run's problems ran and how many ended in error."""
+    run_dir, planner, cfg = _run(tmp_path, ALL)
+    lines = (run_dir / "records.jsonl").read_text().splitlines()
+    first = json.loads(lines[0])
+    first.update(outcome="error", stop_reason="llm_error", error="PermanentLLMError: bad request")
+    kept = [json.dumps(first), *lines[1:4]]  # killed after four records, the first of them errored
+    (run_dir / "records.jsonl").write_text("\n".join(kept) + "\n")
+    result = asyncio.run(dissect_run(run_dir, DissectOptions(temperature=0.7, limit=1), config=cfg))  # type: ignore[arg-type]
+    assert f"- **the run did not finish**: 4 of its {len(planner.problems)} problems ran" in result.markdown
+    assert "- **1 problem(s) ended in error** in the run" in result.markdown
+    full, _, cfg = _run(tmp_path / "whole", ALL)
+    clean = asyncio.run(dissect_run(full, DissectOptions(temperature=0.7, limit=1), config=cfg))  # type: ignore[arg-type]
+    assert "did not finish" not in clean.markdown and "ended in error" not in clean.markdown

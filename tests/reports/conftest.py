@@ -170,6 +170,23 @@ def _iterations(problem: Problem, plans: Sequence[PlanJSON]) -> tuple[list[Itera
 RunWriter = Callable[..., Path]
 
 
+def set_outcome(run: Path, line: int, outcome: str) -> dict[str, Any]:
+    """Rewrite the record on ``line`` of ``run``'s records.jsonl as a run writes a problem that ended in
+    ``error`` (its model call failed for good) or was ``skipped`` (never started: no iteration, no usage);
+    the other lines, a torn last one included, stay as they are. Returns the new record."""
+    path = run / "records.jsonl"
+    lines = path.read_text().split("\n")
+    rec = json.loads(lines[line])
+    if outcome == "error":
+        rec.update(outcome="error", stop_reason="llm_error", error="PermanentLLMError: bad request")
+    else:
+        rec.update(outcome=outcome, stop_reason="run_budget", iterations=[], best_plan=None, best_iteration=None)
+        rec["usage"] = {}
+    lines[line] = json.dumps(rec)
+    path.write_text("\n".join(lines))
+    return rec
+
+
 @pytest.fixture
 def make_run(toy_bench: type[ToyBench]) -> RunWriter:
     """Write a run directory: ``plans`` maps problem id -> the plan proposed at each iteration."""

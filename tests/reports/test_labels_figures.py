@@ -232,3 +232,32 @@ def test_sweep_over_collapsing_presets_names_each_job_by_its_request(tmp_path: P
     assert "WARNING: runs that are one configuration" in out
     table = pd.read_csv(sweep / "table1.csv")
     assert table["critics_requested"].tolist() == ["[All]", "common (= [Json])", "hard (= [All])", "[Json]"]
+
+
+def test_runs_alike_in_every_part_are_named_by_the_keys_they_differ_in(tmp_path: Path, make_run: Any) -> None:
+    """A sweep over run.sample (or critic_options.mode) labelled every row '(same as the others)' in the
+    report and by its bare job number in the paper table: nothing said what ran. They are named by the
+    configuration keys they differ in."""
+    from modulo.reports.paper import paper_tables
+
+    root = tmp_path / "sweep"
+    official = {"mode": "official", "hints": False}
+    for job, extra in (("0", {"sample": 0}), ("1", {"sample": 1}), ("2", {"sample": 1, "critic_options": official})):
+        make_run(root / job, make_run.plans[0], info_extra=extra)
+    runs = load_runs([root])
+    assert short_labels(runs) == {
+        "0": "0: critic_options.mode strict; sample 0",
+        "1": "1: critic_options.mode strict; sample 1",
+        "2": "2: critic_options.mode official; sample 1",
+    }
+    result = build_report([root], ReportOptions(n_resamples=100, budget_curves=False, figures=False))
+    assert (
+        "(same as the others)" not in result.text
+        and "| 2 | critic_options.mode official; sample 1 |" in result.markdown
+    )
+    (table,) = paper_tables([root], n_resamples=100)
+    assert [r.label for r in table.rows] == [
+        "critic_options.mode strict; sample 0",
+        "critic_options.mode strict; sample 1",
+        "critic_options.mode official; sample 1",
+    ]

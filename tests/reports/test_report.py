@@ -30,6 +30,7 @@ from modulo.reports import (
 )
 from modulo.reports.budget import plan_at_budget
 from tests.cli_support import modulo
+from tests.reports.conftest import set_outcome
 
 FAST = ReportOptions(n_resamples=2_000)
 
@@ -126,6 +127,26 @@ def test_critic_firing_counts(tmp_path: Path, make_run: Any, run_a_plans: Any) -
     assert f.counts["h_max"] == [1, 1, 1, 1]
 
 
+def test_critic_firing_counts_questions_and_declines_as_no_error(
+    tmp_path: Path, make_run: Any, run_a_plans: Any
+) -> None:
+    """A turn that asked the user or declined (no plan, no verdict) was counted as an iteration that
+    'errored before the critics ran': a run with a user in the loop whose 6 problems asked first and
+    1 errored had its figure say 'errored iterations (not counted): 8'. They are neither errors nor
+    critiqued plans."""
+    path = make_run(tmp_path / "a", run_a_plans)
+    lines = (path / "records.jsonl").read_text().splitlines()
+    for i, act in ((2, "question"), (5, "abstain")):
+        rec = json.loads(lines[i])
+        rec["iterations"][0].update(act=act, plan=None, verdicts=[], gated=[], format_error=None)
+        lines[i] = json.dumps(rec)
+    (path / "records.jsonl").write_text("\n".join(lines) + "\n")
+    f = firing_counts(load_run(path))
+    assert f.errored == [0, 0, 0, 0]
+    assert f.active == [4, 5, 4, 4]
+    assert f.counts["format"] == [0, 1, 1, 1]  # p2's reply at iteration 0 was its question
+
+
 def test_plan_at_budget_best_so_far(tmp_path: Path, make_run: Any, run_a_plans: Any) -> None:
     run = load_run(make_run(tmp_path / "a", run_a_plans))
     p3 = run.records["p3"]
@@ -215,6 +236,20 @@ def test_sweep_discovery_natural_order(tmp_path: Path, make_run: Any, run_a_plan
         find_runs([tmp_path / "other"])
 
 
+def test_usage_per_problem_leaves_out_problems_never_started(tmp_path: Path, make_run: Any, run_a_plans: Any) -> None:
+    """Problems recorded 'skipped' (run.max_dollars spent before they started) counted among the usage
+    table's problems, so calls, tokens and dollars per problem were divided by problems that made no call."""
+    path = make_run(tmp_path / "a", run_a_plans)
+    for line in (1, 2):
+        set_outcome(path, line, "skipped")
+    u = usage_row(load_run(path))
+    n_iterations = 2 + 4 + 1 + 4  # p0, p3, p4, p5
+    assert u.n_problems == 4 and u.usage.calls == 2 * n_iterations
+    build_report([path], ReportOptions(out=tmp_path / "out", n_resamples=100, budget_curves=False, figures=False))
+    row = pd.read_csv(tmp_path / "out" / "usage.csv").iloc[0]
+    assert row["problems"] == 4 and row["calls_per_problem"] == pytest.approx(2 * n_iterations / 4)
+
+
 def test_killed_run_is_reevaluated(tmp_path: Path, make_run: Any, run_a_plans: Any) -> None:
     path = make_run(tmp_path / "k", run_a_plans, evaluate=False, truncate_last=True)
     run = load_run(path)
@@ -227,6 +262,36 @@ def test_killed_run_is_reevaluated(tmp_path: Path, make_run: Any, run_a_plans: A
     result = build_report([path], ReportOptions(n_resamples=200, figures=False))
     assert "killed (5/6), re-evaluated" in result.text
     assert "re-evaluated by the benchmark" in result.markdown
+
+
+def test_killed_run_with_an_error_says_both(tmp_path: Path, make_run: Any, run_a_plans: Any) -> None:
+    """A killed run that also had an errored problem reads as both: its status said only 'errors (1 of 6
+    problems)', as if the other five had been scored, when only four of them had finished."""
+    path = make_run(tmp_path / "k", run_a_plans, evaluate=False, truncate_last=True)
+    set_outcome(path, 1, "error")
+    result = build_report([path], ReportOptions(n_resamples=200, budget_curves=False, figures=False))
+    status = "errors (1 of 6 problems); killed (5/6), re-evaluated"
+    assert status in result.text and f"| {status} |" in result.markdown
+
+
+def test_an_evaluation_the_records_outgrew_is_not_used(tmp_path: Path, make_run: Any, run_a_plans: Any) -> None:
+    """A run resumed and killed before it wrote its end keeps the evaluation.json of its earlier process,
+    which lacks the problems finished since: the report read it as the run's, 'complete' with n = 5 of 6
+    and p4's pass left out of every rate. The finished problems are re-evaluated (or, re-evaluation off,
+    the metrics left out), with a note."""
+    path = make_run(tmp_path / "k", run_a_plans)
+    evaluation = json.loads((path / "evaluation.json").read_text())
+    evaluation["per_problem"] = [row for row in evaluation["per_problem"] if row["problem_id"] != "p4"]
+    (path / "evaluation.json").write_text(json.dumps(evaluation))
+    result = build_report([path], ReportOptions(n_resamples=200, budget_curves=False, figures=False))
+    (row,) = pd.read_csv(result.out_dir / "table1.csv").to_dict("records")
+    assert row["n"] == 6 and row["final_pass_rate_k"] == 2 and "killed (6/6), re-evaluated" in row["status"]
+    assert "evaluation.json did not score 1 finished problem(s)" in result.text
+    off = build_report(
+        [path],
+        ReportOptions(out=tmp_path / "off", n_resamples=200, reevaluate=False, budget_curves=False, figures=False),
+    )
+    assert "incomplete (6/6, not evaluated)" in off.text and "does not score 1 finished problem(s)" in off.text
 
 
 def test_killed_run_reported_incomplete_without_reevaluation(tmp_path: Path, make_run: Any, run_a_plans: Any) -> None:

@@ -274,3 +274,46 @@ def test_a_run_whose_model_has_no_price_shows_its_cost_as_a_lower_bound(
     open_page(driver, (sweep / "1" / "view.html").as_uri())
     assert "at least $" in driver.page_source and "no price known for mystery-model-xyz" in driver.page_source
     assert console_errors(driver) == []
+
+
+def test_sweep_table_says_what_its_dollars_leave_out(driver: Any, tp_run: Path, tmp_path: Path) -> None:
+    """A job answered from the response cache showed '$0.0000' under 'cost' next to jobs that paid, as if
+    its method were free; the column is '$ paid' and says what the cache hits would have cost."""
+    sweep = tmp_path / "sweep"
+    shutil.copytree(tp_run, sweep / "0")
+    job = shutil.copytree(tp_run, sweep / "1")
+    records = []
+    for line in (job / "records.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        rec["usage"].update(cached_calls=rec["usage"]["calls"], cost_usd=0.0, cached_cost_usd=0.5)
+        records.append(json.dumps(rec))
+    (job / "records.jsonl").write_text("\n".join(records) + "\n")
+    open_page(driver, build_view(sweep).page.as_uri(), "#jobs")
+    head = [th.text for th in css(driver, "#jobs th")]
+    assert head[-1] == "$ paid (cache hits apart)"
+    cells = [row.find_elements("css selector", "td")[-1].text for row in css(driver, "#jobs tr")[1:]]
+    calls = sum(json.loads(line)["usage"]["calls"] for line in records)
+    assert cells == ["$0.0000", f"$0.0000 (+ $1.0000 in {calls} cache hit(s))"]
+
+
+def test_sweep_table_shows_a_count_as_a_count(
+    driver: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    """The sweep table formatted every metric as a rate: a synthesized benchmark's 2 critic/Z3
+    disagreements read '200.0'."""
+    from tests.cli_support import modulo
+
+    monkeypatch.setenv("MODULO_CACHE_DIR", str(tmp_path / "cache"))
+    sweep = tmp_path / "sweep"
+    for job in ("0", "1"):
+        args = ["llm=scripted", "benchmark=synth/calendar_small", "benchmark.n=2", "metacontroller.max_iterations=1"]
+        assert modulo("run", *args, "run.report=false", f"run.dir={sweep / job}").exit_code == 0
+    evaluation = json.loads((sweep / "1" / "evaluation.json").read_text())
+    evaluation["metrics"]["critic_z3_disagreements"] = 2.0
+    (sweep / "1" / "evaluation.json").write_text(json.dumps(evaluation))
+    open_page(driver, build_view(sweep).page.as_uri(), "#jobs")
+    head = [th.text for th in css(driver, "#jobs th")]
+    col = head.index("critic/Z3 disagreements")
+    cells = [row.find_elements("css selector", "td") for row in css(driver, "#jobs tr")[1:]]
+    assert [c[col].text for c in cells] == ["0", "2"]
+    assert cells[0][head.index("success")].text == "0.0 [0.0, 0.0] (0/2)"

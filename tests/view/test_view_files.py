@@ -121,6 +121,59 @@ def test_a_resumed_or_killed_run_reads_as_it_is(tp_run: Path, tmp_path: Path) ->
     assert len(rows) == 2 and rows[again][7] == 2
 
 
+def test_a_run_with_an_error_says_so_and_shows_each_rates_counts(tp_run: Path, tmp_path: Path) -> None:
+    """A run with an errored problem read '2 of 2 problems finished' on its page and in the sweep table,
+    its rates with no denominator: nothing said the error was left out of them. Now the page and the
+    sweep table carry the run's status and each rate its k/n."""
+    run = shutil.copytree(tp_run, tmp_path / "sweep" / "1")
+    shutil.copytree(tp_run, tmp_path / "sweep" / "0")
+    lines = (run / "records.jsonl").read_text().splitlines()
+    rec = json.loads(lines[1])
+    rec.update(outcome="error", stop_reason="llm_error", error="PermanentLLMError: bad request")
+    (run / "records.jsonl").write_text("\n".join([lines[0], json.dumps(rec)]) + "\n")
+    evaluation = json.loads((run / "evaluation.json").read_text())  # as the run writes it: the error left out
+    evaluation["per_problem"] = [r for r in evaluation["per_problem"] if r["problem_id"] != rec["problem_id"]]
+    (run / "evaluation.json").write_text(json.dumps(evaluation))
+    overview = blocks(build_view(run).page.read_text())["modulo-meta"]["overview"]
+    assert overview["status"] == "errors (1 of 2 problems)"
+    final = {row[0]: row for row in overview["metrics"]["rows"]}["Final pass rate"]
+    assert final[2][0] == 0.0 and final[4] == [0, 1]  # over the one problem scored
+    clean = blocks(build_view(tmp_path / "sweep" / "0").page.read_text())["modulo-meta"]["overview"]
+    assert clean["status"] == "complete"
+    assert {row[0]: row for row in clean["metrics"]["rows"]}["Final pass rate"][4] == [0, 2]
+    build_view(tmp_path / "sweep")
+    jobs = blocks((tmp_path / "sweep" / "view.html").read_text())["modulo-meta"]["overview"]["jobs"]
+    assert [j["status"] for j in jobs] == ["complete", "errors (1 of 2 problems)"]
+    assert [j["counts"]["Final pass rate"] for j in jobs] == [[0, 2], [0, 1]]
+    script = (STATIC / "viewer.js").read_text()
+    assert "Status: ${o.status}" in script and "j.status" in script and "counts(kn)" in script
+
+
+def test_a_skipped_problem_is_not_counted_finished(tp_run: Path, tmp_path: Path) -> None:
+    """A problem recorded 'skipped' (never started: the run's dollar budget was spent) was counted among
+    the finished ones ('2 of 2 problems finished' above a note saying 1 of 2)."""
+    run = shutil.copytree(tp_run, tmp_path / "run")
+    lines = (run / "records.jsonl").read_text().splitlines()
+    rec = json.loads(lines[1])
+    rec.update(outcome="skipped", stop_reason="run_budget", iterations=[], best_plan=None, best_iteration=None)
+    (run / "records.jsonl").write_text("\n".join([lines[0], json.dumps(rec)]) + "\n")
+    overview = blocks(build_view(run).page.read_text())["modulo-meta"]["overview"]
+    assert (overview["n_finished"], overview["n_problems"], overview["complete"]) == (1, 2, False)
+    assert overview["status"].startswith("partial (1/2; 1 skipped")
+
+
+def test_an_evaluation_the_records_outgrew_shows_no_metrics(tp_run: Path, tmp_path: Path) -> None:
+    """The page showed the metrics of an evaluation.json that lacked a finished problem (written by an
+    earlier process of a run resumed since) as the run's; it shows none, and says why."""
+    run = shutil.copytree(tp_run, tmp_path / "run")
+    evaluation = json.loads((run / "evaluation.json").read_text())
+    evaluation["per_problem"] = evaluation["per_problem"][:1]
+    (run / "evaluation.json").write_text(json.dumps(evaluation))
+    overview = blocks(build_view(run).page.read_text())["modulo-meta"]["overview"]
+    assert overview["metrics"]["rows"] == [] and overview["status"].startswith("incomplete (2/2")
+    assert any("does not score 1 finished problem(s)" in n for n in overview["notes"])
+
+
 def test_the_runs_figures_are_embedded(tp_run: Path, tmp_path: Path) -> None:
     run = shutil.copytree(tp_run, tmp_path / "run")
     png = b"\x89PNG\r\n\x1a\n" + b"figure"
@@ -166,6 +219,30 @@ def test_unknown_iteration_fields_are_kept_for_generic_rendering() -> None:
     assert detail["iterations"][0]["plan_table"] is None
 
 
+def test_a_question_turn_is_no_flip() -> None:
+    """A question turn (no critic states) marked every critic as flipped, and the next plan again; the
+    matrix now marks a flip against the last plan iteration only."""
+    fail = Verdict(critic="c", passed=False, feedback="no")
+    its = [
+        IterationRecord(
+            index=0, prompt=[], raw_reply="a", plan={"x": 1}, verdicts=[Verdict(critic="format", passed=True), fail]
+        ),
+        IterationRecord(index=1, prompt=[], raw_reply="?", act="question", question="which x?"),
+        IterationRecord(
+            index=2,
+            prompt=[],
+            raw_reply="b",
+            plan={"x": 2},
+            verdicts=[Verdict(critic="format", passed=True), Verdict(critic="c", passed=True)],
+        ),
+    ]
+    rec = ProblemResult(
+        problem_id="p", benchmark="b", outcome=Outcome.CERTIFIED, stop_reason="all_passed", iterations=its
+    )
+    detail = problem_detail(rec, ["format", "c"], None)
+    assert detail["flips"] == [[False, False], [False, False], [False, True]]
+
+
 def test_sweep_page_links_every_job_and_compares_them(tp_run: Path, tmp_path: Path) -> None:
     sweep = tmp_path / "sweep"
     for job in ("0", "1"):
@@ -181,6 +258,36 @@ def test_sweep_page_links_every_job_and_compares_them(tp_run: Path, tmp_path: Pa
     assert job_meta["parent"] == "./../view.html"
     (cmp,) = meta["overview"]["comparisons"]
     assert cmp["n"] == 2 and cmp["only_a"] == 0 and cmp["only_b"] == 0
+
+
+def test_sweep_comparisons_name_the_metric_they_compare(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sweep page headed its paired comparisons 'final pass per problem' on every benchmark; on a
+    synthesized one they compare 'success' (the primary metric's per-problem 'passed'), as the report says."""
+    monkeypatch.setenv("MODULO_CACHE_DIR", str(tmp_path / "cache"))
+    sweep = tmp_path / "sweep"
+    for job, critics in (("0", "all"), ("1", "json")):
+        args = ["llm=scripted", "benchmark=synth/calendar_small", "benchmark.n=2", f"critics={critics}"]
+        args += ["metacontroller.max_iterations=1", "run.report=false", f"run.dir={sweep / job}"]
+        assert CliRunner().invoke(cli, ["run", *args]).exit_code == 0
+    build_view(sweep)
+    (cmp,) = blocks((sweep / "view.html").read_text())["modulo-meta"]["overview"]["comparisons"]
+    assert cmp["metric"] == "success" and cmp["n"] == 2
+    script = (STATIC / "viewer.js").read_text()
+    assert "final pass per problem" not in script and 'el("td", {}, c.metric)' in script
+
+
+def test_sweep_table_names_what_sets_each_job_apart(tp_run: Path, tmp_path: Path) -> None:
+    """Jobs of a sweep over run.sample read alike in every column of the sweep page (method, model,
+    critics, backprompt, budget); a column now says what sets each job apart."""
+    sweep = tmp_path / "sweep"
+    for job in ("0", "1"):
+        shutil.copytree(tp_run, sweep / job)
+    info = json.loads((sweep / "1" / "run.json").read_text())
+    (sweep / "1" / "run.json").write_text(json.dumps({**info, "sample": info["sample"] + 1}))
+    build_view(sweep)
+    jobs = blocks((sweep / "view.html").read_text())["modulo-meta"]["overview"]["jobs"]
+    assert [j["differs"] for j in jobs] == [f"sample {info['sample']}", f"sample {info['sample'] + 1}"]
+    assert '"what differs"' in (STATIC / "viewer.js").read_text()
 
 
 def test_view_errors_are_clear(tmp_path: Path) -> None:

@@ -29,11 +29,15 @@
   const fmtInt = (n) => (n === null || n === undefined ? "-" : Number(n).toLocaleString("en-US"));
   const fmtUsd = (x) => "$" + Number(x || 0).toFixed(4);
   const pct = (x) => (x === null || x === undefined ? "n/a" : (100 * x).toFixed(1));
+  // the counts behind a rate, " (k/n)" ("" when unknown or not whole numbers)
+  const counts = (kn) => (kn && Number.isInteger(kn[0]) && Number.isInteger(kn[1]) ? ` (${kn[0]}/${kn[1]})` : "");
   function interval(iv) {
     if (!iv || iv[0] === null) return "n/a";
     if (iv[1] === null) return pct(iv[0]);
     return pct(iv[0]) + " [" + pct(iv[1]) + ", " + pct(iv[2]) + "]";
   }
+  // a metric's value: a rate in % with its interval and k/n, a count or a value as it is
+  const metricText = (kind, iv, kn) => (kind === "rate" ? interval(iv) + counts(kn) : iv[0] === null ? "n/a" : String(iv[0]));
   // a run's dollars: a lower bound when some model had no price (its calls counted $0)
   const costText = (u) => (u.unpriced && u.unpriced.length
     ? `at least ${fmtUsd(u.cost)} (no price known for ${u.unpriced.join(", ")})` : fmtUsd(u.cost));
@@ -171,6 +175,10 @@
   function renderOverview(main) {
     const o = META.overview;
     main.append(el("h2", {}, "Run"), labelsTable(o.labels));
+    if (o.status !== "complete") {
+      main.append(el("div", { class: "note", id: "status" }, `Status: ${o.status}. The metrics cover only the ` +
+        "problems scored: problems that ended in error or never started are left out of every metric."));
+    }
     for (const n of o.notes) main.append(el("div", { class: "note" }, n));
     main.append(el("h2", {}, "Outcomes"),
       el("p", {}, `${fmtInt(o.n_finished)} of ${fmtInt(o.n_problems)} problems finished` + (o.complete ? "" : " (the run is incomplete)")),
@@ -181,8 +189,8 @@
     else {
       main.append(el("p", { class: "muted" }, `evaluation: ${o.metrics.status}`),
         el("table", { id: "metrics" }, el("tr", {}, el("th", {}, "metric"), el("th", {}, "value"), el("th", {}, "how")),
-          o.metrics.rows.map(([label, kind, iv, rule]) => el("tr", {}, el("td", {}, label),
-            el("td", { class: "num" }, kind === "rate" ? interval(iv) : iv[0] === null ? "n/a" : String(iv[0])),
+          o.metrics.rows.map(([label, kind, iv, rule, kn]) => el("tr", {}, el("td", {}, label),
+            el("td", { class: "num" }, metricText(kind, iv, kn)),
             el("td", { class: "muted" }, rule)))));
     }
     main.append(el("h2", {}, "Usage and cost"), el("p", {}, usageText(o.usage) +
@@ -372,18 +380,19 @@
     const o = META.overview;
     const metricNames = [...new Set(o.jobs.flatMap((j) => Object.keys(j.metrics)))];
     main.append(el("h2", {}, "Jobs (Table 1: %, 95% bootstrap intervals)"),
-      el("table", { id: "jobs" }, el("tr", {}, ["job", "method", "model", "critics", "backprompt", "budget", "finished", "outcomes", ...metricNames, "cost"].map((h) => el("th", {}, h))),
-        o.jobs.map((j) => el("tr", {}, el("td", {}, link(j.link, j.name)), el("td", {}, j.labels.method), el("td", {}, j.labels.model),
+      el("table", { id: "jobs" }, el("tr", {}, ["job", "what differs", "method", "model", "critics", "backprompt", "budget", "finished", "status", "outcomes", ...metricNames, "$ paid (cache hits apart)"].map((h) => el("th", {}, h))),
+        o.jobs.map((j) => el("tr", {}, el("td", {}, link(j.link, j.name)), el("td", {}, j.differs), el("td", {}, j.labels.method), el("td", {}, j.labels.model),
           el("td", {}, j.labels.critics), el("td", {}, j.labels.backprompt), el("td", {}, j.labels.budget),
-          el("td", { class: "num" }, `${j.n_finished}/${j.n_problems}`),
+          el("td", { class: "num" }, `${j.n_finished}/${j.n_problems}`), el("td", {}, j.status),
           el("td", {}, Object.entries(j.outcomes).map(([k, v]) => el("span", { class: "chip" }, `${k} ${v}`))),
-          metricNames.map((m) => el("td", { class: "num" }, j.metrics[m] ? interval(j.metrics[m]) : "-")),
-          el("td", { class: "num" }, costText(j.usage))))));
+          metricNames.map((m) => el("td", { class: "num" }, j.metrics[m] ? metricText(j.kinds[m], j.metrics[m], j.counts[m]) : "-")),
+          el("td", { class: "num" }, costText(j.usage) + (j.usage.cached ? ` (+ ${fmtUsd(j.usage.cached_cost)} in ${j.usage.cached} cache hit(s))` : ""))))));
     for (const j of o.jobs) for (const n of j.notes) main.append(el("div", { class: "note" }, `${j.name}: ${n}`));
-    main.append(el("h2", {}, "Paired comparisons (each job against the first job of its benchmark; final pass per problem)"));
+    main.append(el("h2", {}, "Paired comparisons (each job against the first job of its benchmark; per problem, on the metric named)"));
     if (!o.comparisons.length) main.append(el("p", { class: "muted" }, "none: fewer than two jobs per benchmark"));
-    else main.append(el("table", { id: "comparisons" }, el("tr", {}, ["A", "B", "problems", "A", "B", "only A", "only B", "B − A (95% CI)", "McNemar p", "bootstrap p", "note"].map((h) => el("th", {}, h))),
-      o.comparisons.map((c) => el("tr", {}, el("td", {}, c.a), el("td", {}, c.b), el("td", { class: "num" }, c.n === undefined ? "-" : c.n),
+    else main.append(el("table", { id: "comparisons" }, el("tr", {}, ["A", "B", "metric", "problems", "A", "B", "only A", "only B", "B − A (95% CI)", "McNemar p", "bootstrap p", "note"].map((h) => el("th", {}, h))),
+      o.comparisons.map((c) => el("tr", {}, el("td", {}, c.a), el("td", {}, c.b), el("td", {}, c.metric),
+        el("td", { class: "num" }, c.n === undefined ? "-" : c.n),
         el("td", { class: "num" }, c.rate_a === undefined ? "-" : pct(c.rate_a)), el("td", { class: "num" }, c.rate_b === undefined ? "-" : pct(c.rate_b)),
         el("td", { class: "num" }, c.only_a ?? "-"), el("td", { class: "num" }, c.only_b ?? "-"),
         el("td", { class: "num" }, c.difference ? interval(c.difference) : "-"),
