@@ -627,7 +627,9 @@ def summarise(
         "counts": dict(counts),
         # errored verdicts per critic (never a pass; see metacontroller.on_critic_error)
         "critic_errors": dict(sorted(tally.critic_errors.items())),
-        "certified_rate": counts.get(Outcome.CERTIFIED.value, 0) / n if n else 0.0,
+        # over the problems evaluated, as the console, the report and the trackers give it (an errored or
+        # skipped problem is neither certified nor a failure)
+        "certified_rate": counts.get(Outcome.CERTIFIED.value, 0) / tally.scored if tally.scored else 0.0,
         "metrics": metrics,
         "usage": usage.model_dump(),
         # models whose calls count as $0 for want of a price: "usage.cost_usd" is then a lower bound

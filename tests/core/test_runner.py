@@ -66,6 +66,7 @@ def test_one_failing_problem_is_recorded_and_the_run_goes_on(tmp_path: Path) -> 
     assert result.summary["counts"] == {"certified": 2, "error": 1}
     # the errored problem is counted at the top of the summary and left out of the evaluation
     assert result.summary["status"] == "errors" and result.summary["evaluated"] == 2
+    assert result.summary["certified_rate"] == 1.0  # 2 of the 2 evaluated, as the console says (it read 2/3)
     errors = result.summary["errors"]
     assert errors["count"] == 1 and errors["problem_id"] == "toy-1" and errors["class"] == "DataError"
     assert "row toy-1 is malformed" in errors["message"]
