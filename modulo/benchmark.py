@@ -125,6 +125,9 @@ class MetricSpec:
     label: str
     kind: str = "rate"  # "rate" (a fraction in [0, 1]) or "count" or "value"
     description: str = ""
+    #: whether a higher value is the better one (False: an error rate, a wrongful abstention): the tables
+    #: that mark each column's best run read it
+    higher_is_better: bool = True
 
 
 @dataclass

@@ -67,7 +67,12 @@ class SynthBenchmark(Benchmark):
             "abstention recall",
             description="unsolvable problems declined (by the planner, or by the benchmark's proof before a call)",
         ),
-        MetricSpec("wrongful_abstention", "wrongful abstention", description="solvable problems the planner declined"),
+        MetricSpec(
+            "wrongful_abstention",
+            "wrongful abstention",
+            description="solvable problems the planner declined",
+            higher_is_better=False,
+        ),
         MetricSpec("delivery", "delivery", description="problems answered with a plan"),
         MetricSpec(
             "critic_z3_disagreements",

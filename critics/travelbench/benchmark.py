@@ -184,8 +184,18 @@ class TravelBenchSingleTurn(TravelBenchBase):
             f"score ({SIMULATED})",
             description="mean (rating-1)/4 x (1 - tool errors/calls) x meta/5 over judged episodes",
         ),
-        MetricSpec("tool_error_rate", "tool-call error rate", description="invalid tool calls / tool calls"),
-        MetricSpec("wrongful_abstention", "wrongful abstention", description="solvable queries declined at once"),
+        MetricSpec(
+            "tool_error_rate",
+            "tool-call error rate",
+            description="invalid tool calls / tool calls",
+            higher_is_better=False,
+        ),
+        MetricSpec(
+            "wrongful_abstention",
+            "wrongful abstention",
+            description="solvable queries declined at once",
+            higher_is_better=False,
+        ),
         MetricSpec("unjudged", "unjudged episodes", kind="count", description="no parsable judge rating"),
         MetricSpec(
             "meta_unparsed",
@@ -221,6 +231,7 @@ class TravelBenchUnsolvable(TravelBenchBase):
             "wrongful_abstention",
             "wrongful abstention",
             description="solvable controls with [Unsolved] in the first assistant message",
+            higher_is_better=False,
         ),
         MetricSpec("success", "success", description="unsolvable declined or control not declined"),
     )

@@ -252,7 +252,8 @@ def _md(text: str) -> str:
 
 
 def _mark_best(rows: list[PaperRow], metrics: Sequence[MetricSpec]) -> None:
-    """Bold the highest value of each rate column (all runs that tie for it; none for one run or all equal)."""
+    """Bold the best value of each rate column, the highest or, for a metric where lower is better
+    (:attr:`MetricSpec.higher_is_better`), the lowest (all runs that tie for it; none for one run or all equal)."""
     if len(rows) < 2:
         return
     for m in metrics:
@@ -261,7 +262,7 @@ def _mark_best(rows: list[PaperRow], metrics: Sequence[MetricSpec]) -> None:
         values = [r.cells[m.key].value.value for r in rows if not r.cells[m.key].missing]
         if not values or max(values) - min(values) < 1e-12:
             continue  # every run has the same value: no best
-        top = max(values)
+        top = max(values) if m.higher_is_better else min(values)
         for r in rows:
             cell = r.cells[m.key]
             if not cell.missing and abs(cell.value.value - top) < 1e-12:

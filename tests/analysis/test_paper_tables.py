@@ -141,3 +141,32 @@ def test_a_run_that_did_not_end_clean_is_marked_in_every_format(
     assert modulo("report", root, "--format", "csv", "--resamples", "200", "--quiet").exit_code == 0
     df = pd.read_csv(root / "paper_table1.csv")
     assert df["status"].tolist() == ["complete", killed[3:], erred[3:]]
+
+
+def test_the_best_value_of_a_metric_where_lower_is_better_is_the_lowest() -> None:
+    """Wrongful abstention 14.3 % was bolded as the best beside 0.0 %: the paper table bolded the highest value
+    of every rate column. A metric declared lower-is-better (MetricSpec.higher_is_better=False) marks the
+    lowest; the others still mark the highest."""
+    from modulo.benchmark import MetricSpec
+    from modulo.reports.paper import Cell, PaperRow, _mark_best
+    from modulo.reports.stats import Interval
+
+    specs = [MetricSpec("success", "success"), MetricSpec("wrongful", "wrongful", higher_is_better=False)]
+
+    def row(name: str, success: float, wrongful: float) -> PaperRow:
+        cells = {k: Cell(Interval(v, v, v)) for k, v in (("success", success), ("wrongful", wrongful))}
+        return PaperRow(run=name, label=name, n=7, cells=cells)
+
+    rows = [row("a", 0.5, 1 / 7), row("b", 0.25, 0.0)]
+    _mark_best(rows, specs)
+    assert [r.cells["success"].best for r in rows] == [True, False]
+    assert [r.cells["wrongful"].best for r in rows] == [False, True]
+    from critics.synth.benchmark import SynthBenchmark
+    from critics.travelbench.benchmark import TravelBenchSingleTurn, TravelBenchUnsolvable
+
+    for bench, lower in (
+        (SynthBenchmark, {"wrongful_abstention"}),
+        (TravelBenchSingleTurn, {"wrongful_abstention", "tool_error_rate"}),
+        (TravelBenchUnsolvable, {"wrongful_abstention"}),
+    ):
+        assert {m.key for m in bench.metrics if not m.higher_is_better} == lower
