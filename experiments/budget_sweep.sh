@@ -10,5 +10,9 @@ MODEL="${MODEL:-gpt-4o-mini}"
 OUT="${OUT:-runs/budget_sweep/${MODEL//\//_}-$(date +%Y-%m-%d_%H-%M-%S)}"
 
 modulo check +experiment=budget_sweep "llm=${LLM}" "llm.model=${MODEL}" "hydra.run.dir=${OUT}/.check" "$@"
-modulo run +experiment=budget_sweep "llm=${LLM}" "llm.model=${MODEL}" "run.dir=${OUT}" "hydra.run.dir=${OUT}" "$@"
+ran=0
+modulo run +experiment=budget_sweep "llm=${LLM}" "llm.model=${MODEL}" "run.dir=${OUT}" "hydra.run.dir=${OUT}" "$@" || ran=$?
+# 0: every problem ran; 1: some ended in error, and the report marks them; anything else: nothing to report
+if [ "$ran" -gt 1 ]; then exit "$ran"; fi
 modulo report "${OUT}"
+exit "$ran"

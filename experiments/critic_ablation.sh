@@ -11,6 +11,10 @@ LAUNCHER="${LAUNCHER:-joblib}"
 OUT="${OUT:-multirun/critic_ablation/${MODEL//\//_}-$(date +%Y-%m-%d_%H-%M-%S)}"
 
 modulo check +experiment=critic_ablation "llm=${LLM}" "llm.model=${MODEL}" "hydra.run.dir=${OUT}/.check" "$@"
+ran=0
 modulo run -m +experiment=critic_ablation "llm=${LLM}" "llm.model=${MODEL}" \
-  "hydra/launcher=${LAUNCHER}" "hydra.sweep.dir=${OUT}" "$@"
+  "hydra/launcher=${LAUNCHER}" "hydra.sweep.dir=${OUT}" "$@" || ran=$?
+# 0: every problem ran; 1: some ended in error, and the report marks them; anything else: nothing to report
+if [ "$ran" -gt 1 ]; then exit "$ran"; fi
 modulo report "${OUT}"
+exit "$ran"

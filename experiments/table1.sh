@@ -18,6 +18,10 @@ OUT="${OUT:-multirun/llm_modulo_table1/${MODEL//\//_}-$(date +%Y-%m-%d_%H-%M-%S)
 
 # bind everything (components, data, API key) before any call or cost; its log goes to OUT/.check
 modulo check +experiment=llm_modulo_table1 +method=modulo_all "llm=${LLM}" "llm.model=${MODEL}" "hydra.run.dir=${OUT}/.check" "$@"
+ran=0
 modulo run -m +experiment=llm_modulo_table1 "llm=${LLM}" "llm.model=${MODEL}" \
-  "hydra/launcher=${LAUNCHER}" "hydra.sweep.dir=${OUT}" "$@"
+  "hydra/launcher=${LAUNCHER}" "hydra.sweep.dir=${OUT}" "$@" || ran=$?
+# 0: every problem ran; 1: some ended in error, and the report marks them; anything else: nothing to report
+if [ "$ran" -gt 1 ]; then exit "$ran"; fi
 modulo report "${OUT}"
+exit "$ran"

@@ -17,6 +17,7 @@ from modulo.config import CRITIC_PRESETS
 from modulo.resources import resource_dir
 
 CONF = resource_dir("conf")
+ROOT = Path(__file__).resolve().parents[2]
 METHODS = {
     # +method value: (label, critics, max_iterations, planner prompt)
     "direct": ("Direct", "json", 1, "direct"),
@@ -105,3 +106,30 @@ def test_experiments_readme_names_existing_presets_and_launchers() -> None:
         assert f"+experiment={preset}" in readme
     for launcher in ("joblib", "ray_local", "ray", "slurm", "submitit_local"):
         assert f"hydra/launcher={launcher}" in readme
+
+
+@pytest.mark.parametrize("script", ["table1.sh", "critic_ablation.sh", "budget_sweep.sh"])
+@pytest.mark.parametrize(("run_status", "reported"), [(0, True), (1, True), (2, False)])
+def test_an_experiment_script_reports_a_run_with_errors_and_exits_with_its_status(
+    tmp_path: Path, script: str, run_status: int, reported: bool
+) -> None:
+    """The scripts ran under `set -e`: a run or sweep that exits 1 (a problem ended in error, its records on
+    disk) stopped them before `modulo report`, so a sweep's comparison report was never written and its
+    errors never seen there. Now the report follows a run that exits 0 or 1 (it marks the errors), not one
+    that ran nothing (2), and the script exits with the run's status. `modulo` is a stand-in here that logs
+    its calls."""
+    import os
+    import subprocess
+
+    bin_dir, log = tmp_path / "bin", tmp_path / "calls.log"
+    bin_dir.mkdir()
+    stub = bin_dir / "modulo"
+    stub.write_text(
+        f'#!/usr/bin/env bash\necho "$1" >> {log}\nif [ "$1" = run ]; then exit {run_status}; fi\nexit 0\n',
+        encoding="utf-8",
+    )
+    stub.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", "OUT": str(tmp_path / "o")}
+    done = subprocess.run(["bash", str(ROOT / "experiments" / script)], env=env, capture_output=True, timeout=60)
+    assert done.returncode == run_status, done.stderr
+    assert log.read_text(encoding="utf-8").split() == ["check", "run", *(["report"] if reported else [])]
