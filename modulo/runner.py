@@ -29,14 +29,16 @@ import itertools
 import logging
 import threading
 import time
+import uuid
 from array import array
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from .benchmark import FinalPlan
 from .build import Session
+from .llm.client import ATTEMPT, Attempt, attempt_id, attempt_key
 from .metacontroller import RunAborted, RunBudget, best_iteration
 from .problems import Spool
 from .runs import RunDir, RunLock, error_digest, latest_records
@@ -55,6 +57,7 @@ from .users import in_force
 
 ProgressFn = Callable[["RunState"], None]
 log = logging.getLogger("modulo.runner")
+T = TypeVar("T")
 
 
 @dataclass
@@ -202,6 +205,34 @@ class RunResult:
         return f"<RunResult {self.run_dir.path} {self.state.done} problems {dict(self.state.outcomes)}>"
 
 
+class _Earlier:
+    """What the records of the run's earlier processes say, read once as the run starts: the usage of every
+    record (every attempt at a problem, those a retry replaces too) and which attempts are on record (the
+    :func:`~modulo.llm.client.attempt_key` of each one that paid something, by the process that wrote it:
+    ``processes``, :meth:`RunDir.processes`; a record written before processes were listed names none)."""
+
+    def __init__(self, processes: list[tuple[str, int]]) -> None:
+        self.processes = processes
+        self.records = 0
+        self.usage = Usage()
+        self.recorded: set[int] = set()
+        # record i was written by the last process that started with at most i records (one that started with
+        # fewer than an earlier one did found records cut: those after its start are its own)
+        self._by_start = sorted(range(len(processes)), key=lambda j: processes[j][1])
+        self._started = 0  # how many of _by_start had started by the record read next
+        self._at = -1  # the process that wrote the record read next (an index into processes)
+
+    def read(self, record: ProblemResult, digest: T) -> T:
+        while self._started < len(self._by_start) and self.processes[self._by_start[self._started]][1] <= self.records:
+            self._at = max(self._at, self._by_start[self._started])
+            self._started += 1
+        self.records += 1
+        self.usage = self.usage + record.usage
+        if self._at >= 0 and record.usage.cost_usd > 0:
+            self.recorded.add(attempt_key(attempt_id(self.processes[self._at][0], record.problem_id)))
+        return digest
+
+
 class _Digests:
     """The digests of finished problems, on disk (a :class:`~modulo.problems.Spool`), by problem position:
     memory holds 8 bytes a problem (where its digest lies), whatever the number of problems."""
@@ -248,24 +279,27 @@ async def _run_locked(
     retry = {Outcome.ERROR, Outcome.SKIPPED} if cfg.run.retry_errors else set()
     problems = session.problems
     digests = _Digests(problems.ids)
+    earlier = _Earlier(run_dir.processes())
     # the finished problems already there: their records read one at a time, each digest put on disk
     # at once (the id -> spool position map of the resumed problems is the only thing held meanwhile)
     previous = run_dir.prepare_digests(
-        session.info, config_yaml, lambda r: digests.spool.append(Finished.of(r, judged_here=False))
+        session.info, config_yaml, lambda r: digests.spool.append(earlier.read(r, Finished.of(r, judged_here=False)))
     )
+    process = uuid.uuid4().hex
+    run_dir.start_process(process, earlier.records)
     session.pays_for(run_dir.identity)  # a reply this run paid for before an interruption is spent, not saved
-    spent = 0.0
-    usage = Usage()  # of the problems finished in this run directory (the summary's usage)
+    # every attempt's record counts, those a retry replaces too: each paid call is in the record of the one
+    # attempt that counted it (see LLMClient._paid_by_this_run)
+    usage = earlier.usage  # of every record in this run directory (the summary's usage)
+    spent = usage.cost_usd
     state = RunState(total=len(problems))
     if previous:
         ids = set(problems.ids)
         kept: set[str] = set()  # the resumed problems of this run (each digest read from the spool once)
         for pid, k in previous.items():
             digest = digests.spool[k]
-            spent += digest.usage.cost_usd if digest.usage is not None else 0.0
             if pid in ids and digest.outcome not in retry:
                 kept.add(pid)
-                usage = usage + (digest.usage or Usage())
                 state.done += 1
                 state.resumed += 1
                 state.outcomes[digest.outcome.value] += 1
@@ -306,6 +340,7 @@ async def _run_locked(
     async def solved(problem: Problem) -> ProblemResult:
         if aborted or budget.exhausted:
             return _skipped(problem, session, "run_aborted" if aborted else "run_budget")
+        ATTEMPT.set(Attempt(process, attempt_id(process, problem.id), earlier.recorded))  # who pays its calls
         try:
             return await session.loop.solve(problem, budget)
         except RunAborted as exc:

@@ -164,6 +164,9 @@ def _same(record: ProblemResult) -> ProblemResult:
 
 LOCK_FILE = ".lock"
 
+#: the processes that ran into a run directory (:meth:`RunDir.processes`): which process wrote which record
+PROCESSES_FILE = "processes.jsonl"
+
 
 class RunLockedError(RunError):
     """Another process is writing the run directory."""
@@ -361,6 +364,34 @@ class RunDir:
                 continue
             removed = True
         if removed:
+            _fsync_directory(self.path)
+
+    def processes(self) -> list[tuple[str, int]]:
+        """The processes that have run into the directory, in order: each one's token and how many records the
+        directory held when it started (its records are those from there to the next one's start). None for
+        a directory written before processes were listed; a line cut by a kill is left out."""
+        out: list[tuple[str, int]] = []
+        try:
+            lines = (self.path / PROCESSES_FILE).read_text(encoding="utf-8").splitlines()
+        except (FileNotFoundError, UnicodeDecodeError):
+            return out
+        for line in lines:
+            try:
+                entry = json.loads(line)
+                out.append((str(entry["process"]), int(entry["records"])))
+            except (ValueError, TypeError, KeyError):
+                continue
+        return out
+
+    def start_process(self, process: str, records: int) -> None:
+        """List this process (:meth:`processes`), on disk before it writes a record."""
+        path = self.path / PROCESSES_FILE
+        created = not path.exists()
+        with path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"process": process, "records": records}) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        if created:
             _fsync_directory(self.path)
 
     def write_json(self, name: str, data: Any) -> Path:

@@ -563,6 +563,10 @@ def run_hydra(argv: list[str], *, check: bool = False) -> None:
             [a for a in argv if a.lstrip("+~").partition("=")[0] != "hydra.output_subdir"], ["hydra.output_subdir=null"]
         )
     argv = _with_overrides(argv, search_path_override())  # the benchmarks' own config groups
+    # a sweep into a timestamped directory claims its own first (another sweep may have started this second)
+    claimed = claim_sweep_dir(argv) if multirun and not check else None
+    if claimed is not None:
+        argv = _with_overrides(argv, [f"hydra.sweep.dir={_override_value(str(claimed))}"])
     # a single run into a known directory is locked before Hydra creates its log file there
     lock = RunLock(Path(known)) if not check and not multirun and (known := _run_dir_of(argv)) else None
     made = lock is not None and not lock.path.exists()  # the lock makes the directory: a refusal removes it
@@ -601,11 +605,93 @@ def run_hydra(argv: list[str], *, check: bool = False) -> None:
             if made and not ran and _TASKS_STARTED[0] == started and lock.path.is_dir():
                 if {p.name for p in lock.path.iterdir()} <= {".lock"}:
                     shutil.rmtree(lock.path, ignore_errors=True)
+        if claimed is not None and not ran and _TASKS_STARTED[0] == started:
+            with contextlib.suppress(OSError):  # Hydra refused the sweep: the directory it claimed goes (if empty)
+                claimed.rmdir()
         if status is not None:
             os.environ.pop(SWEEP_STATUS_ENV, None)
             status.unlink(missing_ok=True)
     if code:
         sys.exit(code)
+
+
+#: Hydra's flags that print or complete and launch nothing (a sweep given one makes no directory)
+_NO_LAUNCH_FLAGS = frozenset(
+    {"-c", "--cfg", "-i", "--info", "-h", "--help", "--hydra-help", "-sc", "--shell-completion", "--resolve"}
+)
+
+
+def claim_sweep_dir(argv: list[str]) -> Path | None:
+    """The sweep directory of a sweep whose directory is timestamped (``multirun/DATE/H-M-S``, or an
+    experiment's), claimed before Hydra starts: Hydra's own, or, when another sweep already holds it (sweeps
+    started within one second of each other), its first free sibling ``H-M-S-2``, ``H-M-S-3``, ... The claim
+    is the directory's creation (``mkdir`` is atomic: of two processes, one makes it), and run_hydra passes it
+    as ``hydra.sweep.dir=``, so every job, in this process or a launcher's, reads the same literal directory.
+    None, and nothing made, for a sweep that names its directory (``hydra.sweep.dir=...``, or a preset whose
+    directory has no timestamp): running into it again resumes each job, as before."""
+    if any(a.lstrip("+~").startswith("hydra.sweep.dir=") for a in argv):
+        return None
+    if any(a.partition("=")[0] in _NO_LAUNCH_FLAGS for a in argv):
+        return None
+    template, resolved = _sweep_dir_of(argv)
+    if "${now:" not in template.replace(" ", ""):
+        return None
+    path = Path(resolved)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for n in range(1, MAX_SIBLINGS + 1):
+        candidate = path if n == 1 else path.with_name(f"{path.name}-{n}")
+        try:
+            candidate.mkdir()
+        except FileExistsError:
+            continue
+        return candidate
+    raise RunError(f"{path} and its {MAX_SIBLINGS - 1} siblings are taken; name one with hydra.sweep.dir=DIR")
+
+
+def _sweep_dir_of(argv: list[str]) -> tuple[str, str]:
+    """``(template, resolved)``: the sweep directory the overrides of ``argv`` compose, as written (with its
+    interpolations) and resolved now, as Hydra's multirun composes it (the job name is Hydra's: this file's)."""
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.utils import setup_globals
+    from hydra.types import RunMode
+
+    overrides = [a for a in argv if "=" in a and not a.startswith("-")]
+    register_schema()
+    GlobalHydra.instance().clear()
+    try:
+        conf_dir = str(resource_dir("conf"))
+        with initialize_config_dir(config_dir=conf_dir, version_base="1.3", job_name=Path(__file__).stem):
+            setup_globals()
+            cfg = (
+                GlobalHydra.instance()
+                .config_loader()
+                .load_configuration(config_name="config", overrides=overrides, run_mode=RunMode.MULTIRUN)
+            )
+            sweep = OmegaConf.to_container(cfg.hydra.sweep, resolve=False)
+            assert isinstance(sweep, dict)
+            return str(sweep["dir"]), str(cfg.hydra.sweep.dir)
+    except ModuloError:
+        raise
+    except Exception as exc:  # Hydra's own override errors: a typo must read as a config error
+        raise ConfigError(
+            f"the sweep directory could not be composed ({type(exc).__name__}: {exc}); "
+            "name one with hydra.sweep.dir=DIR"
+        ) from None
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def _override_value(value: str) -> str:
+    """``value`` as a Hydra override's value: bare when Hydra's grammar reads it as that string, else quoted
+    (a quote or a backslash in it, which Hydra's quoting would change, is refused)."""
+    import re
+
+    if re.fullmatch(r"[\w./:@~+-]+", value):
+        return value
+    if "'" in value or "\\" in value:
+        raise ConfigError(f"the sweep directory {value!r} cannot be passed to Hydra; name one with hydra.sweep.dir=DIR")
+    return f"'{value}'"
 
 
 #: overrides run_hydra adds to every sweep: left out of the command that runs a sweep again

@@ -409,7 +409,18 @@ class ResponseCache:
         with self._lock, self._read_lock:
             self._close_connections()
 
+    def set_payer_sync(self, key: str, payer: str | None) -> None:
+        """Store ``payer`` as who paid for the reply ``key`` (committed when this returns)."""
+        if self.readonly or self._conn is None:
+            raise ConfigError("the LLM response cache was opened read-only")
+        with self._lock:  # (autocommit: the update is committed as it runs)
+            self._conn.execute("UPDATE responses SET payer = ? WHERE key = ?", (payer, key))
+
     # -- asyncio API --------------------------------------------------------------------------------
+    async def set_payer(self, key: str, payer: str | None) -> None:
+        """:meth:`set_payer_sync` in a worker thread (a commit waits for the disk)."""
+        await asyncio.to_thread(self.set_payer_sync, key, payer)
+
     async def get(self, key: str) -> CachedResponse | None:
         # a primary-key read takes tens of microseconds, through a connection no write holds (WAL readers
         # never wait for writers), so it runs inline: a hop to a worker thread would cost more than the read

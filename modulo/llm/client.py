@@ -30,13 +30,16 @@ the faults and the usage spent, so the caller can record them.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import random
 import time
 import uuid
 from collections import OrderedDict, deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Container
+from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -221,6 +224,32 @@ class RequestKeys:
         return hasher.encoded_parts(request.messages) if hasher is not None else None
 
 
+def attempt_id(process: str, problem_id: str) -> str:
+    """The payer of the calls one attempt at a problem pays for: the attempting process (a token of the
+    runner's, one per process of a run) and the problem, as the response cache stores it with the run."""
+    return f"{process}.{hashlib.blake2b(problem_id.encode('utf-8'), digest_size=8).hexdigest()}"
+
+
+def attempt_key(payer_id: str) -> int:
+    """An :func:`attempt_id` as a set member of 8 bytes (the runner holds one per recorded attempt)."""
+    return int.from_bytes(hashlib.blake2b(payer_id.encode("utf-8"), digest_size=8).digest(), "big")
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """The attempt at a problem that the calls made in this context belong to (set by the runner in
+    :data:`ATTEMPT` for each problem it solves). ``recorded``: the :func:`attempt_key` of every earlier
+    attempt of the run that is on record (its record counted what it paid)."""
+
+    process: str
+    payer_id: str
+    recorded: Container[int] = frozenset()
+
+
+#: the attempt the calls of this context are made for (None: outside a run's problem)
+ATTEMPT: ContextVar[Attempt | None] = ContextVar("modulo_attempt", default=None)
+
+
 class LLMClient:
     """Cache, limits, retries and accounting around one backend. See the module docstring."""
 
@@ -266,6 +295,8 @@ class LLMClient:
         #: the run this client's fresh calls are paid for (:meth:`pays_for`), and this process's own mark
         self._run: str | None = None
         self._process = uuid.uuid4().hex
+        #: the cached replies whose dollars this client counted as spent (:meth:`_paid_by_this_run`)
+        self._taken: set[str] = set()
         self._prices: dict[str, Price | None] = {}
         self._usage = UsageTally()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -323,16 +354,41 @@ class LLMClient:
 
     @property
     def payer(self) -> str | None:
-        """Who pays for this client's fresh calls, as the cache stores it (this process, then the run)."""
-        return None if self._run is None else f"{self._process}:{self._run}"
+        """Who pays for this client's fresh calls, as the cache stores it (the attempt at a problem, or this
+        process outside one, then the run)."""
+        if self._run is None:
+            return None
+        attempt = ATTEMPT.get()
+        return f"{self._process if attempt is None else attempt.payer_id}:{self._run}"
 
-    def _paid_by_this_run(self, payer: str | None) -> bool:
-        """Whether a cached reply was paid for by this run in another of its processes (its dollars are then
-        the run's spending: no record of that process counted them, the problem that paid them never ended)."""
-        if payer is None or self._run is None:
+    def _paid_by_this_run(self, key: str, payer: str | None) -> bool:
+        """Whether a cached reply's dollars are this attempt's spending: paid by this run in another of its
+        processes, by an attempt at a problem that left no record (killed before it), so no record counted
+        them. This attempt counts them then, once: the reply's payer becomes this attempt (:meth:`_take`). A
+        reply paid by an attempt on record (a problem run again by ``run.retry_errors``: its earlier record
+        counted them), by this process, or by another run is saved. Outside a run's problem (no
+        :data:`ATTEMPT`) every reply of this run's other processes counts."""
+        if payer is None or self._run is None or key in self._taken:
             return False
-        process, _, run = payer.partition(":")
-        return run == self._run and process != self._process
+        who, _, run = payer.partition(":")
+        if run != self._run or who == self._process:
+            return False
+        attempt = ATTEMPT.get()
+        if attempt is None:
+            return True
+        return who.partition(".")[0] != attempt.process and attempt_key(who) not in attempt.recorded
+
+    async def _take(self, key: str) -> None:
+        """Make this attempt the payer of the cached reply ``key`` it counted (:meth:`_paid_by_this_run`), in
+        the cache before the call returns, so before the attempt's record: a later process counts the reply
+        again only if this attempt too leaves no record."""
+        self._taken.add(key)
+        if ATTEMPT.get() is None or self.cache is None or self.cache_mode == "read-only":
+            return
+        try:
+            await self.cache.set_payer(key, self.payer)
+        except Exception as exc:  # a broken cache must not stop the run
+            log.warning("LLM cache: the payer of a reply could not be stored (%s: %s)", type(exc).__name__, exc)
 
     def unknown_cost_models(self) -> list[str]:
         """The models whose dollars this client cannot count (none for a free backend): those its calls
@@ -414,7 +470,9 @@ class LLMClient:
                 hit = None
             if hit is not None:
                 would_cost = self._cost(hit.model or request.model, hit.input_tokens, hit.output_tokens)
-                paid = self._paid_by_this_run(hit.payer)  # by this run before it was interrupted: spent, not saved
+                paid = self._paid_by_this_run(key, hit.payer)  # by this run, counted in no record: spent
+                if paid:
+                    await self._take(key)
                 usage = Usage(
                     calls=1,
                     cached_calls=1,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -17,6 +18,7 @@ from modulo.errors import DataError, RunError
 from modulo.runner import run_session
 from modulo.runs import RunDir, read_records
 from modulo.types import Problem
+from tests.llm.support import BROKEN_BACKPROMPT, broken_backprompt
 
 from . import toy
 
@@ -554,19 +556,10 @@ def test_a_problem_that_crashes_after_paid_calls_keeps_its_iterations_and_usage(
     """An exception the loop does not expect (here a backprompt strategy's bug, after the first paid call)
     ended the problem with an empty record: the money its calls cost was in no record, so neither in
     summary.json's usage nor in a resumed run's spending."""
-    from modulo.backprompt import Backprompt, BackpromptContext, BackpromptStrategy
-
-    class Broken(BackpromptStrategy):
-        def build(self, ctx: BackpromptContext) -> Backprompt:
-            raise ValueError("the strategy broke")
-
-    components.backprompts.register("toy_broken", Broken, replace=True)
-    try:
+    with broken_backprompt() as broken:
         cfg = config("toy", 1, {"*": ["[1, 1]"]})
-        cfg.backprompt.name = "toy_broken"
+        cfg.backprompt.name = broken
         result = asyncio.run(run_session(build_session(cfg), RunDir(tmp_path)))
-    finally:
-        components.backprompts.unregister("toy_broken")
     [record] = read_records(tmp_path)
     assert record.outcome.value == "error" and record.error == "ValueError: the strategy broke"
     assert len(record.iterations) == 1 and record.iterations[0].plan == [1, 1]
@@ -629,3 +622,43 @@ def test_the_run_files_are_on_disk_before_they_replace_the_old_ones(
     size = len((tmp_path / "summary.json").read_bytes())
     assert events == [f"fsync file of {size} bytes", "replace summary.json", "fsync dir"]
     assert not list(tmp_path.glob("*.tmp"))
+
+
+def _broken_after_a_paid_call(**run: Any) -> ModuloConfig:
+    """One toy problem whose backprompt strategy breaks after the first paid call (the cache off): every
+    attempt errors. A scripted backend's list of replies is never cached: see tests/llm/test_cache.py."""
+    cfg = config("toy", 1, {"*": ["[1, 1]"]}, retry_errors=True, **run)
+    cfg.backprompt.name = BROKEN_BACKPROMPT
+    return cfg
+
+
+@pytest.fixture
+def broken_strategy() -> Iterator[None]:
+    with broken_backprompt():
+        yield
+
+
+def _summary_cost(run_dir: Path) -> float:
+    import json
+
+    return float(json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))["usage"]["cost_usd"])
+
+
+def test_a_retried_problem_counts_every_attempts_paid_calls_with_the_cache_off(
+    tmp_path: Path, broken_strategy: None
+) -> None:
+    """run.retry_errors ran an errored problem again; summary.json's cost, and run.max_dollars, counted its last
+    record only: three attempts that each paid for a call reported the cost of one."""
+    run_dir = tmp_path / "run"
+    for _ in range(3):
+        asyncio.run(run_session(build_session(_broken_after_a_paid_call()), RunDir(run_dir)))
+    records = list(read_records(run_dir))
+    assert len(records) == 3 and all(r.outcome.value == "error" and r.usage.cost_usd > 0 for r in records)
+    one = records[0].usage.cost_usd
+    assert _summary_cost(run_dir) == pytest.approx(3 * one)
+    # the run's dollar budget counts them too: 2.5 attempts' worth is spent, so the problem is not started again
+    cfg = _broken_after_a_paid_call(max_dollars=2.5 * one)
+    result = asyncio.run(run_session(build_session(cfg), RunDir(run_dir)))
+    last = list(read_records(run_dir))[-1]
+    assert last.outcome.value == "skipped" and last.stop_reason == "run_budget"
+    assert result.summary["usage"]["cost_usd"] == pytest.approx(3 * one)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from modulo.llm.base import LLMRequest, LLMSettings
@@ -52,3 +53,25 @@ def synth_config(fake: FakeProvider, model: str, *, n: int, max_iterations: int,
     cfg.run.progress = False
     cfg.run.report = False
     return cfg
+
+
+#: the registry name of :func:`broken_backprompt`'s strategy
+BROKEN_BACKPROMPT = "test_broken"
+
+
+@contextlib.contextmanager
+def broken_backprompt() -> Iterator[str]:
+    """A backprompt strategy (its registry name, while in the block) that raises ``ValueError("the strategy
+    broke")``: a problem it backprompts ends in error after its first paid call."""
+    from modulo import components
+    from modulo.backprompt import Backprompt, BackpromptContext, BackpromptStrategy
+
+    class Broken(BackpromptStrategy):
+        def build(self, ctx: BackpromptContext) -> Backprompt:
+            raise ValueError("the strategy broke")
+
+    components.backprompts.register(BROKEN_BACKPROMPT, Broken, replace=True)
+    try:
+        yield BROKEN_BACKPROMPT
+    finally:
+        components.backprompts.unregister(BROKEN_BACKPROMPT)

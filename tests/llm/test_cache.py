@@ -15,7 +15,7 @@ from modulo.llm.cache import CACHE_FILE, ResponseCache
 from modulo.llm.client import build_client
 from modulo.llm.pricing import PRICES
 
-from .support import ProviderFactory, openai_settings, request, synth_config
+from .support import ProviderFactory, broken_backprompt, openai_settings, request, synth_config
 
 
 async def test_hit_makes_no_request_and_reports_would_have_cost(provider: ProviderFactory, tmp_path: Path) -> None:
@@ -497,3 +497,53 @@ def test_a_run_killed_before_a_problems_record_counts_what_that_problem_paid(
     resumed = run("killed")
     assert resumed["cached_calls"] > 0 and straight["cached_calls"] == 0
     assert resumed["cost_usd"] == pytest.approx(straight["cost_usd"]) and resumed["cached_cost_usd"] == 0.0
+
+
+def _drop_last_record(run_dir: Path) -> None:
+    """The run's last record never written: its process killed after the problem's calls, before its record."""
+    records = run_dir / "records.jsonl"
+    lines = records.read_text(encoding="utf-8").splitlines(keepends=True)
+    records.write_text("".join(lines[:-1]), encoding="utf-8")
+
+
+def test_each_paid_reply_counts_once_across_retried_and_killed_attempts(
+    provider: ProviderFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """run.retry_errors, the cache on: a problem errors after one paid call, in processes of one run. The reply
+    is paid once; the run's cost (summary.json, every attempt's record summed) is that one call's, whichever
+    attempts left a record:
+    - a retry answered by the reply a recorded attempt paid for saves it (its record counted it);
+    - an attempt that left no record (killed) counted it nowhere: the next attempt answered by it counts it,
+      and becomes its payer, so the attempt after that one, answered by it too, saves it."""
+    import json
+
+    from modulo.build import build_session
+    from modulo.runner import run_session
+    from modulo.runs import RunDir, read_records
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-only")
+    fake = provider([json.dumps({"schedule": []})] * 4)
+    run_dir = tmp_path / "run"
+
+    def attempt() -> float:
+        cfg = synth_config(fake, "gpt-4o-mini", n=1, max_iterations=2, cache_dir=tmp_path / "cache")
+        cfg.backprompt.name = broken
+        cfg.run.retry_errors = True
+        result = asyncio.run(run_session(build_session(cfg), RunDir(run_dir)))
+        assert [r.outcome.value for r in read_records(run_dir)][-1] == "error"
+        cost: float = result.summary["usage"]["cost_usd"]
+        return cost
+
+    with broken_backprompt() as broken:
+        paid = attempt()  # the call is paid and recorded
+        assert paid > 0
+        assert attempt() == pytest.approx(paid)  # a retry: answered from the cache, saved
+        _drop_last_record(run_dir)
+        _drop_last_record(run_dir)  # (the first process killed before its record: no attempt on record)
+        assert attempt() == pytest.approx(paid)  # counted by this attempt, which now pays for it
+        assert attempt() == pytest.approx(paid)  # a retry of the attempt on record that paid: saved
+        _drop_last_record(run_dir)  # that retry killed before its record: the payer is still on record
+        assert attempt() == pytest.approx(paid)
+    records = list(read_records(run_dir))
+    assert [r.usage.cost_usd > 0 for r in records] == [True, False]
+    assert all(r.usage.cached_calls == 1 for r in records) and fake.stats().requests == 1
