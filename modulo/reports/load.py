@@ -69,6 +69,10 @@ class RunData(RunInfoView):
     evaluation_status: str = EVAL_MISSING
     #: things a reader should know (truncated lines, duplicate records, why an evaluation is missing)
     notes: list[str] = field(default_factory=list)
+    #: the usage of the records a later record of the same problem replaced (a retried problem's earlier
+    #: attempts, ``run.retry_errors``): their calls were paid too, each once (the run's summary counts every
+    #: record), so the run's totals add them to the kept records'
+    replaced_usage: Usage = field(default_factory=Usage)
     #: short unique name used in tables (set by :func:`load_runs`)
     name: str = ""
     _benchmark: Benchmark | None = field(default=None, repr=False)
@@ -644,6 +648,8 @@ class RecordStore(Mapping[str, ProblemResult]):
     def __init__(
         self, records: Iterable[ProblemResult] = (), notes: list[str] | None = None, ids: Iterable[str] = ()
     ) -> None:
+        #: the usage of the records a later one of the same problem replaced (see :attr:`RunData.replaced_usage`)
+        self.replaced_usage = Usage()
         self._spool: Spool[ProblemResult] = Spool(prefix="modulo-records-")
         self._at: dict[str, int] = {}
         self._outcomes = bytearray()  # by spool position: the outcome's index in _OUTCOMES
@@ -656,7 +662,7 @@ class RecordStore(Mapping[str, ProblemResult]):
             if pid in self._at:
                 if notes is not None:
                     notes.append(f"records.jsonl: problem {pid} recorded more than once; the last record is used")
-                del self._at[pid]
+                self.replaced_usage = self.replaced_usage + self._spool[self._at.pop(pid)].usage
             self._at[pid] = self._spool.append(rec)
             self._outcomes.append(_OUTCOMES.index(rec.outcome))
 
@@ -694,16 +700,24 @@ def outcome_of(records: Mapping[str, ProblemResult], problem_id: str) -> Outcome
 
 
 def read_records(
-    path: Path, notes: list[str] | None = None, *, light: bool = False, only: Collection[str] | None = None
+    path: Path,
+    notes: list[str] | None = None,
+    *,
+    light: bool = False,
+    only: Collection[str] | None = None,
+    replaced: list[Usage] | None = None,
 ) -> dict[str, ProblemResult]:
     """Read ``records.jsonl``: skip a truncated last line (a killed run); note other bad lines and skip them.
-    ``light`` and ``only``: see :func:`iter_records`."""
+    ``light`` and ``only``: see :func:`iter_records`; ``replaced`` gets the usage of each record a later one of
+    the same problem replaces."""
     notes = notes if notes is not None else []
     records: dict[str, ProblemResult] = {}
     for rec in iter_records(path, notes, light=light, only=only):
         if rec.problem_id in records:
             notes.append(f"records.jsonl: problem {rec.problem_id} recorded more than once; the last record is used")
-            del records[rec.problem_id]
+            old = records.pop(rec.problem_id)
+            if replaced is not None:
+                replaced.append(old.usage)
         records[rec.problem_id] = rec
     return records
 
@@ -735,11 +749,13 @@ def load_run(
         shown = ", ".join(str(d) for d in derived[:8]) + (f" and {len(derived) - 8} more" if len(derived) > 8 else "")
         notes.append(f"{len(derived)} problem(s) carry data the benchmark derived, not official data: {shown}")
     records: Mapping[str, ProblemResult] = {}
+    replaced: list[Usage] = []
     if with_records and on_disk:
         records = RecordStore(iter_records(path / RECORDS_FILE, notes, light=light, only=only), notes, info.problem_ids)
+        replaced.append(records.replaced_usage)
     elif with_records:
-        records = read_records(path / RECORDS_FILE, notes, light=light, only=only)
-    run = RunData(path=path, info=info, records=records, notes=notes)
+        records = read_records(path / RECORDS_FILE, notes, light=light, only=only, replaced=replaced)
+    run = RunData(path=path, info=info, records=records, notes=notes, replaced_usage=sum(replaced, Usage()))
     # a damaged summary or evaluation never hides intact records: they are rebuilt from records.jsonl
     run.summary = _read_derived(path / SUMMARY_FILE, notes)
     run.evaluation = _read_derived(path / EVALUATION_FILE, notes, rows_on_disk=on_disk)

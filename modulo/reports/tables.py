@@ -191,9 +191,10 @@ class UsageRow:
 
 
 def usage_row(run: RunData) -> UsageRow:
-    """Total usage of the run's finished problems (from the records, so a killed run counts too); problems
+    """Total usage of the run's finished problems (from the records, so a killed run counts too), the attempts
+    a retry replaced included, as the run's summary counts them (:attr:`RunData.replaced_usage`); problems
     recorded ``skipped`` never started and are not counted among them (errored ones spent, and are)."""
-    total = Usage()
+    total = run.replaced_usage
     certified = 0
     finished = 0
     for rec in run.records.values():  # one pass: each record read once

@@ -656,6 +656,13 @@ def test_a_retried_problem_counts_every_attempts_paid_calls_with_the_cache_off(
     assert len(records) == 3 and all(r.outcome.value == "error" and r.usage.cost_usd > 0 for r in records)
     one = records[0].usage.cost_usd
     assert _summary_cost(run_dir) == pytest.approx(3 * one)
+    # the report's usage table (and usage.csv) counts every attempt as the summary does, kept in memory or
+    # on disk (it read each problem's last record only: the cost of one attempt beside the summary's three)
+    from modulo.reports.load import load_run
+    from modulo.reports.tables import usage_row
+
+    for on_disk in (False, True):
+        assert usage_row(load_run(run_dir, light=True, on_disk=on_disk)).usage.cost_usd == pytest.approx(3 * one)
     # the run's dollar budget counts them too: 2.5 attempts' worth is spent, so the problem is not started again
     cfg = _broken_after_a_paid_call(max_dollars=2.5 * one)
     result = asyncio.run(run_session(build_session(cfg), RunDir(run_dir)))
