@@ -20,6 +20,27 @@ def _summary(run_dir: Path) -> dict[str, float]:
     return metrics
 
 
+def _abstain_all(capsys: pytest.CaptureFixture[str], run_dir: Path, *extra: str) -> list[dict[str, object]]:
+    """The README's abstain_all run (6 calendar problems, half unsolvable, every turn declined) into
+    ``run_dir``, with ``extra`` overrides; its records."""
+    code, out, err = run_main(
+        capsys,
+        "run",
+        "benchmark=synth/calendar_small",
+        "benchmark.n=6",
+        "benchmark.unsolvable_fraction=0.5",
+        *extra,
+        "llm=scripted",
+        f"llm.script={ROOT / 'experiments' / 'scripts' / 'abstain_all.json'}",
+        "reformulator=parser",
+        f"run.dir={run_dir}",
+        "run.report=false",
+    )
+    assert code == 0, out + err
+    lines = (run_dir / "records.jsonl").read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines]
+
+
 def test_a_planner_whose_answers_cannot_be_read_scores_nothing_on_unsolvable_problems(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -50,22 +71,7 @@ def test_declines_with_refuted_reasons_are_abstentions_but_not_successes(
     check. Recall 100 % (5/5 unsolvable declined), false abstention 100 % (1/1), success 0; a report that
     scores the run again (no evaluation.json) gives the same figures, and Direct equals the final plans."""
     run_dir = tmp_path / "declined"
-    code, out, err = run_main(
-        capsys,
-        "run",
-        "benchmark=synth/calendar_small",
-        "benchmark.n=6",
-        "benchmark.unsolvable_fraction=0.5",
-        "metacontroller.check_unsolvable=false",
-        "user.abstain=true",
-        "llm=scripted",
-        f"llm.script={ROOT / 'experiments' / 'scripts' / 'abstain_all.json'}",
-        "reformulator=parser",
-        f"run.dir={run_dir}",
-        "run.report=false",
-    )
-    assert code == 0, out + err
-    records = [json.loads(line) for line in (run_dir / "records.jsonl").read_text(encoding="utf-8").splitlines()]
+    records = _abstain_all(capsys, run_dir, "metacontroller.check_unsolvable=false", "user.abstain=true")
     assert all(r["outcome"] == "abstained" and r["abstention"]["verified"] is False for r in records)
     metrics = _summary(run_dir)
     assert metrics["success"] == 0.0 and metrics["abstention_recall"] == 1.0
@@ -138,21 +144,8 @@ def test_problems_the_benchmark_proves_unsolvable_are_declines_in_every_score(
     from modulo.reports.tables import first_vs_final
 
     run_dir = tmp_path / "proved"
-    code, out, err = run_main(
-        capsys,
-        "run",
-        "benchmark=synth/calendar_small",
-        "benchmark.n=6",
-        "benchmark.unsolvable_fraction=0.5",
-        "llm=scripted",
-        f"llm.script={ROOT / 'experiments' / 'scripts' / 'abstain_all.json'}",
-        "reformulator=parser",
-        f"run.dir={run_dir}",
-        "run.report=false",
-    )
-    assert code == 0, out + err
-    records = [json.loads(line) for line in (run_dir / "records.jsonl").read_text(encoding="utf-8").splitlines()]
-    outcomes = sorted(r["outcome"] for r in records)
+    records = _abstain_all(capsys, run_dir)
+    outcomes = sorted(str(r["outcome"]) for r in records)
     assert outcomes == ["abstained"] + ["unsolvable"] * 5  # the solvable control declined by the planner
     metrics = _summary(run_dir)
     assert metrics["abstention_recall"] == 1.0 and metrics["wrongful_abstention"] == 1.0
