@@ -15,7 +15,10 @@ invalid action (its observation lists the valid ones), and a call to a tool (or 
 ``max_retries`` (official: 3) failed ones in a row stops the agent instead of running; the same action
 three times in a row stops it; running out of steps stops it.
 Those stops are recorded as the iteration's ``tool_use['outcome']`` (``invalid_action``,
-``repeated_action``, ``step_limit``); as officially, a stopped agent delivers no plan.
+``repeated_action``, ``step_limit``); as officially, a stopped agent delivers no plan. A tool that
+raises (a locked store, a bug) fails that call only: the step is recorded with state ``Tool error`` and
+the exception as the observation the agent reads, and it counts against ``max_retries`` like an
+illegal call.
 
 Stage 2 (planning) renders the benchmark's ``direct`` planner prompt with the notebook as its context.
 
@@ -358,6 +361,12 @@ class ToolAgentGenerator(Generator):
             observation = f"Illegal {name}. Please try again. ({exc})"
             self._invalid(run, key)
             self._step(run, n, action, None, "Illegal args", observation)
+            return observation
+        except Exception as exc:  # a tool that breaks fails this call, not the problem: recorded, read by the agent
+            observation = f"{name} failed: {type(exc).__name__}: {exc}. Please try again."
+            self._invalid(run, key)
+            failed = ToolResult(name, self.toolbox.spec(name).bind(arguments), ok=False, message=observation)
+            self._step(run, n, action, failed, "Tool error", observation)
             return observation
         observation = result.text
         if not result.ok:

@@ -1,0 +1,53 @@
+"""``generator=tool_agent`` against a tool that raises instead of answering."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from critics.travelplanner.tools import TravelPlannerTools
+from tests.travelplanner.test_tool_agent import PLAN_TEXT, _data, call, run, steps
+
+__all__ = ["_data"]  # the autouse fixture: the TravelPlanner data, else a skip
+
+
+def test_a_tool_that_raises_is_a_recorded_failed_step_fed_back_to_the_agent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def locked(self: TravelPlannerTools, arguments: dict[str, Any]) -> Any:
+        raise sqlite3.OperationalError("database is locked")
+
+    monkeypatch.setattr(TravelPlannerTools, "_distance", locked)
+    script = [
+        call("GoogleDistanceMatrix", origin="St. Petersburg", destination="Appleton", mode="taxi"),
+        call("AccommodationSearch", city="Appleton"),
+        call("NotebookWrite", description="Accommodations in Appleton"),
+        call("Planner", query="the query"),
+        {"text": PLAN_TEXT},
+    ]
+    record = run(tmp_path, ["metacontroller.max_iterations=1"], script)
+    assert record.error is None
+    it = record.iterations[0]
+    assert it.tool_use is not None and it.tool_use["outcome"] == "planner"
+    failed, *rest = steps(record)
+    assert failed["state"] == "Tool error" and failed["tool"] == "GoogleDistanceMatrix"
+    assert failed["observation"].startswith("GoogleDistanceMatrix failed: OperationalError: database is locked")
+    assert failed["arguments"] == {"origin": "St. Petersburg", "destination": "Appleton", "mode": "taxi"}
+    assert [s["state"] for s in rest] == ["Successful"] * 3 and it.plan is not None
+
+
+def test_a_tool_that_keeps_raising_stops_the_agent_after_max_retries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(self: TravelPlannerTools, arguments: dict[str, Any]) -> Any:
+        raise RuntimeError("broken")
+
+    monkeypatch.setattr(TravelPlannerTools, "_city_search", broken)
+    script = [call("CitySearch", state=s) for s in ("Texas", "Ohio", "Iowa", "Utah")]
+    record = run(tmp_path, ["metacontroller.max_iterations=1"], script)
+    it = record.iterations[0]
+    assert record.error is None and it.tool_use is not None and it.tool_use["outcome"] == "invalid_action"
+    assert [s["state"] for s in steps(record)][:3] == ["Tool error"] * 3 and it.plan is None
