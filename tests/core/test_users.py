@@ -112,6 +112,27 @@ def test_llm_user_markers() -> None:
     assert read_markers("Just text.") == ("Just text.", False, [])
 
 
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "Room B only. [REVEALED: room].",  # a full stop after the marker
+        "[REVEALED: room] Room B only.",
+        "Room B only. [revealed: room]\n\nAnything else?",
+        "Room B only. [ALREADY STATED] [REVEALED: room]",
+    ],
+)
+def test_llm_user_markers_anywhere_are_read_and_kept_from_the_planner(reply: str) -> None:
+    text, _, revealed = read_markers(reply)
+    assert revealed == ["room"] and "REVEALED" not in text.upper() and "ALREADY" not in text.upper()
+    assert text.startswith("Room B only")
+    model = ScriptedModel({"p1": [reply]})
+    answer = asyncio.run(
+        LLMUser(benchmark=toy.Toy()).answer(PROBLEM, "Which room?", UserContext(0, llm=model.client()))
+    )
+    assert answer.answer.revealed == ["room"] and answer.answer.update is not None
+    assert answer.answer.update.add == {"room": "B"} and answer.answer.text == text
+
+
 def test_llm_user_answers_through_the_client_with_stage_user() -> None:
     model = ScriptedModel({"p1": ["[ALREADY STATED] Room B only. [REVEALED: room, nonsense]"]})
     user = LLMUser(benchmark=toy.Toy())
