@@ -106,6 +106,13 @@ def test_updates_from_config_dicts() -> None:
         updates_from([{"after": "soon", "add": {"x": 1}}], "user.updates")
 
 
+@pytest.mark.parametrize("after", [True, False, "2", 1.0])
+def test_an_update_after_that_is_not_an_integer_turn_is_refused(after: object) -> None:
+    # pydantic alone would schedule `after: true` (YAML's yes/on) after turn 1 and "2" after turn 2
+    with pytest.raises(ConfigError, match=r"user.updates\[0\].after must be an integer"):
+        updates_from([{"after": after, "add": {"x": 1}}], "user.updates")
+
+
 def test_llm_user_markers() -> None:
     assert read_markers("[ALREADY STATED] Five, as I said. [REVEALED: none]") == ("Five, as I said.", True, [])
     assert read_markers("Room B. [REVEALED: room, budget]") == ("Room B.", False, ["room", "budget"])
