@@ -51,3 +51,23 @@ def test_a_tool_that_keeps_raising_stops_the_agent_after_max_retries(
     it = record.iterations[0]
     assert record.error is None and it.tool_use is not None and it.tool_use["outcome"] == "invalid_action"
     assert [s["state"] for s in steps(record)][:3] == ["Tool error"] * 3 and it.plan is None
+
+
+def test_in_react_mode_the_agent_reads_the_tools_error_as_its_observation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def locked(self: TravelPlannerTools, arguments: dict[str, Any]) -> Any:
+        raise sqlite3.OperationalError("database is locked")
+
+    monkeypatch.setattr(TravelPlannerTools, "_distance", locked)
+    script = [
+        "Thought 1: how far is it?\nAction 1: GoogleDistanceMatrix[St. Petersburg, Appleton, taxi]",
+        "Thought 2: enough.\nAction 2: Planner[the query]",
+        PLAN_TEXT,
+    ]
+    record = run(tmp_path, ["metacontroller.max_iterations=1", "generator.args.mode=react"], script)
+    it = record.iterations[0]
+    assert record.error is None and it.tool_use is not None and it.tool_use["outcome"] == "planner"
+    assert steps(record)[0]["state"] == "Tool error"
+    second_prompt = it.calls[1].messages[0].content
+    assert "Observation 1: GoogleDistanceMatrix failed: OperationalError: database is locked" in second_prompt
