@@ -55,6 +55,20 @@ MASK = "Masked due to limited length. Make sure the data has been written in Not
 RECORD_CHARS = 2000
 _MAX_STATES = 256
 _ACTION_LINE = re.compile(r"Action\s*\d*\s*:\s*(.*)")
+#: the agent's own two tools, made once: a spec's schema validator is cached by the schema's identity
+#: (:meth:`modulo.tools.ToolSpec.bind`), so a spec made anew per call would add one at every NotebookWrite
+_AGENT_SPECS = (
+    ToolSpec.strings(
+        NOTEBOOK,
+        "Write the latest tool result into the notebook under a short description.",
+        description="a short description of what is written",
+    ),
+    ToolSpec.strings(
+        PLANNER,
+        "Stop gathering: the planner writes the plan from the notebook for this query.",
+        query="the query",
+    ),
+)
 
 
 @dataclass
@@ -129,19 +143,7 @@ class ToolAgentGenerator(Generator):
     # -- prompts ---------------------------------------------------------------------------------
     def specs(self) -> list[ToolSpec]:
         """The benchmark's tools plus NotebookWrite and Planner."""
-        extra = [
-            ToolSpec.strings(
-                NOTEBOOK,
-                "Write the latest tool result into the notebook under a short description.",
-                description="a short description of what is written",
-            ),
-            ToolSpec.strings(
-                PLANNER,
-                "Stop gathering: the planner writes the plan from the notebook for this query.",
-                query="the query",
-            ),
-        ]
-        return [*self.toolbox.specs(), *extra]
+        return [*self.toolbox.specs(), *_AGENT_SPECS]
 
     def valid_actions(self) -> str:
         return " / ".join(s.signature() for s in self.specs())
@@ -344,7 +346,7 @@ class ToolAgentGenerator(Generator):
             return "The planner is writing the plan."
         if name == NOTEBOOK:
             try:
-                description = self.specs()[-2].bind(arguments)["description"]
+                description = _AGENT_SPECS[0].bind(arguments)["description"]
             except ToolArgumentError as exc:
                 observation = str(exc)
                 self._invalid(run, key)

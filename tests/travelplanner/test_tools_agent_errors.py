@@ -1,4 +1,4 @@
-"""``generator=tool_agent`` against a tool that raises instead of answering."""
+"""``generator=tool_agent``: a tool that raises instead of answering, and the cost of the agent's own tools."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from critics.travelplanner.tools import TravelPlannerTools
+from modulo import tools as tools_module
 from tests.travelplanner.test_tool_agent import PLAN_TEXT, _data, call, run, steps
 
 __all__ = ["_data"]  # the autouse fixture: the TravelPlanner data, else a skip
@@ -71,3 +72,21 @@ def test_in_react_mode_the_agent_reads_the_tools_error_as_its_observation(
     assert steps(record)[0]["state"] == "Tool error"
     second_prompt = it.calls[1].messages[0].content
     assert "Observation 1: GoogleDistanceMatrix failed: OperationalError: database is locked" in second_prompt
+
+
+def test_notebook_writes_do_not_grow_the_validator_cache(tmp_path: Path) -> None:
+    # validators are cached by the schema's identity: NotebookWrite's spec, made anew at each call, added one
+    # (about 1.5 KB, and a schema check) per call for the life of the process
+    script = [
+        call("AccommodationSearch", city="Appleton"),
+        *[call("NotebookWrite", description=f"Accommodations in Appleton, copy {i}") for i in range(3)],
+        call("Planner", query="the query"),
+        {"text": PLAN_TEXT},
+    ]
+    (tmp_path / "first").mkdir()
+    (tmp_path / "second").mkdir()
+    run(tmp_path / "first", ["metacontroller.max_iterations=1"], script)
+    cached = len(tools_module._VALIDATORS)
+    record = run(tmp_path / "second", ["metacontroller.max_iterations=1"], script)
+    assert [s["state"] for s in steps(record)] == ["Successful"] * 5
+    assert len(tools_module._VALIDATORS) == cached
