@@ -15,13 +15,18 @@ from tests.travelplanner.test_tool_agent import PLAN_TEXT, _data, call, run, ste
 __all__ = ["_data"]  # the autouse fixture: the TravelPlanner data, else a skip
 
 
-def test_a_tool_that_raises_is_a_recorded_failed_step_fed_back_to_the_agent(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def locked_store(monkeypatch: pytest.MonkeyPatch) -> None:
+    """GoogleDistanceMatrix's lookup raises, as a store another process holds locked would."""
+
     def locked(self: TravelPlannerTools, arguments: dict[str, Any]) -> Any:
         raise sqlite3.OperationalError("database is locked")
 
     monkeypatch.setattr(TravelPlannerTools, "_distance", locked)
+
+
+@pytest.mark.usefixtures("locked_store")
+def test_a_tool_that_raises_is_a_recorded_failed_step_fed_back_to_the_agent(tmp_path: Path) -> None:
     script = [
         call("GoogleDistanceMatrix", origin="St. Petersburg", destination="Appleton", mode="taxi"),
         call("AccommodationSearch", city="Appleton"),
@@ -54,13 +59,8 @@ def test_a_tool_that_keeps_raising_stops_the_agent_after_max_retries(
     assert [s["state"] for s in steps(record)][:3] == ["Tool error"] * 3 and it.plan is None
 
 
-def test_in_react_mode_the_agent_reads_the_tools_error_as_its_observation(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    def locked(self: TravelPlannerTools, arguments: dict[str, Any]) -> Any:
-        raise sqlite3.OperationalError("database is locked")
-
-    monkeypatch.setattr(TravelPlannerTools, "_distance", locked)
+@pytest.mark.usefixtures("locked_store")
+def test_in_react_mode_the_agent_reads_the_tools_error_as_its_observation(tmp_path: Path) -> None:
     script = [
         "Thought 1: how far is it?\nAction 1: GoogleDistanceMatrix[St. Petersburg, Appleton, taxi]",
         "Thought 2: enough.\nAction 2: Planner[the query]",
