@@ -46,6 +46,7 @@ def test_scripted_user_answers_by_pattern_turn_reveal_and_default(tmp_path: Path
         "  - {match: room, reveal: room}\n"
         "  - {match: 'sum', answer: Five., unnecessary: true}\n"
         "  - {match: colour, answer: Blue., add: {colour: blue}}\n"
+        "  - {match: floor, answer: Second., add: {floor: 2}, text: The second floor only.}\n"
         "updates:\n"
         "  - {after: 1, add: {target: 7}, text: Now 7.}\n"
         "problems:\n"
@@ -64,6 +65,8 @@ def test_scripted_user_answers_by_pattern_turn_reveal_and_default(tmp_path: Path
     assert _answer(user, "What is the budget?", turn=2)[0] == "At turn two."
     assert _answer(user, "How is the weather?")[0] == "Sunny."  # the problem's own entries first
     assert _answer(user, "Favourite colour?")[1].update.add == {"colour": "blue"}  # type: ignore[attr-defined]
+    told = _answer(user, "Which floor?")[1].update  # type: ignore[attr-defined]
+    assert told == ProblemUpdate(add={"floor": 2}, text="The second floor only.", source="user")
     assert _answer(user, "Anything else?")[0] == "Nothing more."
     # a problem without the hidden item gets the default, not a crash
     assert _answer(user, "budget?", problem=PROBLEM.model_copy(update={"hidden": {}, "id": "p2"}))[0] == "Nothing more."
@@ -75,6 +78,8 @@ def test_scripted_user_answers_by_pattern_turn_reveal_and_default(tmp_path: Path
     [
         ({"answers": [{"match": "x"}]}, "give 'answer'"),
         ({"answers": [{"match": "x", "answr": "y"}]}, "unknown key"),
+        ({"answers": [{"match": "x", "reveal": "room", "add": {"room": "A"}}]}, "'add' beside 'reveal'"),
+        ({"answers": [{"match": "x", "answer": "y", "text": "z"}]}, "has no 'add'"),
         ({"answers": [{"match": "(", "answer": "y"}]}, "not a regular expression"),
         ({"answers": [{"turn": -1, "answer": "y"}]}, "turn must be"),
         ({"updates": [{"add": {"a": 1}}]}, "'after'"),
