@@ -364,6 +364,8 @@ class ToolAgentGenerator(Generator):
             self._invalid(run, key)
             self._step(run, n, action, None, "Illegal args", observation)
             return observation
+        except MemoryError:
+            raise  # the loop stops this problem with a recorded error, as it does for any stage
         except Exception as exc:  # a tool that breaks fails this call, not the problem: recorded, read by the agent
             observation = f"{name} failed: {type(exc).__name__}: {exc}. Please try again."
             self._invalid(run, key)

@@ -90,3 +90,12 @@ def test_notebook_writes_do_not_grow_the_validator_cache(tmp_path: Path) -> None
     record = run(tmp_path / "second", ["metacontroller.max_iterations=1"], script)
     assert [s["state"] for s in steps(record)] == ["Successful"] * 5
     assert len(tools_module._VALIDATORS) == cached
+
+
+def test_a_tool_out_of_memory_still_stops_the_problem(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def exhausted(self: TravelPlannerTools, arguments: dict[str, Any]) -> Any:
+        raise MemoryError
+
+    monkeypatch.setattr(TravelPlannerTools, "_city_search", exhausted)
+    record = run(tmp_path, ["metacontroller.max_iterations=1"], [call("CitySearch", state="Texas")])
+    assert record.error is not None and record.error.startswith("MemoryError") and record.stop_reason == "memory"
