@@ -41,8 +41,9 @@ def read_markers(reply: str) -> tuple[str, bool, list[str]]:
     for found in _REVEALED.finditer(reply):
         names = [n.strip().strip("[]'\"") for n in found.group(1).split(",")]
         revealed += [n for n in names if n and n.lower() != "none" and n not in revealed]
-    text = _REVEALED.sub("", _ALREADY.sub("", reply)).strip()
-    return _DANGLING.sub("", text), unnecessary, revealed
+    text, markers = _REVEALED.subn("", _ALREADY.sub("", reply))
+    text = text.strip()
+    return (_DANGLING.sub("", text) if markers else text), unnecessary, revealed
 
 
 class LLMUser(User):

@@ -122,6 +122,7 @@ def test_llm_user_markers() -> None:
     assert read_markers("[ALREADY STATED] Five, as I said. [REVEALED: none]") == ("Five, as I said.", True, [])
     assert read_markers("Room B. [REVEALED: room, budget]") == ("Room B.", False, ["room", "budget"])
     assert read_markers("Just text.") == ("Just text.", False, [])
+    assert read_markers("Any slot is fine ...") == ("Any slot is fine ...", False, [])  # no marker: as written
 
 
 @pytest.mark.parametrize(
