@@ -15,7 +15,10 @@ invalid action (its observation lists the valid ones), and a call to a tool (or 
 ``max_retries`` (official: 3) failed ones in a row stops the agent instead of running; the same action
 three times in a row stops it; running out of steps stops it.
 Those stops are recorded as the iteration's ``tool_use['outcome']`` (``invalid_action``,
-``repeated_action``, ``step_limit``); as officially, a stopped agent delivers no plan.
+``repeated_action``, ``step_limit``); as officially, a stopped agent delivers no plan. A tool that
+raises (a locked store, a bug) fails that call only: the step is recorded with state ``Tool error`` and
+the exception as the observation the agent reads, and it counts against ``max_retries`` like an
+illegal call.
 
 Stage 2 (planning) renders the benchmark's ``direct`` planner prompt with the notebook as its context.
 
@@ -52,6 +55,20 @@ MASK = "Masked due to limited length. Make sure the data has been written in Not
 RECORD_CHARS = 2000
 _MAX_STATES = 256
 _ACTION_LINE = re.compile(r"Action\s*\d*\s*:\s*(.*)")
+#: the agent's own two tools, made once: a spec's schema validator is cached by the schema's identity
+#: (:meth:`modulo.tools.ToolSpec.bind`), so a spec made anew per call would add one at every NotebookWrite
+_AGENT_SPECS = (
+    ToolSpec.strings(
+        NOTEBOOK,
+        "Write the latest tool result into the notebook under a short description.",
+        description="a short description of what is written",
+    ),
+    ToolSpec.strings(
+        PLANNER,
+        "Stop gathering: the planner writes the plan from the notebook for this query.",
+        query="the query",
+    ),
+)
 
 
 @dataclass
@@ -126,19 +143,7 @@ class ToolAgentGenerator(Generator):
     # -- prompts ---------------------------------------------------------------------------------
     def specs(self) -> list[ToolSpec]:
         """The benchmark's tools plus NotebookWrite and Planner."""
-        extra = [
-            ToolSpec.strings(
-                NOTEBOOK,
-                "Write the latest tool result into the notebook under a short description.",
-                description="a short description of what is written",
-            ),
-            ToolSpec.strings(
-                PLANNER,
-                "Stop gathering: the planner writes the plan from the notebook for this query.",
-                query="the query",
-            ),
-        ]
-        return [*self.toolbox.specs(), *extra]
+        return [*self.toolbox.specs(), *_AGENT_SPECS]
 
     def valid_actions(self) -> str:
         return " / ".join(s.signature() for s in self.specs())
@@ -341,7 +346,7 @@ class ToolAgentGenerator(Generator):
             return "The planner is writing the plan."
         if name == NOTEBOOK:
             try:
-                description = self.specs()[-2].bind(arguments)["description"]
+                description = _AGENT_SPECS[0].bind(arguments)["description"]
             except ToolArgumentError as exc:
                 observation = str(exc)
                 self._invalid(run, key)
@@ -358,6 +363,14 @@ class ToolAgentGenerator(Generator):
             observation = f"Illegal {name}. Please try again. ({exc})"
             self._invalid(run, key)
             self._step(run, n, action, None, "Illegal args", observation)
+            return observation
+        except MemoryError:
+            raise  # the loop stops this problem with a recorded error, as it does for any stage
+        except Exception as exc:  # a tool that breaks fails this call, not the problem: recorded, read by the agent
+            observation = f"{name} failed: {type(exc).__name__}: {exc}. Please try again."
+            self._invalid(run, key)
+            failed = ToolResult(name, self.toolbox.spec(name).bind(arguments), ok=False, message=observation)
+            self._step(run, n, action, failed, "Tool error", observation)
             return observation
         observation = result.text
         if not result.ok:

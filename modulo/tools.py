@@ -17,6 +17,7 @@ import copy
 import re
 import time
 from abc import ABC, abstractmethod
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,16 +81,24 @@ class ToolSpec:
         return f"{self.name}[{', '.join(self.positional)}]"
 
 
-_VALIDATORS: dict[int, Any] = {}
+#: schema validators by the schema's identity, most recent last; bounded, for a toolbox whose ``specs()``
+#: makes its specs anew at every call would otherwise add one per tool call
+_VALIDATORS: OrderedDict[int, Any] = OrderedDict()
+_VALIDATORS_KEPT = 256
 
 
 def _validator(spec: ToolSpec) -> Any:
     key = id(spec.parameters)
-    if key not in _VALIDATORS:
+    validator = _VALIDATORS.get(key)
+    if validator is None:
         cls = jsonschema.validators.validator_for(spec.parameters)
         cls.check_schema(spec.parameters)
-        _VALIDATORS[key] = cls(spec.parameters)
-    return _VALIDATORS[key]
+        validator = _VALIDATORS[key] = cls(spec.parameters)  # it holds the schema: the id stays its own
+        while len(_VALIDATORS) > _VALIDATORS_KEPT:
+            _VALIDATORS.popitem(last=False)
+    else:
+        _VALIDATORS.move_to_end(key)
+    return validator
 
 
 @dataclass

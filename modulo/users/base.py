@@ -109,6 +109,10 @@ def updates_from(items: Iterable[Any], where: str, *, source: str = "config") ->
                     f"{where}[{i}]: unknown key(s) {', '.join(map(str, unknown))}; an update takes after, add, "
                     "text, query, context"
                 )
+            after = item.get("after")
+            if isinstance(after, bool) or not isinstance(after, int | None):
+                # pydantic would read `after: true` (YAML's yes/on too) as turn 1, and "2" as 2
+                raise ConfigError(f"{where}[{i}].after must be an integer >= 0 (a turn), not {after!r}")
             try:
                 update = ProblemUpdate.model_validate({"source": source, **dict(item)})
             except ValidationError as exc:

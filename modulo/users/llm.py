@@ -26,23 +26,24 @@ from .base import User, UserContext, UserReply
 from .scripted import hidden_item
 
 ALREADY_STATED = "[ALREADY STATED]"
-_REVEALED = re.compile(r"\[REVEALED:\s*([^\]]*)\]\s*$", re.IGNORECASE)
+_ALREADY = re.compile(re.escape(ALREADY_STATED), re.IGNORECASE)
+_REVEALED = re.compile(r"\[REVEALED:\s*([^\]]*)\]", re.IGNORECASE)
+#: what a marker followed at the end of the reply ("Room B. [REVEALED: room]." leaves "Room B. .")
+_DANGLING = re.compile(r"\s+[.!。]+$")
 
 
 def read_markers(reply: str) -> tuple[str, bool, list[str]]:
-    """(text for the planner, unnecessary, revealed keys) from a simulator's reply."""
-    text = reply.strip()
-    unnecessary = False
-    if text.upper().startswith(ALREADY_STATED):
-        unnecessary = True
-        text = text[len(ALREADY_STATED) :].strip()
+    """(text for the planner, unnecessary, revealed keys) from a simulator's reply. The markers are read
+    and removed wherever the model put them (the template asks for the first at the start and the
+    second at the end; a reply that ends ``[REVEALED: room].`` still told the room)."""
+    unnecessary = _ALREADY.search(reply) is not None
     revealed: list[str] = []
-    found = _REVEALED.search(text)
-    if found:
-        text = text[: found.start()].strip()
+    for found in _REVEALED.finditer(reply):
         names = [n.strip().strip("[]'\"") for n in found.group(1).split(",")]
-        revealed = [n for n in names if n and n.lower() != "none"]
-    return text, unnecessary, revealed
+        revealed += [n for n in names if n and n.lower() != "none" and n not in revealed]
+    text, markers = _REVEALED.subn("", _ALREADY.sub("", reply))
+    text = text.strip()
+    return (_DANGLING.sub("", text) if markers else text), unnecessary, revealed
 
 
 class LLMUser(User):

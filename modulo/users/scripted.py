@@ -14,6 +14,7 @@ The file::
       - match: "room"
         answer: "Room B only."
         add: {room: B}                         # the answer brings a constraint (applied at once)
+        text: "Only room B can be used."       # optional: what the update says (default: the answer)
     updates:                                   # scheduled changes, applied after turn `after`
       - {after: 2, add: {max_cost: 500}, text: "The budget is now 500."}
     problems:                                  # per-problem entries, consulted before the ones above
@@ -22,7 +23,8 @@ The file::
 ``reveal: KEY`` answers from the problem's hidden information: a string (or any value) is told as is; a
 hidden constraint ``{"text": ..., "add": {...}}`` is told by its text and applied as an update. A
 problem without that key gets the default reply. An entry with neither ``answer`` nor ``reveal`` is
-refused when the file is read, as is any unknown key.
+refused when the file is read, as is any unknown key, ``add`` beside ``reveal`` (a revealed item brings
+its own constraint) and ``text`` without ``add`` (it is the text of the update ``add`` brings).
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ class _Entry:
     reveal: str | None
     unnecessary: bool | None
     add: dict[str, Any]
+    #: what the update ``add`` brings says (None: the answer)
+    text: str | None = None
 
     def matches(self, question: str, turn: int) -> bool:
         if self.turn is not None and self.turn != turn:
@@ -93,6 +97,10 @@ def _entries(items: Any, where: str) -> list[_Entry]:
         add = item.get("add") or {}
         if not isinstance(add, dict):
             raise ConfigError(f"{at}.add must be a mapping of constraints, not {add!r:.60}")
+        if add and item.get("reveal") is not None:
+            raise ConfigError(f"{at}: 'add' beside 'reveal': a revealed hidden item brings its own constraint")
+        if item.get("text") is not None and not add:
+            raise ConfigError(f"{at}: 'text' is what the update 'add' brings says; this entry has no 'add'")
         unnecessary = item.get("unnecessary")
         if unnecessary is not None and not isinstance(unnecessary, bool):
             raise ConfigError(f"{at}.unnecessary must be true or false, not {unnecessary!r}")
@@ -104,6 +112,7 @@ def _entries(items: Any, where: str) -> list[_Entry]:
                 reveal=str(item["reveal"]) if item.get("reveal") is not None else None,
                 unnecessary=unnecessary,
                 add=dict(add),
+                text=str(item["text"]) if item.get("text") is not None else None,
             )
         )
     return out
@@ -205,7 +214,8 @@ class ScriptedUser(User):
                         )
                     )
                 assert entry.answer is not None
-                update = ProblemUpdate(add=entry.add, text=entry.answer, source="user") if entry.add else None
+                said = entry.text or entry.answer
+                update = ProblemUpdate(add=entry.add, text=said, source="user") if entry.add else None
                 return UserReply(
                     UserAnswer(text=entry.answer, unnecessary=entry.unnecessary, update=update, user=self.name)
                 )

@@ -46,6 +46,7 @@ def test_scripted_user_answers_by_pattern_turn_reveal_and_default(tmp_path: Path
         "  - {match: room, reveal: room}\n"
         "  - {match: 'sum', answer: Five., unnecessary: true}\n"
         "  - {match: colour, answer: Blue., add: {colour: blue}}\n"
+        "  - {match: floor, answer: Second., add: {floor: 2}, text: The second floor only.}\n"
         "updates:\n"
         "  - {after: 1, add: {target: 7}, text: Now 7.}\n"
         "problems:\n"
@@ -64,6 +65,8 @@ def test_scripted_user_answers_by_pattern_turn_reveal_and_default(tmp_path: Path
     assert _answer(user, "What is the budget?", turn=2)[0] == "At turn two."
     assert _answer(user, "How is the weather?")[0] == "Sunny."  # the problem's own entries first
     assert _answer(user, "Favourite colour?")[1].update.add == {"colour": "blue"}  # type: ignore[attr-defined]
+    told = _answer(user, "Which floor?")[1].update  # type: ignore[attr-defined]
+    assert told == ProblemUpdate(add={"floor": 2}, text="The second floor only.", source="user")
     assert _answer(user, "Anything else?")[0] == "Nothing more."
     # a problem without the hidden item gets the default, not a crash
     assert _answer(user, "budget?", problem=PROBLEM.model_copy(update={"hidden": {}, "id": "p2"}))[0] == "Nothing more."
@@ -75,6 +78,8 @@ def test_scripted_user_answers_by_pattern_turn_reveal_and_default(tmp_path: Path
     [
         ({"answers": [{"match": "x"}]}, "give 'answer'"),
         ({"answers": [{"match": "x", "answr": "y"}]}, "unknown key"),
+        ({"answers": [{"match": "x", "reveal": "room", "add": {"room": "A"}}]}, "'add' beside 'reveal'"),
+        ({"answers": [{"match": "x", "answer": "y", "text": "z"}]}, "has no 'add'"),
         ({"answers": [{"match": "(", "answer": "y"}]}, "not a regular expression"),
         ({"answers": [{"turn": -1, "answer": "y"}]}, "turn must be"),
         ({"updates": [{"add": {"a": 1}}]}, "'after'"),
@@ -106,10 +111,39 @@ def test_updates_from_config_dicts() -> None:
         updates_from([{"after": "soon", "add": {"x": 1}}], "user.updates")
 
 
+@pytest.mark.parametrize("after", [True, False, "2", 1.0])
+def test_an_update_after_that_is_not_an_integer_turn_is_refused(after: object) -> None:
+    # pydantic alone would schedule `after: true` (YAML's yes/on) after turn 1 and "2" after turn 2
+    with pytest.raises(ConfigError, match=r"user.updates\[0\].after must be an integer"):
+        updates_from([{"after": after, "add": {"x": 1}}], "user.updates")
+
+
 def test_llm_user_markers() -> None:
     assert read_markers("[ALREADY STATED] Five, as I said. [REVEALED: none]") == ("Five, as I said.", True, [])
     assert read_markers("Room B. [REVEALED: room, budget]") == ("Room B.", False, ["room", "budget"])
     assert read_markers("Just text.") == ("Just text.", False, [])
+    assert read_markers("Any slot is fine ...") == ("Any slot is fine ...", False, [])  # no marker: as written
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "Room B only. [REVEALED: room].",  # a full stop after the marker
+        "[REVEALED: room] Room B only.",
+        "Room B only. [revealed: room]\n\nAnything else?",
+        "Room B only. [ALREADY STATED] [REVEALED: room]",
+    ],
+)
+def test_llm_user_markers_anywhere_are_read_and_kept_from_the_planner(reply: str) -> None:
+    text, _, revealed = read_markers(reply)
+    assert revealed == ["room"] and "REVEALED" not in text.upper() and "ALREADY" not in text.upper()
+    assert text.startswith("Room B only")
+    model = ScriptedModel({"p1": [reply]})
+    answer = asyncio.run(
+        LLMUser(benchmark=toy.Toy()).answer(PROBLEM, "Which room?", UserContext(0, llm=model.client()))
+    )
+    assert answer.answer.revealed == ["room"] and answer.answer.update is not None
+    assert answer.answer.update.add == {"room": "B"} and answer.answer.text == text
 
 
 def test_llm_user_answers_through_the_client_with_stage_user() -> None:
