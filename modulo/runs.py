@@ -409,7 +409,34 @@ _NEWLINE = b"\n"
 
 
 def _line_pieces(result: ProblemResult) -> list[bytes | memoryview]:
-    """:func:`record_line` in pieces that join into it."""
+    """:func:`record_line` in pieces that join into it. A record holding text UTF-8 cannot carry (a lone
+    surrogate: a model's tool-call argument or a plan's string written as the JSON escape of half an emoji)
+    is written with each such character replaced by U+FFFD, as the LLM client does with reply texts, and a
+    warning: one unwritable string must not stop the run that holds it (found only when encoding fails)."""
+    try:
+        return _encoded_pieces(result)
+    except Exception:
+        fixed = _valid_unicode(result.model_dump(mode="python"))
+        try:
+            pieces = _encoded_pieces(ProblemResult.model_validate(fixed))
+        except Exception:
+            raise  # not (only) a surrogate: the error of the record as it is
+        log.warning("record of problem %s: text that is not valid Unicode replaced by U+FFFD", result.problem_id)
+        return pieces
+
+
+def _valid_unicode(value: Any) -> Any:
+    """``value`` (plain data) with each lone surrogate in its strings, keys too, replaced by U+FFFD."""
+    if isinstance(value, str):
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, dict):
+        return {_valid_unicode(k): _valid_unicode(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_valid_unicode(v) for v in value]
+    return value
+
+
+def _encoded_pieces(result: ProblemResult) -> list[bytes | memoryview]:
     if not secrets_known():
         pieces = record_pieces(result)
         pieces.append(_NEWLINE)

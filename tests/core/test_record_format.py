@@ -557,3 +557,23 @@ def test_without_orjson_the_lines_are_the_same(monkeypatch: pytest.MonkeyPatch) 
     fast = [encode_record(r) for r in recs]
     monkeypatch.setattr(recordformat, "orjson", None)
     assert [encode_record(r) for r in recs] == fast
+
+
+def test_a_record_holding_a_lone_surrogate_is_written_with_a_replacement_character(tmp_path: Path) -> None:
+    """A model's tool-call argument or a plan's string may be the JSON escape of half an emoji (a lone
+    surrogate), which UTF-8 cannot hold: the record's encoding raised PydanticSerializationError in the
+    records writer and the whole run stopped. The record is written with U+FFFD in its place, paired
+    surrogates (a whole emoji) kept, and read back."""
+    info = RunInfo(
+        benchmark=BenchmarkInfo(name="toy"),
+        generator=GeneratorInfo(name="llm"),
+        budget=BudgetInfo(max_iterations=3),
+        problem_ids=["a", "b"],
+    )
+    rd = RunDir(tmp_path / "run")
+    rd.prepare(info, "x: 1\n")
+    bad = record("a").model_copy(update={"best_plan": {"city\udc00": ["Rome \ud800", "smile \ud83d\ude00"]}})
+    rd.append_many([bad, record("b")])
+    back = {r.problem_id: r for r in read_records(rd.path)}
+    assert back["a"].best_plan == {"city\ufffd": ["Rome \ufffd", "smile \U0001f600"]}
+    assert back["b"] == as_format1(record("b"))
