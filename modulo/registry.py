@@ -140,6 +140,13 @@ class Registry(Generic[T]):
         if not eps:
             known = self.names()
             raise UnknownComponentError(self.kind, name, known, suggest(name, known))
+        claims = sorted({(dist or "unknown distribution", ep.value) for ep, dist in eps})
+        if len(claims) > 1:  # which one loads would depend on sys.path order: never pick one silently
+            who = "; ".join(f"{value} from {dist}" for dist, value in claims)
+            raise PluginLoadError(
+                f"{self.kind} {name!r} is registered by more than one package ({who}); "
+                "uninstall one of them or rename its entry point"
+            )
         ep, dist = eps[0]
         try:
             obj: T = ep.load()
@@ -152,7 +159,9 @@ class Registry(Generic[T]):
             try:
                 self._validate(name, obj)
             except (TypeError, ValueError) as exc:
-                raise PluginLoadError(f"{self.kind} plugin {name!r} ({ep.value}) is invalid: {exc}") from exc
+                raise PluginLoadError(
+                    f"{self.kind} plugin {name!r} ({ep.value}, from {dist or 'unknown distribution'}) is invalid: {exc}"
+                ) from exc
         with self._lock:
             self._loaded[name] = obj
         return obj

@@ -44,7 +44,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, sto
 
 from .. import components
 from ..canonical import PromptHasher
-from ..errors import CacheMissError, ConfigError, LLMError, PermanentLLMError, TransientLLMError
+from ..errors import CacheMissError, ConfigError, LLMError, PermanentLLMError, PluginLoadError, TransientLLMError
 from ..redact import known as known_secrets
 from ..redact import redact, redact_data, strip_userinfo
 from ..registry import bind_arguments
@@ -709,6 +709,14 @@ def build_client(
     factory = components.llms.get(settings.name)
     kwargs = bind_arguments("llm backend", settings.name, factory, settings.args, inject={"settings": settings})
     backend = factory(**kwargs)
+    missing = [hook for hook in ("complete", "aclose") if not callable(getattr(backend, hook, None))]
+    if missing:  # found now, before any call, not as a crash of every problem's first call
+        entry = components.llms.entries().get(settings.name)
+        source = f"from {entry.distribution or 'unknown distribution'}" if entry is not None else "registered"
+        raise PluginLoadError(
+            f"llm backend {settings.name!r} ({source}) made a {type(backend).__name__}, which lacks "
+            f"{' and '.join(missing)}: a backend needs async complete(request) and async aclose()"
+        )
     if not capabilities_of(backend).cacheable:
         cache_mode = "off"  # a script's replies depend on call order, not on the request alone
     cache: ResponseCache | None = None

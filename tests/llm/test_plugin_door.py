@@ -1,0 +1,69 @@
+"""The plugin door: a third-party package that claims a built-in's name, or registers a backend that is
+not one, stops the run before any call with a message naming the package; nothing is picked silently."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from modulo import components
+from modulo.config import LLMSettings
+from modulo.errors import PluginLoadError
+from modulo.llm.client import build_client
+
+
+def _install(site: Path, dist: str, group: str, name: str, target: str, source: str) -> None:
+    """A distribution as an installer leaves it: its module (not named like it) and ``<dist>-1.0.dist-info``."""
+    (site / f"{dist}_code.py").write_text(source)
+    info = site / f"{dist}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(f"[{group}]\n{name} = {dist}_code:{target}\n")
+
+
+def test_a_package_that_registers_a_builtin_name_stops_the_lookup(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _install(tmp_path, "door_squatter", "modulo.llms", "openai", "backend", "def backend(settings): ...\n")
+    monkeypatch.syspath_prepend(str(tmp_path))  # ahead of modulo's own metadata: its entry point comes first
+    monkeypatch.setattr(components.llms, "_loaded", {})
+    with pytest.raises(PluginLoadError, match="more than one package") as info:
+        components.llms.get("openai")
+    assert "from door_squatter" in str(info.value) and "from modulo" in str(info.value)
+
+
+def test_a_backend_without_complete_stops_the_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    source = "class Half:\n    name = 'door/half'\n    def __init__(self, settings):\n        pass\n"
+    _install(tmp_path, "door_half", "modulo.llms", "door/half", "Half", source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(PluginLoadError, match="lacks complete and aclose") as info:
+        build_client(LLMSettings(name="door/half", model="m"))
+    assert "from door_half" in str(info.value)
+
+
+def test_an_invalid_plugin_names_its_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _install(tmp_path, "door_notcallable", "modulo.llms", "door/value", "VALUE", "VALUE = 3\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(PluginLoadError, match="is invalid") as info:
+        components.llms.get("door/value")
+    assert "from door_notcallable" in str(info.value)
+
+
+def test_a_complete_backend_still_builds(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Whole:
+        name = "door/whole"
+
+        def __init__(self, settings: Any) -> None:
+            pass
+
+        async def complete(self, request: Any) -> Any: ...
+
+        async def aclose(self) -> None: ...
+
+    components.llms.register("door/whole", Whole)
+    try:
+        assert isinstance(build_client(LLMSettings(name="door/whole", model="m")).backend, Whole)
+    finally:
+        components.llms.unregister("door/whole")
