@@ -203,6 +203,8 @@ class LLMResponse(BaseModel):
     #: the tools the model asked to call (finish_reason "tool_calls"); empty for a plain reply
     tool_calls: list[ToolCall] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
+    #: False when the server's reply carried no usage: its tokens (and dollars) are unknown, not zero
+    usage_reported: bool = True
     model: str = ""
     finish_reason: str | None = None
     cached: bool = False

@@ -261,6 +261,8 @@ class LLMClient:
         if settings.requests_per_minute is not None and settings.requests_per_minute <= 0:
             raise ConfigError(f"llm.requests_per_minute must be positive, not {settings.requests_per_minute}")
         self.backend_calls = 0
+        #: whether a reply without usage was reported yet (once per client: a server may never send it)
+        self._warned_no_usage = False
         #: models seen without a price (their dollars count as zero)
         self.unpriced_models: set[str] = set()
         #: the run this client's fresh calls are paid for (:meth:`pays_for`), and this process's own mark
@@ -491,6 +493,13 @@ class LLMClient:
         if insane is not None:  # recorded as a fault; its figures are not added to tokens or cost
             log.warning("%s call for problem %r: %s", stage, request.tags.get("problem_id", "?"), insane)
             faults.append(Fault(kind="bad_usage", message=insane, attempt=len(faults) + 1, stage=stage))
+        if not response.usage_reported:  # recorded as a fault: its tokens and dollars are unknown, not zero
+            faults.append(Fault(kind="no_usage", message=NO_USAGE_NOTE, attempt=len(faults) + 1, stage=stage))
+            if not self._warned_no_usage:
+                self._warned_no_usage = True
+                log.warning(
+                    "%s backend, model %r: %s", self.backend_name, response.model or request.model, NO_USAGE_NOTE
+                )
         model = response.model or request.model
         cost = self._cost(model, response.usage.input_tokens, response.usage.output_tokens)
         # a backend that answers from a recording (replay) is accounted like a cache hit: free, with
@@ -634,6 +643,9 @@ def cache_identity(settings: LLMSettings) -> str:
     fake or local server's replies are never served for another endpoint's requests."""
     return settings.name + (f"@{strip_userinfo(settings.base_url).rstrip('/')}" if settings.base_url else "")
 
+
+#: the fault of a reply whose server reported no usage
+NO_USAGE_NOTE = "the server reported no token usage for this reply: its tokens and dollars are not counted"
 
 #: more tokens than any model reads or writes in one call: a usage figure past it is a server fault
 MAX_SANE_TOKENS = 100_000_000

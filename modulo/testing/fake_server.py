@@ -91,6 +91,8 @@ FAULT_KINDS: dict[str, str] = {
     "invalid_json": "text that is not JSON",
     "truncated_json": "JSON cut off half-way, finish_reason 'stop'",
     "ignore_schema": "valid JSON that ignores the requested schema",
+    "no_usage": "the normal reply without its usage (no token counts)",
+    "garbled": "HTTP 200 whose body is a proxy's HTML error page, labelled JSON",
 }
 
 #: faults answered without a reply (they consume no script entry)
@@ -107,6 +109,7 @@ TRANSPORT_FAULTS = frozenset(
         "auth_echo",
         "reset",
         "timeout",
+        "garbled",
     }
 )
 
@@ -782,6 +785,15 @@ class _Handler(BaseHTTPRequestHandler):
             provider.wait(provider.hang_s)
             self._reset()
             return None
+        if fault == "garbled":
+            page = b"<html><body><h1>502 Bad Gateway</h1></body></html>"
+            with contextlib.suppress(OSError):
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(page)))
+                self.end_headers()
+                self.wfile.write(page)
+            return 200
         raise AssertionError(fault)
 
     def _reply(
@@ -879,5 +891,7 @@ class _Handler(BaseHTTPRequestHandler):
                 "stop_sequence": None,
                 "usage": {"input_tokens": prompt_tokens, "output_tokens": completion_tokens},
             }
+        if fault == "no_usage":
+            del payload["usage"]
         self._send_json(200, payload)
         return 200

@@ -100,3 +100,20 @@ def test_missing_key_for_the_real_api_is_a_config_error(monkeypatch: pytest.Monk
         build_client(LLMSettings(name="anthropic", model="claude-sonnet-4-5"))
     with pytest.raises(ConfigError, match=r"schema_mode"):
         build_client(LLMSettings(name="anthropic", base_url="http://127.0.0.1:9", args={"schema_mode": "nope"}))
+
+
+async def test_a_reply_without_usage_is_a_fault_not_a_crash(provider: ProviderFactory) -> None:
+    fake = provider(["Day 1: Rome."], faults=["no_usage"])
+    async with aclosing(build_client(anthropic_settings(fake))) as client:
+        call = await client.call(request(), "generate")
+    assert call.reply == "Day 1: Rome." and call.usage.calls == 1 and call.usage.failed_calls == 0
+    assert [f.kind for f in call.faults] == ["no_usage"]
+
+
+async def test_a_body_that_is_not_json_is_retried_and_named(provider: ProviderFactory) -> None:
+    fake = provider(["Day 1: Rome."], faults=["garbled"])
+    async with aclosing(build_client(anthropic_settings(fake))) as client:
+        call = await client.call(request(), "generate")
+    assert call.reply == "Day 1: Rome." and call.usage.failed_calls == 1
+    assert [f.kind for f in call.faults] == ["bad_response"]
+    assert "Anthropic server sent an unreadable response: not JSON" in call.faults[0].message
