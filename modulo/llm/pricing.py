@@ -5,12 +5,15 @@ The built-in table covers common OpenAI and Anthropic models at their published 
 ``llm.price_input_per_mtok`` / ``llm.price_output_per_mtok`` to override them for a run. A model the
 table does not know costs nothing and is reported once through :func:`lookup_price`'s caller.
 
-Model names match exactly or by the longest known prefix, so dated snapshots such as
-``gpt-4o-2024-08-06`` or ``claude-3-5-sonnet-20241022`` find their family's price.
+Model names match exactly, or as a known name followed by a snapshot's date or ``-latest``, so dated
+snapshots such as ``gpt-4o-2024-08-06``, ``gpt-3.5-turbo-0125`` or ``claude-3-5-sonnet-20241022`` find
+their family's price. Any other suffix names another model (``o1-pro``, ``gpt-4-32k``, ``gpt-5-pro``,
+often priced many times its family) and has no price.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from .base import LLMSettings
@@ -62,17 +65,22 @@ PRICES: dict[str, Price] = {
 }
 
 
+#: what follows a priced name in a snapshot of that very model: a date (MMDD, YYYYMMDD, YYYY-MM-DD) or latest
+_SNAPSHOT = re.compile(r"-(?:\d{4}|\d{8}|\d{4}-\d{2}-\d{2}|latest)")
+
+
 def lookup_price(
     model: str, settings: LLMSettings | None = None, table: dict[str, Price] | None = None
 ) -> Price | None:
-    """The price of ``model``: the settings' override, else the table (exact, then longest prefix), else None.
+    """The price of ``model``: the settings' override, else the table (exact, then a snapshot of a known
+    name), else None.
 
     An override of only one side keeps the table's other side (or zero when the table lacks the model).
     """
     table = PRICES if table is None else table
     found = table.get(model)
     if found is None:
-        prefixes = [name for name in table if model.startswith(name)]
+        prefixes = [name for name in table if model.startswith(name) and _SNAPSHOT.fullmatch(model, len(name))]
         if prefixes:
             found = table[max(prefixes, key=len)]
     if settings is not None and (

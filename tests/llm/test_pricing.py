@@ -26,6 +26,15 @@ def test_exact_and_longest_prefix_matches() -> None:
     assert Price(2.0, 8.0).cost(1_000_000, 500_000) == pytest.approx(6.0)
 
 
+def test_another_model_that_shares_a_prefix_has_no_price() -> None:
+    # each of these costs several times the family whose name starts it: never priced as that family
+    for model in ("o1-pro", "o3-pro-2025-06-10", "gpt-5-pro", "gpt-4-32k", "gpt-4-1106-preview", "gpt-3.5-turbo-16k"):
+        assert lookup_price(model) is None, model
+    assert lookup_price("gpt-3.5-turbo-0125") == PRICES["gpt-3.5-turbo"]
+    assert lookup_price("claude-3-5-sonnet-latest") == PRICES["claude-3-5-sonnet"]
+    assert lookup_price("o3-mini-2025-01-31") == PRICES["o3-mini"]
+
+
 def test_settings_override_the_table() -> None:
     both = LLMSettings(model="gpt-4o", price_input_per_mtok=1.0, price_output_per_mtok=2.0)
     assert lookup_price("gpt-4o", both) == Price(1.0, 2.0)
