@@ -156,13 +156,10 @@ class AnthropicBackend(SDKBackend):
                 parts.append(json.dumps(block.input, ensure_ascii=False))
         u = message.usage
         usage = Usage()
-        if u is not None:
-            usage = Usage(
-                input_tokens=(u.input_tokens or 0)
-                + (u.cache_creation_input_tokens or 0)
-                + (u.cache_read_input_tokens or 0),
-                output_tokens=u.output_tokens or 0,
-            )
+        read = written = 0
+        if u is not None:  # input_tokens leaves out the prompt-cache reads and writes: all three are input
+            read, written = u.cache_read_input_tokens or 0, u.cache_creation_input_tokens or 0
+            usage = Usage(input_tokens=(u.input_tokens or 0) + written + read, output_tokens=u.output_tokens or 0)
         reason = message.stop_reason
         finish = _STOP_REASONS.get(reason, reason) if reason else None
         return LLMResponse(
@@ -170,6 +167,8 @@ class AnthropicBackend(SDKBackend):
             tool_calls=calls,
             usage=usage,
             usage_reported=u is not None,
+            cached_input_tokens=read,
+            cache_write_tokens=written,
             model=message.model or "",
             finish_reason=finish,
         )

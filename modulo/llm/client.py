@@ -348,9 +348,9 @@ class LLMClient:
             models.add(self.settings.model)
         return sorted(models)
 
-    def _cost(self, model: str, input_tokens: int, output_tokens: int) -> float:
+    def _cost(self, model: str, input_tokens: int, output_tokens: int, cached: int = 0, written: int = 0) -> float:
         price = self._price(model)
-        return price.cost(input_tokens, output_tokens) if price is not None else 0.0
+        return price.cost(input_tokens, output_tokens, cached, written) if price is not None else 0.0
 
     def prepare(self, request: LLMRequest, stage: Stage) -> LLMRequest:
         """``request`` with the settings' model, max_tokens and seed filled in where unset, and the stage tag."""
@@ -501,7 +501,13 @@ class LLMClient:
                     "%s backend, model %r: %s", self.backend_name, response.model or request.model, NO_USAGE_NOTE
                 )
         model = response.model or request.model
-        cost = self._cost(model, response.usage.input_tokens, response.usage.output_tokens)
+        cost = self._cost(
+            model,
+            response.usage.input_tokens,
+            response.usage.output_tokens,
+            response.cached_input_tokens,
+            response.cache_write_tokens,
+        )
         # a backend that answers from a recording (replay) is accounted like a cache hit: free, with
         # what the recorded call would cost now
         recorded = capabilities.recorded

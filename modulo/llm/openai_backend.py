@@ -164,11 +164,14 @@ class OpenAIBackend(SDKBackend):
         if not isinstance(response, ChatCompletion):  # a body of another type (text/html) comes back as text
             raise unreadable_body(_SERVER, None, response, (self._key.reveal(),))
         usage = Usage()
+        cached = 0
         if response.usage is not None:
             usage = Usage(
                 input_tokens=response.usage.prompt_tokens or 0,
                 output_tokens=response.usage.completion_tokens or 0,
             )
+            details = response.usage.prompt_tokens_details  # of the prompt tokens, those read from the prompt cache
+            cached = (details.cached_tokens or 0) if details is not None else 0
         if not response.choices:
             raise EmptyReplyError(f"{_SERVER} returned no choices", usage=usage, model=response.model)
         choice = response.choices[0]
@@ -183,6 +186,7 @@ class OpenAIBackend(SDKBackend):
             tool_calls=calls,
             usage=usage,
             usage_reported=response.usage is not None,
+            cached_input_tokens=cached,
             model=response.model or "",
             finish_reason=finish,
         )

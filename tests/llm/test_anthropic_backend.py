@@ -117,3 +117,13 @@ async def test_a_body_that_is_not_json_is_retried_and_named(provider: ProviderFa
     assert call.reply == "Day 1: Rome." and call.usage.failed_calls == 1
     assert [f.kind for f in call.faults] == ["bad_response"]
     assert "Anthropic server sent an unreadable response: not JSON" in call.faults[0].message
+
+
+async def test_prompt_cache_reads_count_as_input_at_their_own_price(provider: ProviderFactory) -> None:
+    prompt = "Plan a trip to Rome. " * 200
+    fake = provider([{"text": "Day 1: Rome.", "cached_tokens": 800}])
+    async with aclosing(build_client(anthropic_settings(fake))) as client:  # claude-haiku-4-5: $1, a read $0.10
+        call = await client.call(request(prompt), "generate")
+    n_in, n_out = approx_tokens(prompt), approx_tokens("Day 1: Rome.")
+    assert call.usage.input_tokens == n_in and n_in > 800
+    assert call.usage.cost_usd == pytest.approx(((n_in - 800) * 1.0 + 800 * 0.10 + n_out * 5.0) / 1e6)

@@ -186,3 +186,13 @@ async def test_a_body_handed_back_as_text_is_named(provider: ProviderFactory, mo
         await backend.complete(request())
     assert info.value.fault == "bad_response"
     await backend.aclose()
+
+
+async def test_prompt_tokens_read_from_the_prompt_cache_cost_the_cached_price(provider: ProviderFactory) -> None:
+    prompt = "Plan a trip to Rome. " * 200
+    fake = provider([{"text": "Day 1: Rome.", "cached_tokens": 800}])
+    async with aclosing(build_client(openai_settings(fake))) as client:  # gpt-4o-mini: $0.15, cached $0.075
+        call = await client.call(request(prompt), "generate")
+    n_in, n_out = approx_tokens(prompt), approx_tokens("Day 1: Rome.")
+    assert call.usage.input_tokens == n_in and n_in > 800  # the cached tokens are input tokens too
+    assert call.usage.cost_usd == pytest.approx(((n_in - 800) * 0.15 + 800 * 0.075 + n_out * 0.60) / 1e6)
