@@ -67,3 +67,15 @@ def test_a_complete_backend_still_builds(monkeypatch: pytest.MonkeyPatch) -> Non
         assert isinstance(build_client(LLMSettings(name="door/whole", model="m")).backend, Whole)
     finally:
         components.llms.unregister("door/whole")
+
+
+def test_a_benchmark_without_a_required_hook_names_its_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    source = (
+        "from modulo.benchmark import Benchmark\n"
+        "class NoLoad(Benchmark):\n    name = 'door/noload'\n    def splits(self):\n        return ['test']\n"
+    )
+    _install(tmp_path, "door_noload", "modulo.benchmarks", "door/noload", "NoLoad", source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(PluginLoadError, match="does not implement the required hook") as info:
+        components.benchmarks.get("door/noload")
+    assert "from door_noload" in str(info.value) and "load" in str(info.value)
