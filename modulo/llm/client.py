@@ -452,7 +452,14 @@ class LLMClient:
             number = len(faults) + 1
             try:
                 response = _scrubbed(_valid_text(await self._send(request, capabilities.bounded)))
-                if self.retry_empty and not response.text.strip() and not response.tool_calls:
+                # (a reply cut empty by the token limit is no accident: sent again, it is cut again and paid
+                # again; it goes back as the truncated reply it is)
+                if (
+                    self.retry_empty
+                    and not response.text.strip()
+                    and not response.tool_calls
+                    and response.finish_reason != "length"
+                ):
                     raise EmptyReplyError(
                         f"the model returned an empty reply (finish_reason={response.finish_reason!r})",
                         usage=response.usage,

@@ -170,3 +170,13 @@ async def test_a_backend_that_never_answers_is_cut_off() -> None:
     with pytest.raises(TransientLLMError) as info:
         await client.call(request(), "generate")
     assert info.value.fault == "timeout"
+
+
+async def test_a_reply_cut_empty_by_the_token_limit_is_truncated_not_retried(provider: ProviderFactory) -> None:
+    # a reasoning model that spends max_tokens thinking answers "" with finish_reason "length": the same
+    # request is cut the same way again, so it is not resent (and paid) but returned as truncated
+    fake = provider(["", "never asked"], faults=["truncated"])
+    async with aclosing(build_client(openai_settings(fake))) as client:
+        call = await client.call(request("Plan a trip to Rome."), "generate")
+    assert call.reply == "" and call.finish_reason == "length" and not call.faults
+    assert fake.stats().requests == 1 and call.usage.calls == 1 and call.usage.failed_calls == 0
