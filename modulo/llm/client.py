@@ -9,9 +9,9 @@
    a token bucket holding one second's worth of requests, so the rate holds over short windows too).
    Every attempt, retries included, passes both.
 3. **retries** on :class:`~modulo.errors.TransientLLMError` (429, 5xx, timeouts, dropped
-   connections, empty replies), driven by tenacity once a first attempt has failed: exponential
-   backoff with jitter, or the server's Retry-After when it sent one, both capped by
-   ``settings.max_backoff_s``; at most ``settings.max_retries`` retries.
+   connections, empty replies but those cut by the token limit or refused), driven by tenacity once a
+   first attempt has failed: exponential backoff with jitter, or the server's Retry-After when it sent
+   one, both capped by ``settings.max_backoff_s``; at most ``settings.max_retries`` retries.
    :class:`~modulo.errors.PermanentLLMError` is never retried.
 4. **accounting**: tokens and dollars (price table in :mod:`modulo.llm.pricing`) per call and in
    total, failed attempts included when the server reported usage for them.
@@ -452,13 +452,14 @@ class LLMClient:
             number = len(faults) + 1
             try:
                 response = _scrubbed(_valid_text(await self._send(request, capabilities.bounded)))
-                # (a reply cut empty by the token limit is no accident: sent again, it is cut again and paid
-                # again; it goes back as the truncated reply it is)
+                # (a reply cut empty by the token limit, or a refusal, is no accident but what the model answers:
+                # sent again, it is cut or refused again and paid again, or it is a fresh draw passed off as an
+                # attempt; it goes back as it is, its finish_reason telling why it is empty)
                 if (
                     self.retry_empty
                     and not response.text.strip()
                     and not response.tool_calls
-                    and response.finish_reason != "length"
+                    and response.finish_reason not in _MODEL_ENDED
                 ):
                     raise EmptyReplyError(
                         f"the model returned an empty reply (finish_reason={response.finish_reason!r})",
@@ -656,6 +657,9 @@ def cache_identity(settings: LLMSettings) -> str:
     fake or local server's replies are never served for another endpoint's requests."""
     return settings.name + (f"@{strip_userinfo(settings.base_url).rstrip('/')}" if settings.base_url else "")
 
+
+#: finish reasons of an empty reply that the model meant (not retried): cut by the token limit, refused
+_MODEL_ENDED = frozenset({"length", "refusal"})
 
 #: the fault of a reply whose server reported no usage
 NO_USAGE_NOTE = "the server reported no token usage for this reply: its tokens and dollars are not counted"
