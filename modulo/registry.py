@@ -150,10 +150,13 @@ class Registry(Generic[T]):
         ep, dist = eps[0]
         try:
             obj: T = ep.load()
-        except Exception as exc:  # the plugin's own error, wrapped with where it came from
+        except (Exception, SystemExit) as exc:  # the plugin's own error, wrapped with where it came from
+            # (a module that calls sys.exit("install X") on import would end the process with a code of its
+            # own choosing: 0 or 3 read as a finished or a stopped run, with no word of the plugin)
+            what = f"its import called sys.exit({exc.code!r})" if isinstance(exc, SystemExit) else None
             raise PluginLoadError(
                 f"{self.kind} plugin {name!r} ({ep.value}, from {dist or 'unknown distribution'}) "
-                f"failed to load: {type(exc).__name__}: {exc}"
+                f"failed to load: {what or f'{type(exc).__name__}: {exc}'}"
             ) from exc
         if self._validate is not None:
             try:

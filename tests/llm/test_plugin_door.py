@@ -79,3 +79,14 @@ def test_a_benchmark_without_a_required_hook_names_its_package(tmp_path: Path, m
     with pytest.raises(PluginLoadError, match="does not implement the required hook") as info:
         components.benchmarks.get("door/noload")
     assert "from door_noload" in str(info.value) and "load" in str(info.value)
+
+
+def test_a_plugin_that_exits_on_import_is_a_load_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a module that ends the process when a dependency is missing would make the run exit with its code
+    # (0 or 3 read as a finished or a stopped run), saying nothing of the plugin
+    source = "import sys\nsys.exit('please install frobnicate')\n"
+    _install(tmp_path, "door_exits", "modulo.llms", "door/exits", "backend", source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(PluginLoadError, match=r"failed to load: its import called sys\.exit") as info:
+        components.llms.get("door/exits")
+    assert "from door_exits" in str(info.value) and "please install frobnicate" in str(info.value)
