@@ -43,6 +43,7 @@ from typing import Any
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
 from .. import components
+from ..binding import construct
 from ..canonical import PromptHasher
 from ..errors import CacheMissError, ConfigError, LLMError, PermanentLLMError, PluginLoadError, TransientLLMError
 from ..redact import known as known_secrets
@@ -737,7 +738,7 @@ def build_client(
         raise ConfigError(f"cache mode must be one of {', '.join(CACHE_MODES)}, not {cache_mode!r}")
     factory = components.llms.get(settings.name)
     kwargs = bind_arguments("llm backend", settings.name, factory, settings.args, inject={"settings": settings})
-    backend = factory(**kwargs)
+    backend = construct("llm backend", settings.name, factory, kwargs)  # a constructor's failure names it
     missing = [hook for hook in ("complete", "aclose") if not callable(getattr(backend, hook, None))]
     if missing:  # found now, before any call, not as a crash of every problem's first call
         entry = components.llms.entries().get(settings.name)

@@ -90,3 +90,15 @@ def test_a_plugin_that_exits_on_import_is_a_load_error(tmp_path: Path, monkeypat
     with pytest.raises(PluginLoadError, match=r"failed to load: its import called sys\.exit") as info:
         components.llms.get("door/exits")
     assert "from door_exits" in str(info.value) and "please install frobnicate" in str(info.value)
+
+
+def test_a_backend_whose_constructor_fails_is_named() -> None:
+    def fails(settings: Any) -> Any:
+        raise RuntimeError("CUDA not found")
+
+    components.llms.register("door/fails", fails)
+    try:
+        with pytest.raises(PluginLoadError, match=r"llm backend 'door/fails' could not be set up: .*CUDA not found"):
+            build_client(LLMSettings(name="door/fails", model="m"))
+    finally:
+        components.llms.unregister("door/fails")
