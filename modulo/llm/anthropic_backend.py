@@ -139,7 +139,7 @@ class AnthropicBackend(SDKBackend):
             message = await self._client.messages.create(**kwargs, **self.send_options(request))
         except anthropic.AnthropicError as exc:
             raise self._translate(exc) from None
-        except ValueError as exc:  # a 200 whose body is not JSON (json.JSONDecodeError)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # a 200 whose body is not JSON
             raise unreadable_body(_SERVER, exc, None, (self._key.reveal(),)) from None
         if not isinstance(message, Message):  # a body of another type (text/html) comes back as text
             raise unreadable_body(_SERVER, None, message, (self._key.reveal(),))

@@ -159,7 +159,7 @@ class OpenAIBackend(SDKBackend):
             response = await self._client.chat.completions.create(**kwargs, **self.send_options(request))
         except openai.OpenAIError as exc:
             raise self._translate(exc) from None
-        except ValueError as exc:  # a 200 whose body is not JSON (json.JSONDecodeError)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # a 200 whose body is not JSON
             raise unreadable_body(_SERVER, exc, None, (self._key.reveal(),)) from None
         if not isinstance(response, ChatCompletion):  # a body of another type (text/html) comes back as text
             raise unreadable_body(_SERVER, None, response, (self._key.reveal(),))

@@ -127,3 +127,21 @@ async def test_prompt_cache_reads_count_as_input_at_their_own_price(provider: Pr
     n_in, n_out = approx_tokens(prompt), approx_tokens("Day 1: Rome.")
     assert call.usage.input_tokens == n_in and n_in > 800
     assert call.usage.cost_usd == pytest.approx(((n_in - 800) * 1.0 + 800 * 0.10 + n_out * 5.0) / 1e6)
+
+
+async def test_an_sdk_refusal_to_send_is_not_taken_for_an_unreadable_reply(
+    provider: ProviderFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the SDK raises ValueError before sending (a non-streaming request it expects to take too long):
+    # a permanent error in modulo's hands, never a retried "unreadable response" from the server
+    fake = provider()
+    client = build_client(anthropic_settings(fake))
+
+    async def refuses(**kwargs: object) -> object:
+        raise ValueError("Streaming is strongly recommended for operations that may take longer than 10 minutes")
+
+    monkeypatch.setattr(client.backend._client.messages, "create", refuses)  # type: ignore[attr-defined]
+    async with aclosing(client):
+        with pytest.raises(PermanentLLMError, match="Streaming is strongly recommended"):
+            await client.call(request(), "generate")
+    assert client.backend_calls == 1
