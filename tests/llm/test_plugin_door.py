@@ -3,6 +3,7 @@ not one, stops the run before any call with a message naming the package; nothin
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,32 +24,43 @@ def _install(site: Path, dist: str, group: str, name: str, target: str, source: 
     (info / "entry_points.txt").write_text(f"[{group}]\n{name} = {dist}_code:{target}\n")
 
 
+@pytest.fixture
+def door(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
+    """``door(dist, group, name, target, source)``: :func:`_install` it ahead of every other package on the path
+    (modulo's own metadata included: its entry points come first)."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def install(dist: str, group: str, name: str, target: str, source: str) -> None:
+        _install(tmp_path, dist, group, name, target, source)
+
+    return install
+
+
+def _refusal(match: str, lookup: Callable[[], Any]) -> str:
+    """The message of the PluginLoadError ``lookup`` raises (it must match ``match``)."""
+    with pytest.raises(PluginLoadError, match=match) as info:
+        lookup()
+    return str(info.value)
+
+
 def test_a_package_that_registers_a_builtin_name_stops_the_lookup(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    door: Callable[..., None], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _install(tmp_path, "door_squatter", "modulo.llms", "openai", "backend", "def backend(settings): ...\n")
-    monkeypatch.syspath_prepend(str(tmp_path))  # ahead of modulo's own metadata: its entry point comes first
     monkeypatch.setattr(components.llms, "_loaded", {})
-    with pytest.raises(PluginLoadError, match="more than one package") as info:
-        components.llms.get("openai")
-    assert "from door_squatter" in str(info.value) and "from modulo" in str(info.value)
+    door("door_squatter", "modulo.llms", "openai", "backend", "def backend(settings): ...\n")
+    message = _refusal("more than one package", lambda: components.llms.get("openai"))
+    assert "from door_squatter" in message and "from modulo" in message
 
 
-def test_a_backend_without_complete_stops_the_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    source = "class Half:\n    name = 'door/half'\n    def __init__(self, settings):\n        pass\n"
-    _install(tmp_path, "door_half", "modulo.llms", "door/half", "Half", source)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    with pytest.raises(PluginLoadError, match="lacks complete and aclose") as info:
-        build_client(LLMSettings(name="door/half", model="m"))
-    assert "from door_half" in str(info.value)
+def test_a_backend_without_complete_stops_the_build(door: Callable[..., None]) -> None:
+    door("door_half", "modulo.llms", "door/half", "Half", "class Half:\n    def __init__(self, settings): ...\n")
+    message = _refusal("lacks complete and aclose", lambda: build_client(LLMSettings(name="door/half", model="m")))
+    assert "from door_half" in message
 
 
-def test_an_invalid_plugin_names_its_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _install(tmp_path, "door_notcallable", "modulo.llms", "door/value", "VALUE", "VALUE = 3\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    with pytest.raises(PluginLoadError, match="is invalid") as info:
-        components.llms.get("door/value")
-    assert "from door_notcallable" in str(info.value)
+def test_an_invalid_plugin_names_its_package(door: Callable[..., None]) -> None:
+    door("door_notcallable", "modulo.llms", "door/value", "VALUE", "VALUE = 3\n")
+    assert "from door_notcallable" in _refusal("is invalid", lambda: components.llms.get("door/value"))
 
 
 def test_a_complete_backend_still_builds(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -69,27 +81,21 @@ def test_a_complete_backend_still_builds(monkeypatch: pytest.MonkeyPatch) -> Non
         components.llms.unregister("door/whole")
 
 
-def test_a_benchmark_without_a_required_hook_names_its_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_benchmark_without_a_required_hook_names_its_package(door: Callable[..., None]) -> None:
     source = (
-        "from modulo.benchmark import Benchmark\n"
-        "class NoLoad(Benchmark):\n    name = 'door/noload'\n    def splits(self):\n        return ['test']\n"
+        "from modulo.benchmark import Benchmark\nclass NoLoad(Benchmark):\n    def splits(self):\n        return []\n"
     )
-    _install(tmp_path, "door_noload", "modulo.benchmarks", "door/noload", "NoLoad", source)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    with pytest.raises(PluginLoadError, match="does not implement the required hook") as info:
-        components.benchmarks.get("door/noload")
-    assert "from door_noload" in str(info.value) and "load" in str(info.value)
+    door("door_noload", "modulo.benchmarks", "door/noload", "NoLoad", source)
+    message = _refusal("does not implement the required hook", lambda: components.benchmarks.get("door/noload"))
+    assert "from door_noload" in message and "hook(s) load" in message
 
 
-def test_a_plugin_that_exits_on_import_is_a_load_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_plugin_that_exits_on_import_is_a_load_error(door: Callable[..., None]) -> None:
     # a module that ends the process when a dependency is missing would make the run exit with its code
     # (0 or 3 read as a finished or a stopped run), saying nothing of the plugin
-    source = "import sys\nsys.exit('please install frobnicate')\n"
-    _install(tmp_path, "door_exits", "modulo.llms", "door/exits", "backend", source)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    with pytest.raises(PluginLoadError, match=r"failed to load: its import called sys\.exit") as info:
-        components.llms.get("door/exits")
-    assert "from door_exits" in str(info.value) and "please install frobnicate" in str(info.value)
+    door("door_exits", "modulo.llms", "door/exits", "backend", "import sys\nsys.exit('please install frobnicate')\n")
+    message = _refusal(r"failed to load: its import called sys\.exit", lambda: components.llms.get("door/exits"))
+    assert "from door_exits" in message and "please install frobnicate" in message
 
 
 def test_a_backend_whose_constructor_fails_is_named() -> None:
