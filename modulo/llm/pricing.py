@@ -59,6 +59,7 @@ PRICES: dict[str, Price] = {
     "gpt-4.1-mini": Price(0.40, 1.60, 0.10),
     "gpt-4.1-nano": Price(0.10, 0.40, 0.025),
     "gpt-4o": Price(2.50, 10.0, 1.25),
+    "gpt-4o-2024-05-13": Price(5.0, 15.0),  # the first snapshot, still served at its own price
     "gpt-4o-mini": Price(0.15, 0.60, 0.075),
     "gpt-4-turbo": Price(10.0, 30.0),
     "gpt-4": Price(30.0, 60.0),

@@ -34,6 +34,7 @@ def test_another_model_that_shares_a_prefix_has_no_price() -> None:
     assert lookup_price("gpt-3.5-turbo-0125") == PRICES["gpt-3.5-turbo"]
     assert lookup_price("claude-3-5-sonnet-latest") == PRICES["claude-3-5-sonnet"]
     assert lookup_price("o3-mini-2025-01-31") == PRICES["o3-mini"]
+    assert lookup_price("gpt-4o-2024-05-13") == Price(5.0, 15.0)  # a snapshot priced apart from its family
 
 
 def test_prompt_cache_reads_and_writes_have_their_own_price() -> None:
