@@ -13,6 +13,9 @@ def _validate_benchmark(name: str, obj: Any) -> None:
 
     if not (isinstance(obj, type) and issubclass(obj, Benchmark)):
         raise TypeError(f"{name!r} is {obj!r}, expected a Benchmark subclass")
+    missing = sorted(getattr(obj, "__abstractmethods__", ()))
+    if missing:
+        raise TypeError(f"{name!r} ({obj.__name__}) does not implement the required hook(s) {', '.join(missing)}")
 
 
 def _validate_callable(name: str, obj: Any) -> None:

@@ -140,19 +140,31 @@ class Registry(Generic[T]):
         if not eps:
             known = self.names()
             raise UnknownComponentError(self.kind, name, known, suggest(name, known))
+        claims = sorted({(dist or "unknown distribution", ep.value) for ep, dist in eps})
+        if len(claims) > 1:  # which one loads would depend on sys.path order: never pick one silently
+            who = "; ".join(f"{value} from {dist}" for dist, value in claims)
+            raise PluginLoadError(
+                f"{self.kind} {name!r} is registered by more than one package ({who}); "
+                "uninstall one of them or rename its entry point"
+            )
         ep, dist = eps[0]
         try:
             obj: T = ep.load()
-        except Exception as exc:  # the plugin's own error, wrapped with where it came from
+        except (Exception, SystemExit) as exc:  # the plugin's own error, wrapped with where it came from
+            # (a module that calls sys.exit("install X") on import would end the process with a code of its
+            # own choosing: 0 or 3 read as a finished or a stopped run, with no word of the plugin)
+            what = f"its import called sys.exit({exc.code!r})" if isinstance(exc, SystemExit) else None
             raise PluginLoadError(
                 f"{self.kind} plugin {name!r} ({ep.value}, from {dist or 'unknown distribution'}) "
-                f"failed to load: {type(exc).__name__}: {exc}"
+                f"failed to load: {what or f'{type(exc).__name__}: {exc}'}"
             ) from exc
         if self._validate is not None:
             try:
                 self._validate(name, obj)
             except (TypeError, ValueError) as exc:
-                raise PluginLoadError(f"{self.kind} plugin {name!r} ({ep.value}) is invalid: {exc}") from exc
+                raise PluginLoadError(
+                    f"{self.kind} plugin {name!r} ({ep.value}, from {dist or 'unknown distribution'}) is invalid: {exc}"
+                ) from exc
         with self._lock:
             self._loaded[name] = obj
         return obj

@@ -21,16 +21,18 @@ import json
 from typing import Any, Literal, get_args
 
 import anthropic
+from anthropic.types import Message
 
 from ..errors import ConfigError, LLMError
 from ..types import ToolCall, Usage
 from .base import LLMRequest, LLMResponse, LLMSettings
-from .faults import translate_sdk_error
+from .faults import translate_sdk_error, unreadable_body
 from .keys import SDKBackend
 
 SchemaMode = Literal["output_config", "tool", "off"]
 
 _OFFICIAL_HOSTS = ("api.anthropic.com",)
+_SERVER = "Anthropic server"
 _STOP_REASONS = {
     "end_turn": "stop",
     "stop_sequence": "stop",
@@ -132,10 +134,15 @@ class AnthropicBackend(SDKBackend):
         return body
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
+        kwargs = self.request_kwargs(request)
         try:
-            message = await self._client.messages.create(**self.request_kwargs(request), **self.send_options(request))
+            message = await self._client.messages.create(**kwargs, **self.send_options(request))
         except anthropic.AnthropicError as exc:
             raise self._translate(exc) from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # a 200 whose body is not JSON
+            raise unreadable_body(_SERVER, exc, None, (self._key.reveal(),)) from None
+        if not isinstance(message, Message):  # a body of another type (text/html) comes back as text
+            raise unreadable_body(_SERVER, None, message, (self._key.reveal(),))
         parts: list[str] = []
         calls: list[ToolCall] = []
         for block in message.content:
@@ -148,22 +155,26 @@ class AnthropicBackend(SDKBackend):
             elif block.type == "tool_use":  # the forced answer tool of schema_mode="tool"
                 parts.append(json.dumps(block.input, ensure_ascii=False))
         u = message.usage
-        usage = Usage(
-            input_tokens=(u.input_tokens or 0)
-            + (u.cache_creation_input_tokens or 0)
-            + (u.cache_read_input_tokens or 0),
-            output_tokens=u.output_tokens or 0,
-        )
+        usage = Usage()
+        read = written = 0
+        if u is not None:  # input_tokens leaves out the prompt-cache reads and writes: all three are input
+            read, written = u.cache_read_input_tokens or 0, u.cache_creation_input_tokens or 0
+            usage = Usage(input_tokens=(u.input_tokens or 0) + written + read, output_tokens=u.output_tokens or 0)
         reason = message.stop_reason
         finish = _STOP_REASONS.get(reason, reason) if reason else None
         return LLMResponse(
-            text="".join(parts), tool_calls=calls, usage=usage, model=message.model or "", finish_reason=finish
+            text="".join(parts),
+            tool_calls=calls,
+            usage=usage,
+            usage_reported=u is not None,
+            cached_input_tokens=read,
+            cache_write_tokens=written,
+            model=message.model or "",
+            finish_reason=finish,
         )
 
     def _translate(self, exc: anthropic.AnthropicError) -> LLMError:
-        return translate_sdk_error(
-            exc, anthropic, provider="Anthropic", server="Anthropic server", secrets=(self._key.reveal(),)
-        )
+        return translate_sdk_error(exc, anthropic, provider="Anthropic", server=_SERVER, secrets=(self._key.reveal(),))
 
     async def aclose(self) -> None:
         await self._client.close()

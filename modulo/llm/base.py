@@ -203,6 +203,12 @@ class LLMResponse(BaseModel):
     #: the tools the model asked to call (finish_reason "tool_calls"); empty for a plain reply
     tool_calls: list[ToolCall] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
+    #: False when the server's reply carried no usage: its tokens (and dollars) are unknown, not zero
+    usage_reported: bool = True
+    #: of ``usage.input_tokens``, those the provider read from its prompt cache, and those it wrote to it
+    #: (priced apart: :class:`~modulo.llm.pricing.Price`)
+    cached_input_tokens: int = 0
+    cache_write_tokens: int = 0
     model: str = ""
     finish_reason: str | None = None
     cached: bool = False

@@ -9,9 +9,9 @@
    a token bucket holding one second's worth of requests, so the rate holds over short windows too).
    Every attempt, retries included, passes both.
 3. **retries** on :class:`~modulo.errors.TransientLLMError` (429, 5xx, timeouts, dropped
-   connections, empty replies), driven by tenacity once a first attempt has failed: exponential
-   backoff with jitter, or the server's Retry-After when it sent one, both capped by
-   ``settings.max_backoff_s``; at most ``settings.max_retries`` retries.
+   connections, empty replies but those cut by the token limit or refused), driven by tenacity once a
+   first attempt has failed: exponential backoff with jitter, or the server's Retry-After when it sent
+   one, both capped by ``settings.max_backoff_s``; at most ``settings.max_retries`` retries.
    :class:`~modulo.errors.PermanentLLMError` is never retried.
 4. **accounting**: tokens and dollars (price table in :mod:`modulo.llm.pricing`) per call and in
    total, failed attempts included when the server reported usage for them.
@@ -46,8 +46,9 @@ from typing import Any
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
 from .. import components
+from ..binding import construct
 from ..canonical import PromptHasher
-from ..errors import CacheMissError, ConfigError, LLMError, PermanentLLMError, TransientLLMError
+from ..errors import CacheMissError, ConfigError, LLMError, PermanentLLMError, PluginLoadError, TransientLLMError
 from ..redact import known as known_secrets
 from ..redact import redact, redact_data, strip_userinfo
 from ..registry import bind_arguments
@@ -290,6 +291,8 @@ class LLMClient:
         if settings.requests_per_minute is not None and settings.requests_per_minute <= 0:
             raise ConfigError(f"llm.requests_per_minute must be positive, not {settings.requests_per_minute}")
         self.backend_calls = 0
+        #: whether a reply without usage was reported yet (once per client: a server may never send it)
+        self._warned_no_usage = False
         #: models seen without a price (their dollars count as zero)
         self.unpriced_models: set[str] = set()
         #: the run this client's fresh calls are paid for (:meth:`pays_for`), and this process's own mark
@@ -402,9 +405,9 @@ class LLMClient:
             models.add(self.settings.model)
         return sorted(models)
 
-    def _cost(self, model: str, input_tokens: int, output_tokens: int) -> float:
+    def _cost(self, model: str, input_tokens: int, output_tokens: int, cached: int = 0, written: int = 0) -> float:
         price = self._price(model)
-        return price.cost(input_tokens, output_tokens) if price is not None else 0.0
+        return price.cost(input_tokens, output_tokens, cached, written) if price is not None else 0.0
 
     def prepare(self, request: LLMRequest, stage: Stage) -> LLMRequest:
         """``request`` with the settings' model, max_tokens and seed filled in where unset, and the stage tag."""
@@ -508,7 +511,15 @@ class LLMClient:
             number = len(faults) + 1
             try:
                 response = _scrubbed(_valid_text(await self._send(request, capabilities.bounded)))
-                if self.retry_empty and not response.text.strip() and not response.tool_calls:
+                # (a reply cut empty by the token limit, or a refusal, is no accident but what the model answers:
+                # sent again, it is cut or refused again and paid again, or it is a fresh draw passed off as an
+                # attempt; it goes back as it is, its finish_reason telling why it is empty)
+                if (
+                    self.retry_empty
+                    and not response.text.strip()
+                    and not response.tool_calls
+                    and response.finish_reason not in _MODEL_ENDED
+                ):
                     raise EmptyReplyError(
                         f"the model returned an empty reply (finish_reason={response.finish_reason!r})",
                         usage=response.usage,
@@ -549,8 +560,21 @@ class LLMClient:
         if insane is not None:  # recorded as a fault; its figures are not added to tokens or cost
             log.warning("%s call for problem %r: %s", stage, request.tags.get("problem_id", "?"), insane)
             faults.append(Fault(kind="bad_usage", message=insane, attempt=len(faults) + 1, stage=stage))
+        if not response.usage_reported:  # recorded as a fault: its tokens and dollars are unknown, not zero
+            faults.append(Fault(kind="no_usage", message=NO_USAGE_NOTE, attempt=len(faults) + 1, stage=stage))
+            if not self._warned_no_usage:
+                self._warned_no_usage = True
+                log.warning(
+                    "%s backend, model %r: %s", self.backend_name, response.model or request.model, NO_USAGE_NOTE
+                )
         model = response.model or request.model
-        cost = self._cost(model, response.usage.input_tokens, response.usage.output_tokens)
+        cost = self._cost(
+            model,
+            response.usage.input_tokens,
+            response.usage.output_tokens,
+            response.cached_input_tokens,
+            response.cache_write_tokens,
+        )
         # a backend that answers from a recording (replay) is accounted like a cache hit: free, with
         # what the recorded call would cost now
         recorded = capabilities.recorded
@@ -693,6 +717,12 @@ def cache_identity(settings: LLMSettings) -> str:
     return settings.name + (f"@{strip_userinfo(settings.base_url).rstrip('/')}" if settings.base_url else "")
 
 
+#: finish reasons of an empty reply that the model meant (not retried): cut by the token limit, refused
+_MODEL_ENDED = frozenset({"length", "refusal"})
+
+#: the fault of a reply whose server reported no usage
+NO_USAGE_NOTE = "the server reported no token usage for this reply: its tokens and dollars are not counted"
+
 #: more tokens than any model reads or writes in one call: a usage figure past it is a server fault
 MAX_SANE_TOKENS = 100_000_000
 
@@ -766,7 +796,15 @@ def build_client(
         raise ConfigError(f"cache mode must be one of {', '.join(CACHE_MODES)}, not {cache_mode!r}")
     factory = components.llms.get(settings.name)
     kwargs = bind_arguments("llm backend", settings.name, factory, settings.args, inject={"settings": settings})
-    backend = factory(**kwargs)
+    backend = construct("llm backend", settings.name, factory, kwargs)  # a constructor's failure names it
+    missing = [hook for hook in ("complete", "aclose") if not callable(getattr(backend, hook, None))]
+    if missing:  # found now, before any call, not as a crash of every problem's first call
+        entry = components.llms.entries().get(settings.name)
+        source = f"from {entry.distribution or 'unknown distribution'}" if entry is not None else "registered"
+        raise PluginLoadError(
+            f"llm backend {settings.name!r} ({source}) made a {type(backend).__name__}, which lacks "
+            f"{' and '.join(missing)}: a backend needs async complete(request) and async aclose()"
+        )
     if not capabilities_of(backend).cacheable:
         cache_mode = "off"  # a script's replies depend on call order, not on the request alone
     cache: ResponseCache | None = None

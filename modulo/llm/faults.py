@@ -130,6 +130,23 @@ def body_details(body: object, fallback: str) -> tuple[str, str | None]:
     return fallback, None
 
 
+def unreadable_response(server: str, detail: str) -> TransientLLMError:
+    """A reply the SDK could not read as the provider's JSON (a proxy's error page, a body cut off): worth
+    another try. ``detail`` must already be redacted."""
+    return TransientLLMError(f"{server} sent an unreadable response: {detail}", fault="bad_response")
+
+
+def unreadable_body(
+    server: str, exc: Exception | None, body: object, secrets: Iterable[str | None]
+) -> TransientLLMError:
+    """:func:`unreadable_response` for a 200 whose body the SDK could not parse (``exc``: its JSON error) or
+    handed back as text instead of a response object (``body``)."""
+    if exc is not None:
+        return unreadable_response(server, f"not JSON ({redact(str(exc), secrets)})")
+    shown = redact(str(body)[:200], secrets)
+    return unreadable_response(server, f"{type(body).__name__} instead of a response object: {shown!r}")
+
+
 def tag_headers(tags: Mapping[str, str]) -> dict[str, str]:
     """Request tags as ``X-Modulo-<Tag>`` headers (``problem_id`` -> ``X-Modulo-Problem-Id``)."""
     headers: dict[str, str] = {}
@@ -161,7 +178,5 @@ def translate_sdk_error(
             code=code,
         )
     if isinstance(exc, sdk.APIResponseValidationError):
-        return TransientLLMError(
-            f"{server} sent an unreadable response: {redact(str(exc), secrets)}", fault="bad_response"
-        )
+        return unreadable_response(server, redact(str(exc), secrets))
     return PermanentLLMError(f"{provider} client error: {type(exc).__name__}: {redact(str(exc), secrets)}")

@@ -24,17 +24,19 @@ import json
 from typing import Any, Literal, get_args
 
 import openai
+from openai.types.chat import ChatCompletion
 
 from ..errors import ConfigError, LLMError
 from ..types import ToolCall, Usage
 from .base import LLMRequest, LLMResponse, LLMSettings
-from .faults import EmptyReplyError, translate_sdk_error
+from .faults import EmptyReplyError, translate_sdk_error, unreadable_body
 from .keys import SDKBackend, is_official
 
 SchemaFormat = Literal["openai", "llamacpp"]
 MaxTokensParam = Literal["auto", "max_tokens", "max_completion_tokens"]
 
 _OFFICIAL_HOSTS = ("api.openai.com", "openai.azure.com")
+_SERVER = "OpenAI-compatible server"
 
 
 def _choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
@@ -152,20 +154,26 @@ class OpenAIBackend(SDKBackend):
         return None
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
+        kwargs = self.request_kwargs(request)
         try:
-            response = await self._client.chat.completions.create(
-                **self.request_kwargs(request), **self.send_options(request)
-            )
+            response = await self._client.chat.completions.create(**kwargs, **self.send_options(request))
         except openai.OpenAIError as exc:
             raise self._translate(exc) from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # a 200 whose body is not JSON
+            raise unreadable_body(_SERVER, exc, None, (self._key.reveal(),)) from None
+        if not isinstance(response, ChatCompletion):  # a body of another type (text/html) comes back as text
+            raise unreadable_body(_SERVER, None, response, (self._key.reveal(),))
         usage = Usage()
+        cached = 0
         if response.usage is not None:
             usage = Usage(
                 input_tokens=response.usage.prompt_tokens or 0,
                 output_tokens=response.usage.completion_tokens or 0,
             )
+            details = response.usage.prompt_tokens_details  # of the prompt tokens, those read from the prompt cache
+            cached = (details.cached_tokens or 0) if details is not None else 0
         if not response.choices:
-            raise EmptyReplyError("OpenAI-compatible server returned no choices", usage=usage, model=response.model)
+            raise EmptyReplyError(f"{_SERVER} returned no choices", usage=usage, model=response.model)
         choice = response.choices[0]
         text = choice.message.content
         finish: str | None = choice.finish_reason
@@ -174,13 +182,17 @@ class OpenAIBackend(SDKBackend):
             text, finish = str(refusal), "refusal"
         calls = [_tool_call(c) for c in choice.message.tool_calls or [] if getattr(c, "function", None) is not None]
         return LLMResponse(
-            text=text or "", tool_calls=calls, usage=usage, model=response.model or "", finish_reason=finish
+            text=text or "",
+            tool_calls=calls,
+            usage=usage,
+            usage_reported=response.usage is not None,
+            cached_input_tokens=cached,
+            model=response.model or "",
+            finish_reason=finish,
         )
 
     def _translate(self, exc: openai.OpenAIError) -> LLMError:
-        return translate_sdk_error(
-            exc, openai, provider="OpenAI", server="OpenAI-compatible server", secrets=(self._key.reveal(),)
-        )
+        return translate_sdk_error(exc, openai, provider="OpenAI", server=_SERVER, secrets=(self._key.reveal(),))
 
     async def aclose(self) -> None:
         await self._client.close()

@@ -37,7 +37,9 @@ at that point of the script (it consumes its entry). ``{"tool_calls": [{"name": 
 ...], "text": ...}`` answers with native tool calls (OpenAI ``message.tool_calls``, finish_reason
 "tool_calls"; Anthropic ``tool_use`` blocks, stop_reason "tool_use"). A request's ``tools`` (the names
 offered) and ``tool_results`` (the results it sends back, in order) are recorded on its FakeRequest.
-Faults drawn from ``faults`` (a queue, used
+``{"text": ..., "cached_tokens": N}`` reports N of the prompt's tokens as read from the provider's prompt
+cache (OpenAI ``prompt_tokens_details.cached_tokens``; Anthropic ``cache_read_input_tokens``, which its
+``input_tokens`` leave out). Faults drawn from ``faults`` (a queue, used
 first) or ``fault_rates`` (seeded draws) consume no script entry: a retry gets the reply the faulted
 request would have had. :data:`FAULT_KINDS` lists the faults.
 """
@@ -91,6 +93,8 @@ FAULT_KINDS: dict[str, str] = {
     "invalid_json": "text that is not JSON",
     "truncated_json": "JSON cut off half-way, finish_reason 'stop'",
     "ignore_schema": "valid JSON that ignores the requested schema",
+    "no_usage": "the normal reply without its usage (no token counts)",
+    "garbled": "HTTP 200 whose body is a proxy's HTML error page, labelled JSON",
 }
 
 #: faults answered without a reply (they consume no script entry)
@@ -107,6 +111,7 @@ TRANSPORT_FAULTS = frozenset(
         "auth_echo",
         "reset",
         "timeout",
+        "garbled",
     }
 )
 
@@ -709,7 +714,8 @@ class _Handler(BaseHTTPRequestHandler):
         base = provider.generate(req) if item is None else item if isinstance(item, str) else item.get("text")
         if base is None:
             base = provider.generate(req)
-        return self._reply(api, req, str(base), None if fault == "slow" else fault)
+        cached = int(item.get("cached_tokens") or 0) if isinstance(item, Mapping) else 0
+        return self._reply(api, req, str(base), None if fault == "slow" else fault, cached_tokens=cached)
 
     def _read_request(self, api: Api, path: str, body: dict[str, Any]) -> FakeRequest:
         """The request as the provider records and scripts it (numbered in arrival order)."""
@@ -782,10 +788,26 @@ class _Handler(BaseHTTPRequestHandler):
             provider.wait(provider.hang_s)
             self._reset()
             return None
+        if fault == "garbled":
+            page = b"<html><body><h1>502 Bad Gateway</h1></body></html>"
+            with contextlib.suppress(OSError):
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(page)))
+                self.end_headers()
+                self.wfile.write(page)
+            return 200
         raise AssertionError(fault)
 
     def _reply(
-        self, api: Api, req: FakeRequest, text: str, fault: str | None, *, tool_calls: list[Any] | None = None
+        self,
+        api: Api,
+        req: FakeRequest,
+        text: str,
+        fault: str | None,
+        *,
+        tool_calls: list[Any] | None = None,
+        cached_tokens: int = 0,
     ) -> int:
         finish = "stop"
         refusal = False
@@ -809,6 +831,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif fault == "ignore_schema":
             text = json.dumps({"response": "I would rather describe the plan in words.", "confidence": "high"})
         prompt_tokens, completion_tokens = req.prompt_tokens, approx_tokens(text)
+        cached_tokens = min(cached_tokens, prompt_tokens)
         with self.provider._lock:
             serial = self.provider._stats.requests
         if api == "openai":
@@ -842,6 +865,8 @@ class _Handler(BaseHTTPRequestHandler):
                     "total_tokens": prompt_tokens + completion_tokens,
                 },
             }
+            if cached_tokens:
+                payload["usage"]["prompt_tokens_details"] = {"cached_tokens": cached_tokens}
         else:
             stop_reason = {"stop": "end_turn", "length": "max_tokens"}[finish]
             if refusal:
@@ -877,7 +902,11 @@ class _Handler(BaseHTTPRequestHandler):
                 "content": content,
                 "stop_reason": stop_reason,
                 "stop_sequence": None,
-                "usage": {"input_tokens": prompt_tokens, "output_tokens": completion_tokens},
+                "usage": {"input_tokens": prompt_tokens - cached_tokens, "output_tokens": completion_tokens},
             }
+            if cached_tokens:
+                payload["usage"]["cache_read_input_tokens"] = cached_tokens
+        if fault == "no_usage":
+            del payload["usage"]
         self._send_json(200, payload)
         return 200

@@ -100,3 +100,48 @@ def test_missing_key_for_the_real_api_is_a_config_error(monkeypatch: pytest.Monk
         build_client(LLMSettings(name="anthropic", model="claude-sonnet-4-5"))
     with pytest.raises(ConfigError, match=r"schema_mode"):
         build_client(LLMSettings(name="anthropic", base_url="http://127.0.0.1:9", args={"schema_mode": "nope"}))
+
+
+async def test_a_reply_without_usage_is_a_fault_not_a_crash(provider: ProviderFactory) -> None:
+    fake = provider(["Day 1: Rome."], faults=["no_usage"])
+    async with aclosing(build_client(anthropic_settings(fake))) as client:
+        call = await client.call(request(), "generate")
+    assert call.reply == "Day 1: Rome." and call.usage.calls == 1 and call.usage.failed_calls == 0
+    assert [f.kind for f in call.faults] == ["no_usage"]
+
+
+async def test_a_body_that_is_not_json_is_retried_and_named(provider: ProviderFactory) -> None:
+    fake = provider(["Day 1: Rome."], faults=["garbled"])
+    async with aclosing(build_client(anthropic_settings(fake))) as client:
+        call = await client.call(request(), "generate")
+    assert call.reply == "Day 1: Rome." and call.usage.failed_calls == 1
+    assert [f.kind for f in call.faults] == ["bad_response"]
+    assert "Anthropic server sent an unreadable response: not JSON" in call.faults[0].message
+
+
+async def test_prompt_cache_reads_count_as_input_at_their_own_price(provider: ProviderFactory) -> None:
+    prompt = "Plan a trip to Rome. " * 200
+    fake = provider([{"text": "Day 1: Rome.", "cached_tokens": 800}])
+    async with aclosing(build_client(anthropic_settings(fake))) as client:  # claude-haiku-4-5: $1, a read $0.10
+        call = await client.call(request(prompt), "generate")
+    n_in, n_out = approx_tokens(prompt), approx_tokens("Day 1: Rome.")
+    assert call.usage.input_tokens == n_in and n_in > 800
+    assert call.usage.cost_usd == pytest.approx(((n_in - 800) * 1.0 + 800 * 0.10 + n_out * 5.0) / 1e6)
+
+
+async def test_an_sdk_refusal_to_send_is_not_taken_for_an_unreadable_reply(
+    provider: ProviderFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the SDK raises ValueError before sending (a non-streaming request it expects to take too long):
+    # a permanent error in modulo's hands, never a retried "unreadable response" from the server
+    fake = provider()
+    client = build_client(anthropic_settings(fake))
+
+    async def refuses(**kwargs: object) -> object:
+        raise ValueError("Streaming is strongly recommended for operations that may take longer than 10 minutes")
+
+    monkeypatch.setattr(client.backend._client.messages, "create", refuses)  # type: ignore[attr-defined]
+    async with aclosing(client):
+        with pytest.raises(PermanentLLMError, match="Streaming is strongly recommended"):
+            await client.call(request(), "generate")
+    assert client.backend_calls == 1

@@ -170,3 +170,37 @@ async def test_a_backend_that_never_answers_is_cut_off() -> None:
     with pytest.raises(TransientLLMError) as info:
         await client.call(request(), "generate")
     assert info.value.fault == "timeout"
+
+
+async def test_a_reply_cut_empty_by_the_token_limit_is_truncated_not_retried(provider: ProviderFactory) -> None:
+    # a reasoning model that spends max_tokens thinking answers "" with finish_reason "length": the same
+    # request is cut the same way again, so it is not resent (and paid) but returned as truncated
+    fake = provider(["", "never asked"], faults=["truncated"])
+    async with aclosing(build_client(openai_settings(fake))) as client:
+        call = await client.call(request("Plan a trip to Rome."), "generate")
+    assert call.reply == "" and call.finish_reason == "length" and not call.faults
+    assert fake.stats().requests == 1 and call.usage.calls == 1 and call.usage.failed_calls == 0
+
+
+class _Refusing:
+    """Anthropic's answer when its classifier stops the model at once: no content, stop_reason "refusal"."""
+
+    name = "refusing"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        self.calls += 1
+        return LLMResponse(text="", finish_reason="refusal", model="m")
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_an_empty_refusal_is_the_answer_not_retried() -> None:
+    backend = _Refusing()
+    client = LLMClient(backend, LLMSettings(name="refusing", max_retries=3, max_backoff_s=0.0))
+    call = await client.call(request(), "generate")
+    assert backend.calls == 1 and call.reply == "" and call.finish_reason == "refusal"
+    assert call.usage.calls == 1 and call.usage.failed_calls == 0 and not call.faults

@@ -180,6 +180,8 @@ def test_every_fault_kind_is_handled(provider: ProviderFactory) -> None:
             chat(fake)
         except (urllib.error.URLError, ConnectionError, OSError):
             assert kind in ("reset", "timeout")
+        except json.JSONDecodeError:
+            assert kind == "garbled"
     stats = fake.stats()
     assert stats.requests == len(FAULT_KINDS)
     assert all(stats.fault(kind) == 1 for kind in FAULT_KINDS)

@@ -6,7 +6,7 @@ from contextlib import aclosing
 
 import pytest
 
-from modulo.errors import ArgumentError, ConfigError, ContextLengthError, PermanentLLMError
+from modulo.errors import ArgumentError, ConfigError, ContextLengthError, PermanentLLMError, TransientLLMError
 from modulo.llm.base import LLMSettings
 from modulo.llm.client import build_client
 from modulo.llm.openai_backend import OpenAIBackend
@@ -155,3 +155,44 @@ async def test_tag_headers_route_per_problem_scripts(provider: ProviderFactory) 
     assert replies == ["b1", "a1", "a2"]
     assert fake.requests[0].headers["x-modulo-problem-id"] == "b"
     assert fake.requests[0].headers["x-modulo-stage"] == "generate"
+
+
+async def test_a_reply_without_usage_is_a_fault_not_zero_tokens(provider: ProviderFactory) -> None:
+    fake = provider(["a plan"], faults=["no_usage"])
+    async with aclosing(build_client(openai_settings(fake))) as client:
+        call = await client.call(request(), "generate")
+    assert call.reply == "a plan" and call.usage.calls == 1
+    assert [f.kind for f in call.faults] == ["no_usage"] and "not counted" in call.faults[0].message
+
+
+async def test_a_body_that_is_not_json_is_retried_and_named(provider: ProviderFactory) -> None:
+    fake = provider(["a plan"], faults=["garbled"])
+    async with aclosing(build_client(openai_settings(fake))) as client:
+        call = await client.call(request(), "generate")
+    assert call.reply == "a plan" and call.usage.failed_calls == 1 and fake.stats().requests == 2
+    assert [f.kind for f in call.faults] == ["bad_response"]
+    assert "unreadable response: not JSON" in call.faults[0].message
+
+
+async def test_a_body_handed_back_as_text_is_named(provider: ProviderFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = provider()
+    backend = OpenAIBackend(openai_settings(fake))
+
+    async def page(**kwargs: object) -> str:  # what the SDK returns for a 200 that is not labelled JSON
+        return "<html><body>502 Bad Gateway</body></html>"
+
+    monkeypatch.setattr(backend._client.chat.completions, "create", page)
+    with pytest.raises(TransientLLMError, match=r"unreadable response: str instead of a response object.*502") as info:
+        await backend.complete(request())
+    assert info.value.fault == "bad_response"
+    await backend.aclose()
+
+
+async def test_prompt_tokens_read_from_the_prompt_cache_cost_the_cached_price(provider: ProviderFactory) -> None:
+    prompt = "Plan a trip to Rome. " * 200
+    fake = provider([{"text": "Day 1: Rome.", "cached_tokens": 800}])
+    async with aclosing(build_client(openai_settings(fake))) as client:  # gpt-4o-mini: $0.15, cached $0.075
+        call = await client.call(request(prompt), "generate")
+    n_in, n_out = approx_tokens(prompt), approx_tokens("Day 1: Rome.")
+    assert call.usage.input_tokens == n_in and n_in > 800  # the cached tokens are input tokens too
+    assert call.usage.cost_usd == pytest.approx(((n_in - 800) * 0.15 + 800 * 0.075 + n_out * 0.60) / 1e6)

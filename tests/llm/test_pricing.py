@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -26,11 +27,31 @@ def test_exact_and_longest_prefix_matches() -> None:
     assert Price(2.0, 8.0).cost(1_000_000, 500_000) == pytest.approx(6.0)
 
 
+def test_another_model_that_shares_a_prefix_has_no_price() -> None:
+    # each of these costs several times the family whose name starts it: never priced as that family
+    for model in ("o1-pro", "o3-pro-2025-06-10", "gpt-5-pro", "gpt-4-32k", "gpt-4-1106-preview", "gpt-3.5-turbo-16k"):
+        assert lookup_price(model) is None, model
+    assert lookup_price("gpt-3.5-turbo-0125") == PRICES["gpt-3.5-turbo"]
+    assert lookup_price("claude-3-5-sonnet-latest") == PRICES["claude-3-5-sonnet"]
+    assert lookup_price("o3-mini-2025-01-31") == PRICES["o3-mini"]
+    assert lookup_price("gpt-4o-2024-05-13") == Price(5.0, 15.0)  # a snapshot priced apart from its family
+
+
+def test_prompt_cache_reads_and_writes_have_their_own_price() -> None:
+    sonnet = PRICES["claude-sonnet-4-5"]  # $3 input, a cache read $0.30, a write $3.75, $15 output
+    assert sonnet.cost(1000, 100, cached_tokens=600, written_tokens=300) == pytest.approx(
+        (100 * 3 + 600 * 0.30 + 300 * 3.75 + 100 * 15) / 1e6
+    )
+    assert sonnet.cost(100, 0, cached_tokens=500) == pytest.approx(100 * 0.30 / 1e6)  # no more than the input
+    assert PRICES["gpt-4"].cost(1000, 0, cached_tokens=600) == pytest.approx(1000 * 30 / 1e6)  # no discount there
+    assert lookup_price("gpt-4o", LLMSettings(price_input_per_mtok=1.0)) == Price(1.0, 10.0)
+
+
 def test_settings_override_the_table() -> None:
     both = LLMSettings(model="gpt-4o", price_input_per_mtok=1.0, price_output_per_mtok=2.0)
     assert lookup_price("gpt-4o", both) == Price(1.0, 2.0)
     half = LLMSettings(price_output_per_mtok=9.0)
-    assert lookup_price("gpt-4o", half) == Price(PRICES["gpt-4o"].input_per_mtok, 9.0)
+    assert lookup_price("gpt-4o", half) == replace(PRICES["gpt-4o"], output_per_mtok=9.0)
     assert lookup_price("my-local-model", half) == Price(0.0, 9.0)
 
 
