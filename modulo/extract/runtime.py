@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from ..critic import CriticFactory, CriticSource, critic
-from ..sandbox import load_file
 from ..types import PlanJSON, Problem, Verdict
+from .confine import load_confined
 
 #: the name of the function a candidate must define
 FUNCTION = "check"
@@ -38,12 +38,13 @@ _lock = threading.Lock()
 
 
 def load_check(path: str | Path) -> Callable[..., Any]:
-    """The ``check`` function of the code file ``path`` (loaded once per process)."""
+    """The ``check`` function of the code file ``path`` (loaded once per process, confined: see
+    :mod:`.confine`)."""
     key = str(path)
     with _lock:
         if key in _loaded:
             return _loaded[key]
-        module = load_file(key, f"modulo_extracted_code_{len(_loaded)}")
+        module = load_confined(key, f"modulo_extracted_code_{len(_loaded)}")
         fn = getattr(module, FUNCTION, None)
         if not callable(fn):
             raise TypeError(f"{key} defines no function {FUNCTION}(problem, plan)")

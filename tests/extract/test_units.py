@@ -132,3 +132,54 @@ def test_gate_settings_and_the_output_folder_are_checked(tmp_path: Path) -> None
     with pytest.raises(ConfigError, match="holds no earlier extraction"):
         prepare_out(tmp_path, force=True)
     assert (tmp_path / "mine.txt").exists()
+
+
+# Candidates that would pass the gate with no logic of their own: the built-in critic imported, the caller's
+# full problem (its witness) read from the stack, the benchmark's files read, a module's own `sys` taken.
+ESCAPES = {
+    "import modulo": "from modulo.binding import bind_critics\ndef check(problem, plan):\n    return True, ''\n",
+    "import sys": "import sys\ndef check(problem, plan):\n    return True, ''\n",
+    "stack": "def check(problem, plan):\n    try:\n        raise ValueError\n    except ValueError as e:\n"
+    "        f = getattr(e, '__trace' + 'back__')\n    return True, ''\n",
+    "private": "import collections\ndef check(problem, plan):\n    return getattr(collections, '_sys') is None, ''\n",
+    "module attribute": "import json\ndef check(problem, plan):\n    return json.decoder is None, ''\n",
+    "attrgetter": "import operator\ndef check(problem, plan):\n    return operator.attrgetter('x') is None, ''\n",
+    "open": "def check(problem, plan):\n    return bool(open('/etc/hostname').read()), ''\n",
+    "eval": "def check(problem, plan):\n    return eval('1') == 1, ''\n",
+}
+
+
+@pytest.mark.parametrize("name", list(ESCAPES))
+def test_a_candidates_code_reaches_nothing_but_its_arguments_and_pure_modules(name: str, tmp_path: Path) -> None:
+    from modulo.extract.runtime import load_check
+
+    path = tmp_path / "check.py"
+    path.write_text(ESCAPES[name])
+    with pytest.raises((PermissionError, NameError)):
+        load_check(path)({"constraints": {}}, {})
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "def check(problem, plan):\n    import sys\n    return sys._getframe(1).f_back is None, ''\n",
+        "def check(problem, plan):\n    return plan.__class__ is dict, ''\n",
+        "def check(problem, plan):\n    return bool(__loader__), ''\n",
+    ],
+)
+def test_frame_and_dunder_attributes_make_a_reply_unusable_before_it_runs(code: str) -> None:
+    why = code_of(f"```python\n{code}```")[1]
+    assert why is not None and "refused in the modulo sandbox" in why
+
+
+def test_a_candidate_may_use_the_pure_modules(tmp_path: Path) -> None:
+    from modulo.extract.runtime import load_check
+
+    path = tmp_path / "check.py"
+    path.write_text(
+        "import re, math\nimport collections.abc\nfrom collections import Counter\nfrom datetime import time\n"
+        "def check(problem, plan):\n    ok = isinstance(problem, collections.abc.Mapping) and math.floor(1.5) == 1\n"
+        "    ok = ok and Counter('aab')['a'] == 2 and re.match(r'\\d', '1') and time(9).hour == 9\n"
+        "    return bool(ok and getattr(plan, 'get')('x') == 1), ''\n"
+    )
+    assert load_check(path)({}, {"x": 1}) == (True, "")
