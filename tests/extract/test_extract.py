@@ -215,3 +215,25 @@ def check(problem, plan):
     [r] = result.results
     assert not r.admitted and "importing modulo.binding is refused in the modulo sandbox" in r.reason
     assert result.package is None
+
+
+BLIND = """
+def _minutes(text):
+    hours, minutes = str(text).split(":")
+    return int(hours) * 60 + int(minutes)
+
+
+def check(problem, plan):
+    day, end = plan["day"], _minutes(plan["end"])
+    for c in problem["constraints"]["constraints"]:  # avoid_before is never looked at
+        if c["kind"] in ("avoid_after", "avoid_day") and c["day"] == day and (c["kind"] == "avoid_day" or end > c["time"]):
+            return False, c["text"]
+    return True, ""
+"""
+
+
+def test_a_critic_that_ignores_one_kind_of_its_constraint_is_not_admitted(tmp_path: Path) -> None:
+    # seed 1 with 6 problems: among the first problems, no plan breaks an avoid_before requirement alone
+    result = extraction(tmp_path, {"synth_preference": [reply(BLIND)]}, ["synth_preference"], attempts=1, seed=1)
+    [r] = result.results
+    assert not r.admitted and "avoid_before" in json.dumps(r.final.training.counterexamples)
