@@ -183,3 +183,25 @@ def test_a_candidate_may_use_the_pure_modules(tmp_path: Path) -> None:
         "    return bool(ok and getattr(plan, 'get')('x') == 1), ''\n"
     )
     assert load_check(path)({}, {"x": 1}) == (True, "")
+
+
+def test_the_gate_report_counts_the_problems_of_the_gate_set_not_the_setting() -> None:
+    from modulo.benchmark import ConstraintInfo
+    from modulo.extract.loop import ConstraintResult
+    from modulo.extract.report import render_gate
+
+    result = ConstraintResult(
+        benchmark="synth/calendar",
+        info=ConstraintInfo(name="synth_deadline", description="d"),
+        critic="extracted/synth_deadline",
+        settings=GateSettings(problems=12),
+        backend="scripted",
+        model="scripted",
+        gate_set={
+            "cases": 800,
+            "training": {"problems": 10, "plans": 521, "valid": 285, "invalid": 236},
+            "held_out": {"problems": 5, "plans": 279, "valid": 204, "invalid": 75},
+        },
+    )
+    text = render_gate(result)
+    assert "800 plans of 15 problems" in text and "of 12 problems" not in text
