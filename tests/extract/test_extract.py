@@ -226,8 +226,9 @@ def _minutes(text):
 def check(problem, plan):
     day, end = plan["day"], _minutes(plan["end"])
     for c in problem["constraints"]["constraints"]:  # avoid_before is never looked at
-        if c["kind"] in ("avoid_after", "avoid_day") and c["day"] == day and (c["kind"] == "avoid_day" or end > c["time"]):
-            return False, c["text"]
+        if c["kind"] in ("avoid_after", "avoid_day") and c["day"] == day:
+            if c["kind"] == "avoid_day" or end > c["time"]:
+                return False, c["text"]
     return True, ""
 """
 
