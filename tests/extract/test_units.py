@@ -53,6 +53,10 @@ def test_the_gate_admits_only_zero_false_rejections_and_enough_recall() -> None:
     assert part.passes(0.75) == (True, "")
     part.confusion = Confusion(valid=2)
     assert "no invalid plan" in part.passes(0.5)[1]
+    # a part without a valid plan (travelplanner budget, --problems 2: the held-out family's plans all break
+    # it) cannot show that a critic rejects no valid plan: a critic rejecting everything would pass it
+    part.confusion = Confusion(valid=0, invalid=3, caught=3)
+    assert part.passes(1.0) == (False, "training: no valid plan to measure false rejections on")
     part.confusion = Confusion(valid=2, invalid=2, caught=2)
     part.error = {"error": "MemoryError: ", "plan": {}}
     assert "failed on a plan: MemoryError" in part.passes(0.0)[1]
