@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import hashlib
 import sys
 from collections.abc import Callable, Mapping
 from types import ModuleType
@@ -159,11 +160,18 @@ def confined_builtins() -> dict[str, Any]:
     return out
 
 
-def load_confined(path: str, name: str) -> ModuleType:
+def load_confined(path: str, name: str, sha256: str | None = None) -> ModuleType:
     """Execute the candidate's code file ``path`` as the module ``name`` with :func:`confined_builtins`,
-    after :func:`refusal` read it (a PermissionError says why it may not run)."""
-    with open(path, encoding="utf-8") as fh:
-        code = fh.read()
+    after :func:`refusal` read it (a PermissionError says why it may not run). ``sha256``: the hash of the
+    code the gate admitted; a file that differs is refused (what runs is what was admitted)."""
+    with open(path, "rb") as fh:
+        data = fh.read()
+    if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
+        raise PermissionError(
+            f"{path} is not the code the extraction gate admitted (its sha256 differs from the one recorded "
+            "in the critic's provenance): an edited critic is no longer the gated one; extract it again"
+        )
+    code = data.decode("utf-8")
     why = refusal(code)
     if why is not None:
         raise PermissionError(why)

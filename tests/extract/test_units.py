@@ -209,3 +209,37 @@ def test_the_gate_report_counts_the_problems_of_the_gate_set_not_the_setting() -
     )
     text = render_gate(result)
     assert "800 plans of 15 problems" in text and "of 12 problems" not in text
+
+
+def test_a_generated_critic_whose_code_was_edited_after_the_gate_refuses_to_load(tmp_path: Path) -> None:
+    import importlib.util
+
+    from modulo.benchmark import ConstraintInfo
+    from modulo.extract.loop import Attempt, ConstraintResult
+    from modulo.extract.package import write_package
+    from modulo.extract.runtime import load_check
+
+    code = "def check(problem, plan):\n    return plan.get('day') != 'Sunday', 'on Sunday'\n"
+    part = PartResult(part="training", cases=2, confusion=Confusion(valid=1, invalid=1, caught=1))
+    result = ConstraintResult(
+        benchmark="synth/calendar",
+        info=ConstraintInfo(name="synth_day", description="d"),
+        critic="edited/synth_day",
+        settings=GateSettings(),
+        backend="scripted",
+        model="scripted",
+        attempts=[Attempt(number=1, call={}, code=code, training=part, held_out=part, admitted=True)],
+        admitted=True,
+        code=code,
+    )
+    out = write_package(tmp_path / "pkg", "synth/calendar", "edited", [result])
+    module_dir = next(p for p in out.iterdir() if p.is_dir())
+    spec = importlib.util.spec_from_file_location("edited_pkg_extracted", module_dir / "extracted.py")
+    assert spec is not None and spec.loader is not None
+    generated = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generated)
+    sha256 = generated.synth_day.provenance["code_sha256"]
+    code_file = module_dir / "code" / "synth_day.py"
+    code_file.write_text(code.replace("!= 'Sunday'", "is not None"))  # "fixed" by hand: no longer what was gated
+    with pytest.raises(PermissionError, match="not the code the extraction gate admitted"):
+        load_check(code_file, sha256)
