@@ -243,3 +243,23 @@ def test_a_generated_critic_whose_code_was_edited_after_the_gate_refuses_to_load
     code_file.write_text(code.replace("!= 'Sunday'", "is not None"))  # "fixed" by hand: no longer what was gated
     with pytest.raises(PermissionError, match="not the code the extraction gate admitted"):
         load_check(code_file, sha256)
+
+
+@pytest.mark.parametrize(
+    ("task", "constraint", "problems", "seed", "parts"),
+    [
+        ("calendar", "calendar_preferences", 4, 3, {"against_before_preference", "against_after_preference",
+                                                    "against_day_preference"}),
+        ("meeting", "meeting_window", 3, 4, {"meeting_before_window", "meeting_past_window"}),
+    ],
+)  # fmt: skip
+def test_a_natural_plan_gate_set_breaks_every_part_of_its_constraint(
+    task: str, constraint: str, problems: int, seed: int, parts: set[str]
+) -> None:
+    # these first problems had no plan breaking an 'after' preference (the other: a window's start): a critic
+    # that ignored that part would have been admitted
+    from tests.data_support import data_root
+
+    data_root("NATURAL PLAN", "natural_plan")
+    cases = bind_benchmark(f"natural_plan/{task}").gate_cases(constraint, problems=problems, seed=seed)
+    assert parts <= {c.origin for c in cases if not c.valid}
