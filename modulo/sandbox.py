@@ -16,8 +16,10 @@ event-loop process). A worker, before it imports the critic's module:
 - runs in a **fresh scratch directory** (its cwd, removed when the worker ends) and **writes nowhere
   else**: an audit hook (:func:`sys.addaudithook`, which Python code cannot remove) refuses every
   ``open`` for writing and every file-system change (remove, rename, mkdir, chmod, links, shutil's
-  copies and moves) outside it. A *guard, not a kernel boundary* too: native code (ctypes) gets
-  past it; use OS-level isolation (a container, a read-only mount) where that matters.
+  copies and moves) outside it, and every opening of another process's ``/proc/PID`` files (the
+  parent's ``environ`` holds the API keys, its ``mem`` everything). A *guard, not a kernel boundary*
+  too: native code (ctypes) gets past it; use OS-level isolation (a container, a read-only mount)
+  where that matters.
 - has **memory and CPU limits** (``RLIMIT_AS`` = ``sandbox_memory_mb``; ``RLIMIT_CPU`` set before
   each call to the worker's CPU time so far plus ``sandbox_cpu_s``, default the call's deadline + 1).
 - has **no network**, as a *guard, not a kernel boundary*: socket creation, ``create_connection``
@@ -819,6 +821,8 @@ def _guard_processes() -> None:
 
 
 NO_WRITES = "writing outside the sandbox's scratch directory is disabled in the modulo sandbox"
+#: /proc/PID of another process: the parent's environment holds the API keys, its memory everything else
+NO_PROC = "reading another process's files is disabled in the modulo sandbox"
 #: audit events that start a process or open a connection (refused, a second layer under the guards above)
 _REFUSED_EVENTS = {
     "os.fork": NO_PROCESSES,
@@ -859,8 +863,9 @@ _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 
 
 def _guard_files(scratch: str) -> None:
-    """An audit hook (it cannot be removed from Python) that refuses writes outside ``scratch``, and, as a
-    second layer under :func:`_guard_network` and :func:`_guard_processes`, connections and new processes."""
+    """An audit hook (it cannot be removed from Python) that refuses writes outside ``scratch`` and any
+    opening of another process's ``/proc/PID`` files, and, as a second layer under :func:`_guard_network`
+    and :func:`_guard_processes`, connections and new processes."""
     root = os.path.realpath(scratch)
 
     def outside(path: object) -> bool:
@@ -872,12 +877,26 @@ def _guard_files(scratch: str) -> None:
             return True
         return full != root and not full.startswith(root + os.sep)
 
+    own = str(os.getpid())
+
+    def another_process(path: object) -> bool:
+        """Whether ``path`` is under ``/proc/PID`` of another process (its environment, its memory)."""
+        if not isinstance(path, (str, bytes)):
+            return False
+        try:
+            parts = os.path.realpath(os.fsdecode(path)).split(os.sep)
+        except (TypeError, ValueError):
+            return True
+        return len(parts) > 2 and parts[1] == "proc" and parts[2].isdigit() and parts[2] != own
+
     def hook(event: str, args: tuple[Any, ...]) -> None:
         refused = _REFUSED_EVENTS.get(event)
         if refused is not None:
             raise PermissionError(refused)
         if event == "open":
             path, mode, flags = (*tuple(args), None, None, None)[:3]
+            if another_process(path):
+                raise PermissionError(f"{NO_PROC}: {os.fsdecode(path)}")
             writes = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
                 isinstance(flags, int) and flags & _WRITE_FLAGS
             )

@@ -80,6 +80,13 @@ NOTES: dict[str, str] = {
 }
 
 GOLD = "gold"
+#: constraints with parts that different perturbations break (a preference of each kind, each side of a
+#: friend's window): a gate set holds a plan of each of these origins, or a critic that ignored that part
+#: would pass it
+PARTS: dict[str, tuple[str, ...]] = {
+    "calendar_preferences": ("against_before_preference", "against_after_preference", "against_day_preference"),
+    "meeting_window": ("meeting_before_window", "meeting_past_window"),
+}
 
 
 @dataclass
@@ -112,31 +119,44 @@ def gate_cases(bench: NaturalPlanBenchmark, constraint: str, *, problems: int, s
 
     ``problems`` problems of ``subset100`` (in an order fixed by a hash of the seed) that have a plan
     invalid for ``constraint``, plus up to a quarter as many met on the way that have none (a critic must
-    accept every plan of those)."""
+    accept every plan of those). For a constraint with several parts (:data:`PARTS`), more problems are
+    added, only ones with a plan that breaks a part no plan has broken yet, until each part is broken:
+    otherwise a critic that ignored that part would pass every case. A part no problem of the subset breaks
+    is a ConfigError."""
     names = [f.name for f in bench.critic_factories]
     if constraint not in names:
         raise ConfigError(f"{bench.name} has no constraint {constraint!r}; its constraints: {', '.join(names)}")
     pool = sorted(bench.select(SPLIT_SUBSET), key=lambda p: hashlib.sha256(f"{seed}:{p.id}".encode()).hexdigest())
     cases: list[GateCase] = []
     relevant = others = 0
+    unbroken = set(PARTS.get(constraint, ()))
     for problem in pool:
-        if relevant >= problems:
+        if relevant >= problems and not unbroken:
             break
         labelled = [
             (v.origin, plan, *v.labels[constraint])
             for v, plan in labelled_variants(bench, problem, seed)
             if constraint in v.labels
         ]
-        if any(not valid for _, _, valid, _ in labelled):
+        breaking = {origin for origin, _, valid, _ in labelled if not valid}
+        if breaking:
+            if relevant >= problems and not breaking & unbroken:
+                continue
             relevant += 1
         elif labelled and others < problems // 4:
             others += 1
         else:
             continue
+        unbroken -= breaking
         cases += [
             GateCase(problem=problem, plan=plan, valid=valid, origin=origin, oracle=why)
             for origin, plan, valid, why in labelled
         ]
+    if unbroken:
+        raise ConfigError(
+            f"{bench.name}: no plan of the gate set of {constraint} (seed {seed}) is a {', '.join(sorted(unbroken))} "
+            "perturbation, so a critic that ignores that part of the constraint would be admitted"
+        )
     return cases
 
 

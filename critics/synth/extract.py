@@ -79,7 +79,11 @@ def gate_cases(bench: SynthBenchmark, constraint: str, *, problems: int, seed: i
 
     ``problems`` problems that hold a requirement of the constraint's kinds (synthesized problems, medium
     and hard alternately, are skipped until enough do, up to 40 times as many), plus up to a quarter as
-    many met on the way that hold none (a critic must accept every plan of those)."""
+    many met on the way that hold none (a critic must accept every plan of those). While some kind of the
+    constraint (``synth_preference``: avoid_before, avoid_after, avoid_day) is broken alone by no plan yet,
+    more problems are added, only ones that break such a kind alone: otherwise a critic that ignored that
+    kind would pass every case. A kind still not broken alone after 40 times as many problems is a
+    ConfigError, never a gate that cannot see it."""
     from modulo.errors import ConfigError
 
     family = bench.family
@@ -90,19 +94,26 @@ def gate_cases(bench: SynthBenchmark, constraint: str, *, problems: int, seed: i
         )
     cases: list[GateCase] = []
     relevant = others = 0
+    #: the kinds no plan breaks alone yet: a critic that ignored one of them would pass every such gate
+    uncovered = set(kinds)
     for index in range(40 * problems):
-        if relevant >= problems:
+        if relevant >= problems and not uncovered:
             break
         labelled = _labelled(type(bench), seed, index)
         if not labelled:
             continue
         spec = labelled[0][0].constraints
+        kind_of = {c["id"]: c["kind"] for c in spec["constraints"]}
+        alone = {kind_of[ids[0]] for *_, truths in labelled if len(ids := _broken(truths, kind_of, kinds)) == 1}
         if any(c["kind"] in kinds for c in spec["constraints"]):
+            if relevant >= problems and not alone & uncovered:
+                continue  # enough problems: only one that breaks a kind not yet broken alone is added
             relevant += 1
         elif others < problems // 4:
             others += 1
         else:
             continue
+        uncovered -= alone
         for problem, origin, plan, truths in labelled:
             broken = [c for c in spec["constraints"] if c["kind"] in kinds and not truths[c["id"]]]
             oracle = (
@@ -111,7 +122,18 @@ def gate_cases(bench: SynthBenchmark, constraint: str, *, problems: int, seed: i
                 else "Z3: breaks " + "; ".join(f'{c["id"]} "{c.get("text") or family.describe(c)}"' for c in broken)
             )
             cases.append(GateCase(problem=problem, plan=plan, valid=not broken, origin=origin, oracle=oracle))
+    if uncovered:
+        raise ConfigError(
+            f"{bench.name}: no plan of the gate set of {constraint} (seed {seed}, {40 * problems} problems tried) "
+            f"breaks a requirement of kind {', '.join(sorted(uncovered))} alone, so a critic that ignores it would "
+            "be admitted: raise --problems or change --seed"
+        )
     return cases
+
+
+def _broken(truths: dict[str, bool], kind_of: dict[str, str], kinds: tuple[str, ...]) -> list[str]:
+    """The ids of the requirements of ``kinds`` a plan breaks."""
+    return [i for i, ok in truths.items() if not ok and kind_of.get(i) in kinds]
 
 
 @functools.lru_cache(maxsize=2048)

@@ -5,7 +5,7 @@ whose failures are sent back to the model as feedback, and a held-out part the e
 the model. A candidate is **admitted** only when, on each part separately:
 
 - it rejects **no valid plan** (zero false rejections: a critic that blocks good plans misleads the
-  planner), and
+  planner; a part without a valid plan cannot show that, and does not admit), and
 - it rejects at least ``min_recall`` of the invalid plans (default 1.0: the synthesized benchmarks'
   oracles are exact; a permissive critic inflates every pass rate it touches), and
 - it never fails: a crash, a timeout, a wrong return type, a changed plan or a sandbox refusal (network,
@@ -145,6 +145,8 @@ class PartResult:
             return False, f"{self.part}: failed on a plan: {self.error['error']}"
         if c.false_rejects:
             return False, f"{self.part}: rejected {c.false_rejects} of {c.valid} valid plans"
+        if not c.valid:  # zero false rejections of no valid plan would say nothing
+            return False, f"{self.part}: no valid plan to measure false rejections on"
         if c.recall is None:
             return False, f"{self.part}: no invalid plan to measure recall on"
         if c.recall < min_recall:

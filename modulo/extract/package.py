@@ -14,6 +14,7 @@ Every critic is ``source="llm-extracted"`` and ``untrusted``: it always runs in 
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -39,7 +40,7 @@ def write_package(out: Path, benchmark: str, prefix: str, admitted: Sequence[Con
     blocks = []
     for r in admitted:
         stem = identifier(r.info.name)
-        write_text(pkg / "code" / f"{stem}.py", r.code)
+        code = write_text(pkg / "code" / f"{stem}.py", r.code)
         write_gate_report(r, pkg / "gate")
         final = r.final
         assert final is not None and final.training is not None and final.held_out is not None
@@ -53,6 +54,8 @@ def write_package(out: Path, benchmark: str, prefix: str, admitted: Sequence[Con
             "recall_training": final.training.confusion.recall,
             "recall_held_out": final.held_out.confusion.recall,
             "package": dist,
+            #: the admitted code as written (checked on load: an edited file is refused)
+            "code_sha256": hashlib.sha256(code.read_bytes()).hexdigest(),
         }
         entries.append(f'"{r.critic}" = "{module}.extracted:{stem}"')
         blocks.append(

@@ -9,6 +9,7 @@ from typing import Any
 
 from ..benchmark import Benchmark, ConstraintInfo, GateCase
 from ..types import Message
+from .confine import ALLOWED_MODULES, refusal
 from .gate import PartResult
 from .runtime import FUNCTION
 
@@ -44,8 +45,10 @@ def task_messages(
         _json(schema) if schema else "",
         "",
         "Plans reach the function only after they passed the benchmark's format check. When the problem has no "
-        'requirement of this kind, return (True, ""). Use only the Python standard library: the function runs '
-        "in a sandbox without network, processes, environment or file writes, under a time limit.",
+        'requirement of this kind, return (True, ""). The function may import only '
+        f"{', '.join(sorted(m for m in ALLOWED_MODULES if '.' not in m))} and use only its arguments (no files, "
+        "no dunder attributes, no introspection): it runs in a sandbox without network, processes, "
+        "environment or file writes, under a time limit.",
         "",
         "Labelled plans for the example problem (the oracle's verdict on this constraint):",
     ]
@@ -107,4 +110,4 @@ def code_of(reply: str) -> tuple[str, str | None]:
         return code, f"the code defines no top-level function {FUNCTION}(problem, plan)"
     if len(fns[-1].args.args) < 2:
         return code, f"{FUNCTION} must take two arguments (problem, plan)"
-    return code, None
+    return code, refusal(code)

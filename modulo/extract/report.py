@@ -46,6 +46,12 @@ def _matrix(part: PartResult | None) -> list[str]:
     return lines
 
 
+def _problems(gate_set: dict[str, Any]) -> int:
+    """The problems of a gate set: a benchmark may hold more than were asked for (problems without the
+    constraint, problems added to break each kind of it)."""
+    return sum(int(gate_set.get(part, {}).get("problems", 0)) for part in ("training", "held_out"))
+
+
 def render_gate(result: ConstraintResult) -> str:
     """The gate report of one constraint in Markdown."""
     g = result.settings
@@ -60,8 +66,9 @@ def render_gate(result: ConstraintResult) -> str:
         f"Gate: zero false rejections on valid plans and recall >= {g.min_recall:g} on invalid plans, on the "
         f"training part and on the held-out part ({g.held_out:g} of the problems, never shown to the model); "
         f"any crash, timeout ({g.timeout_s:g} s per plan) or sandbox refusal rejects. Gate set: "
-        f"{result.gate_set.get('cases')} plans of {g.problems} problems labelled by the benchmark's oracle "
-        f"(seed {g.seed}): training {result.gate_set.get('training')}, held-out {result.gate_set.get('held_out')}.",
+        f"{result.gate_set.get('cases')} plans of {_problems(result.gate_set)} problems ({g.problems} asked for) "
+        f"labelled by the benchmark's oracle (seed {g.seed}): training {result.gate_set.get('training')}, "
+        f"held-out {result.gate_set.get('held_out')}.",
     ]
     for a in result.attempts:
         lines += ["", f"## Attempt {a.number}: {'admitted' if a.admitted else a.reason}", ""]

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from ..critic import CriticFactory, CriticSource, critic
-from ..sandbox import load_file
 from ..types import PlanJSON, Problem, Verdict
+from .confine import load_confined
 
 #: the name of the function a candidate must define
 FUNCTION = "check"
@@ -37,13 +37,14 @@ _loaded: dict[str, Callable[..., Any]] = {}
 _lock = threading.Lock()
 
 
-def load_check(path: str | Path) -> Callable[..., Any]:
-    """The ``check`` function of the code file ``path`` (loaded once per process)."""
+def load_check(path: str | Path, sha256: str | None = None) -> Callable[..., Any]:
+    """The ``check`` function of the code file ``path`` (loaded once per process, confined: see
+    :mod:`.confine`; refused unless its hash is ``sha256``, when given)."""
     key = str(path)
     with _lock:
         if key in _loaded:
             return _loaded[key]
-        module = load_file(key, f"modulo_extracted_code_{len(_loaded)}")
+        module = load_confined(key, f"modulo_extracted_code_{len(_loaded)}", sha256)
         fn = getattr(module, FUNCTION, None)
         if not callable(fn):
             raise TypeError(f"{key} defines no function {FUNCTION}(problem, plan)")
@@ -79,9 +80,10 @@ def extracted_critic(
     """A registrable critic factory running the model's ``check`` from the file ``code``: source
     ``llm-extracted``, untrusted (always sandboxed), scoped to ``benchmark``."""
     path = str(code)
+    sha256 = (provenance or {}).get("code_sha256")  # (the generated package records it; the gate loads its own file)
 
     def fn(problem: Problem, plan: PlanJSON, *, benchmark: Any) -> Verdict:
-        check = load_check(path)
+        check = load_check(path, sha256)
         return as_verdict(check(benchmark.critic_view(problem), plan), description)
 
     fn.__name__ = name.replace("/", "_").replace("-", "_")

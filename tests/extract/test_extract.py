@@ -158,12 +158,14 @@ def test_hostile_candidates_are_contained_and_rejected_with_the_reason(
         listener.close()
     reasons = {r.info.name: r.reason for r in result.results}
     assert not any(r.admitted for r in result.results)
-    assert "network access is disabled in the modulo sandbox" in reasons["synth_busy"]
+    # socket, os and open are out of a candidate's reach (modulo.extract.confine); the sandbox's own guards
+    # against connections, processes and writes stand behind that (tests/sandbox)
+    assert "importing socket is refused in the modulo sandbox" in reasons["synth_busy"]
     assert "did not finish within 2 s (sandbox worker killed)" in reasons["synth_work_hours"]
     assert "MemoryError" in reasons["synth_meeting_duration"]
-    assert "starting processes is disabled in the modulo sandbox" in reasons["synth_preference"]
-    assert "training: recall 0.000" in reasons["synth_deadline"]
-    assert "writing outside the sandbox's scratch directory is disabled" in reasons["synth_earliest"]
+    assert "importing os is refused in the modulo sandbox" in reasons["synth_preference"]
+    assert "importing os is refused in the modulo sandbox" in reasons["synth_deadline"]
+    assert "NameError: name 'open' is not defined" in reasons["synth_earliest"]
     assert not escape.exists()
     written = files_text(result.out)
     assert written and SECRET not in written  # no environment value in any file written
@@ -196,3 +198,43 @@ def test_travelplanner_critics_are_gated_by_the_golden_official_verdicts(tmp_pat
     held_groups = {c["group"] for c in first.held_out.counterexamples}
     assert train_groups and held_groups and not train_groups & held_groups
     assert r.gate_set["training"]["problems"] + r.gate_set["held_out"]["problems"] == 12
+
+
+def test_a_candidate_that_calls_the_built_in_critic_it_stands_for_is_not_admitted(tmp_path: Path) -> None:
+    # it would agree with the oracle on every gate case, and be reported as an LLM-written critic
+    code = """
+from modulo.binding import bind_benchmark, bind_critics
+from modulo.types import Problem
+def check(problem, plan):
+    [built_in] = bind_critics(["synth_busy"], bind_benchmark("synth/calendar"), {}, {})
+    verdict = built_in(Problem(id="p", benchmark="synth/calendar", query=problem["query"],
+                               constraints=problem["constraints"]), plan)
+    return verdict.passed, verdict.feedback
+"""
+    result = extraction(tmp_path, {"synth_busy": [reply(code)]}, ["synth_busy"], attempts=1)
+    [r] = result.results
+    assert not r.admitted and "importing modulo.binding is refused in the modulo sandbox" in r.reason
+    assert result.package is None
+
+
+BLIND = """
+def _minutes(text):
+    hours, minutes = str(text).split(":")
+    return int(hours) * 60 + int(minutes)
+
+
+def check(problem, plan):
+    day, end = plan["day"], _minutes(plan["end"])
+    for c in problem["constraints"]["constraints"]:  # avoid_before is never looked at
+        if c["kind"] in ("avoid_after", "avoid_day") and c["day"] == day:
+            if c["kind"] == "avoid_day" or end > c["time"]:
+                return False, c["text"]
+    return True, ""
+"""
+
+
+def test_a_critic_that_ignores_one_kind_of_its_constraint_is_not_admitted(tmp_path: Path) -> None:
+    # seed 1 with 6 problems: among the first problems, no plan breaks an avoid_before requirement alone
+    result = extraction(tmp_path, {"synth_preference": [reply(BLIND)]}, ["synth_preference"], attempts=1, seed=1)
+    [r] = result.results
+    assert not r.admitted and "avoid_before" in json.dumps(r.final.training.counterexamples)

@@ -107,6 +107,17 @@ def write_outside(problem: Problem, plan: Any) -> Verdict:
     return Verdict.ok()
 
 
+@critic("sandbox_proc", description="reads another process's environment or memory through /proc")
+def read_proc(problem: Problem, plan: Any) -> Verdict:
+    pid = os.getppid() if plan["pid"] == "parent" else int(plan["pid"])
+    path = f"/proc/{pid}/{plan['file']}"
+    if plan.get("link"):  # through a link in the scratch directory, whose name says nothing of /proc
+        os.symlink(f"/proc/{pid}", "elsewhere")
+        path = f"elsewhere/{plan['file']}"
+    with open(path, "rb") as fh:
+        return Verdict.fail(fh.read(4096).decode("latin-1"))
+
+
 @critic("sandbox_honest", description="passes plans with ok=true")
 def honest(problem: Problem, plan: Any) -> Verdict:
     if isinstance(plan, dict) and plan.get("ok") is True:
@@ -127,6 +138,7 @@ for _factory in (
     mutate,
     wrong_type,
     write_outside,
+    read_proc,
     honest,
 ):
     components.critics.register(_factory.name, _factory, replace=True)

@@ -35,6 +35,7 @@ NAMES = [
     "sandbox_mutate",
     "sandbox_wrong_type",
     "sandbox_write",
+    "sandbox_proc",
     "sandbox_honest",
 ]
 
@@ -82,6 +83,18 @@ def test_no_environment_value_reaches_the_critic(
     verdict = run(executor, critics["sandbox_env"], {})
     assert "sk-" not in verdict.feedback and "secret=None" in verdict.feedback
     assert "modulo-sandbox-" in verdict.feedback  # HOME is the worker's scratch directory
+
+
+@pytest.mark.parametrize("plan", [{"pid": "parent", "file": "environ"}, {"pid": "parent", "file": "mem"},
+                                  {"pid": "1", "file": "environ"},
+                                  {"pid": "parent", "file": "environ", "link": True}])  # fmt: skip
+def test_another_processs_environment_and_memory_are_out_of_reach(
+    executor: SandboxExecutor, critics: dict, plan: dict
+) -> None:
+    # the parent's /proc/PID/environ holds the API keys the scrubbed environment keeps from the worker, and
+    # its memory everything else (the problem's answer, the oracle's labels)
+    message = error_of(executor, critics["sandbox_proc"], plan)
+    assert "reading another process's files is disabled in the modulo sandbox" in message
 
 
 @pytest.mark.parametrize("name", ["sandbox_socket", "sandbox_raw_socket"])
