@@ -212,13 +212,17 @@ def test_every_reader_gives_the_same_for_both_formats(tmp_path: Path) -> None:
     assert light_new[0].iterations[0].verdicts[2].feedback == ""  # light verdicts lose their feedback alike
 
 
-def test_run_dir_appends_compact_lines_and_resume_reads_them(tmp_path: Path) -> None:
-    info = RunInfo(
+def _toy_info() -> RunInfo:
+    return RunInfo(
         benchmark=BenchmarkInfo(name="toy"),
         generator=GeneratorInfo(name="llm"),
         budget=BudgetInfo(max_iterations=3),
         problem_ids=["a", "b"],
     )
+
+
+def test_run_dir_appends_compact_lines_and_resume_reads_them(tmp_path: Path) -> None:
+    info = _toy_info()
     rd = RunDir(tmp_path / "run")
     rd.prepare(info, "x: 1\n")
     rd.append_many([record("a"), record("b")])
@@ -412,7 +416,7 @@ def random_record(rng: random.Random) -> ProblemResult:
             made = rng.choice(pool) + rng.choice(["\nmore feedback", "", "x" * rng.randrange(1, 300), "Ü€🙂"])
         else:
             made = rng.choice(["Plan: ", "[{", "Plan: day 1 "]) + "".join(
-                rng.choice("ab \n\"\\é") for _ in range(rng.choice([3, 40, 70, 255, 256, 300, 900]))
+                rng.choice('ab \n"\\é') for _ in range(rng.choice([3, 40, 70, 255, 256, 300, 900]))
             )
         pool.append(made)
         return made
@@ -564,14 +568,8 @@ def test_a_record_holding_a_lone_surrogate_is_written_with_a_replacement_charact
     surrogate), which UTF-8 cannot hold: the record's encoding raised PydanticSerializationError in the
     records writer and the whole run stopped. The record is written with U+FFFD in its place, paired
     surrogates (a whole emoji) kept, and read back."""
-    info = RunInfo(
-        benchmark=BenchmarkInfo(name="toy"),
-        generator=GeneratorInfo(name="llm"),
-        budget=BudgetInfo(max_iterations=3),
-        problem_ids=["a", "b"],
-    )
     rd = RunDir(tmp_path / "run")
-    rd.prepare(info, "x: 1\n")
+    rd.prepare(_toy_info(), "x: 1\n")
     bad = record("a").model_copy(update={"best_plan": {"city\udc00": ["Rome \ud800", "smile \ud83d\ude00"]}})
     rd.append_many([bad, record("b")])
     back = {r.problem_id: r for r in read_records(rd.path)}
