@@ -26,7 +26,7 @@ Budget exhaustion is not an exception: it is the ``exhausted`` outcome.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .types import LLMCall
@@ -100,6 +100,11 @@ class LLMError(ModuloError):
     fault: str = "llm_error"
     #: the failed call (faults, usage of failed attempts), attached by the client before raising
     call: LLMCall | None = None
+    #: the calls the same turn made before the failed one, attached by a generator that makes several (a tool
+    #: agent's steps, an episode's assistant, user and tool turns: :func:`modulo.generators.base.keep_calls`),
+    #: so that the iteration records and counts what they spent; and what its tool use recorded so far
+    earlier_calls: tuple[LLMCall, ...] = ()
+    tool_use: dict[str, Any] | None = None
 
 
 class TransientLLMError(LLMError):

@@ -402,8 +402,11 @@ class Metacontroller:
                         in_force, rec, dialogue, over_limit=s.max_questions is not None and questions > s.max_questions
                     )
             except LLMError as exc:
+                rec.calls.extend(exc.earlier_calls)  # a multi-call generator's turn: its steps before the failure
                 if exc.call is not None:
                     rec.calls.append(exc.call)
+                if exc.tool_use is not None and rec.tool_use is None:
+                    rec.tool_use = exc.tool_use
                 _settle(rec, usage, run_budget)
                 error = f"{type(exc).__name__}: {exc}"
                 stop_reason = "llm_error"

@@ -40,7 +40,7 @@ from typing import Any, ClassVar, Literal
 
 from .benchmark import Benchmark
 from .errors import ConfigError
-from .generators.base import Generation, GenerationContext, Generator
+from .generators.base import Generation, GenerationContext, Generator, keep_calls
 from .llm.base import LLMRequest, ToolDecl, ToolTurn
 from .prompts import Template, resolve
 from .tools import ToolArgumentError, Toolbox, ToolResult, ToolSpec, parse_action
@@ -187,24 +187,33 @@ class ToolAgentGenerator(Generator):
         self._states.move_to_end(problem.id)
         start = "fresh" if ctx.iteration == 0 or evicted else self.on_backprompt
         run = _Run()
-        if start in ("fresh", "resume"):
-            feedback = messages[-1].content if start == "resume" and len(messages) > 1 else None
-            await self._gather(problem, state, run, ctx, feedback)
-        record: dict[str, Any] = {
-            "mode": self.mode,
-            "start": start,
-            "steps": run.steps,
-            "outcome": run.outcome if start != "replan" else "replanned",
-            "notebook": [{"index": i, "description": d, "chars": len(c)} for i, (d, c) in enumerate(state.notebook)],
-        }
-        if evicted:
-            record["note"] = "the agent state of earlier iterations was evicted: started from an empty notebook"
-        if run.outcome not in (None, "planner"):
-            return Generation(text="", calls=run.calls, tool_use=record)  # officially: no plan
-        request = self._request(problem, ctx, self.planner_messages(problem, state, messages), "plan")
-        call = await ctx.llm.call(request, "generate")
-        run.calls.append(call)
-        return Generation(text=call.reply, calls=run.calls, finish_reason=call.finish_reason, tool_use=record)
+
+        def record(outcome: str | None) -> dict[str, Any]:
+            out: dict[str, Any] = {
+                "mode": self.mode,
+                "start": start,
+                "steps": run.steps,
+                "outcome": outcome,
+                "notebook": [
+                    {"index": i, "description": d, "chars": len(c)} for i, (d, c) in enumerate(state.notebook)
+                ],
+            }
+            if evicted:
+                out["note"] = "the agent state of earlier iterations was evicted: started from an empty notebook"
+            return out
+
+        # a model call that fails for good ends the turn: its steps so far are recorded and counted with it
+        with keep_calls(run.calls, lambda: record("llm_error")):
+            if start in ("fresh", "resume"):
+                feedback = messages[-1].content if start == "resume" and len(messages) > 1 else None
+                await self._gather(problem, state, run, ctx, feedback)
+            done = record(run.outcome if start != "replan" else "replanned")
+            if run.outcome not in (None, "planner"):
+                return Generation(text="", calls=run.calls, tool_use=done)  # officially: no plan
+            request = self._request(problem, ctx, self.planner_messages(problem, state, messages), "plan")
+            call = await ctx.llm.call(request, "generate")
+            run.calls.append(call)
+        return Generation(text=call.reply, calls=run.calls, finish_reason=call.finish_reason, tool_use=done)
 
     def _request(
         self,

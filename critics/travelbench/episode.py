@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 from modulo import components
 from modulo.benchmark import Benchmark
 from modulo.errors import ConfigError
-from modulo.generators import Generation, GenerationContext, Generator
+from modulo.generators import Generation, GenerationContext, Generator, keep_calls
 from modulo.llm.base import LLMRequest, LLMSettings
 from modulo.llm.client import LLMClient, build_client
 from modulo.registry import bind_arguments
@@ -137,7 +137,8 @@ class TravelBenchAgent(Generator):
         if ctx.llm is None:
             raise ConfigError("generator=travelbench needs an llm backend")
         run = _Episode(self, problem, ctx, ctx.llm)
-        plan = await run.play(list(messages))
+        with keep_calls(run.calls):  # a call that fails for good: the episode's earlier calls are counted with it
+            plan = await run.play(list(messages))
         if plan["declined"]:  # [Unsolved] in the first message: the loop records an abstention, no plan
             return Generation(text=plan["first_message"], abstain=plan["first_message"], calls=run.calls)
         return Generation(plan=plan, calls=run.calls)

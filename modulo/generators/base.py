@@ -8,13 +8,31 @@ It returns either text (to be reformulated into a plan) or a plan directly (sear
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from ..errors import LLMError
 from ..types import LLMCall, Message, PlanJSON, Problem
 
 if TYPE_CHECKING:
     from ..llm.client import LLMClient
+
+
+@contextmanager
+def keep_calls(calls: list[LLMCall], tool_use: Callable[[], dict[str, Any] | None] = lambda: None) -> Iterator[None]:
+    """For a generator that makes several model calls in one turn: an :class:`~modulo.errors.LLMError` raised
+    inside carries the calls made so far (``calls``, the generator's own list) and what ``tool_use()`` says
+    the turn's tool use was, so that the loop records them and counts what they spent (it recorded only the
+    failed call: a tool agent's paid steps before a permanent fault were in no record and no total)."""
+    try:
+        yield
+    except LLMError as exc:
+        exc.earlier_calls = (*calls, *exc.earlier_calls)
+        if exc.tool_use is None:
+            exc.tool_use = tool_use()
+        raise
 
 
 @dataclass

@@ -99,3 +99,21 @@ def test_a_tool_out_of_memory_still_stops_the_problem(tmp_path: Path, monkeypatc
     monkeypatch.setattr(TravelPlannerTools, "_city_search", exhausted)
     record = run(tmp_path, ["metacontroller.max_iterations=1"], [call("CitySearch", state="Texas")])
     assert record.error is not None and record.error.startswith("MemoryError") and record.stop_reason == "memory"
+
+
+def test_a_model_call_that_fails_for_good_keeps_the_agents_earlier_steps_and_their_cost(tmp_path: Path) -> None:
+    """Two tool steps, then the model fails for good (the scripted backend runs out of replies): the record
+    held only the failed call, no tool use and none of the two paid steps' tokens or dollars."""
+    script = [
+        call("AccommodationSearch", city="Appleton"),
+        call("NotebookWrite", description="Accommodations in Appleton"),
+    ]
+    prices = ["llm.price_input_per_mtok=1000", "llm.price_output_per_mtok=1000"]
+    record = run(tmp_path, ["metacontroller.max_iterations=1", *prices], script)
+    assert record.error is not None and "ran out of replies" in record.error
+    it = record.iterations[0]
+    assert len(it.calls) == 3 and it.calls[-1].usage.failed_calls == 1
+    assert it.tool_use is not None and it.tool_use["outcome"] == "llm_error"
+    assert [s["action"].split("[")[0] for s in steps(record)] == ["AccommodationSearch", "NotebookWrite"]
+    paid = sum(c.usage.input_tokens for c in it.calls[:2])
+    assert paid > 0 and it.usage.input_tokens >= paid and record.usage.cost_usd >= it.calls[0].usage.cost_usd > 0
