@@ -53,7 +53,7 @@ from .recordformat import encode_record, record_pieces
 from .redact import known as secrets_known
 from .redact import redact
 from .runinfo import RUN_INFO_FILE, RunInfo, read_run_info
-from .types import Outcome, ProblemResult
+from .types import Outcome, ProblemResult, without_lone_surrogates
 
 log = logging.getLogger("modulo.runs")
 RECORDS = "records.jsonl"
@@ -368,7 +368,7 @@ class RunDir:
 
     def processes(self) -> list[tuple[str, int]]:
         """The processes that have run into the directory, in order: each one's token and how many records the
-        directory held when it started (its records are those from there to the next one's start). None for
+        directory held when it started (its records are those from there to the next one's start). Empty for
         a directory written before processes were listed; a line cut by a kill is left out."""
         out: list[tuple[str, int]] = []
         try:
@@ -415,12 +415,11 @@ def _line_pieces(result: ProblemResult) -> list[bytes | memoryview]:
     warning: one unwritable string must not stop the run that holds it (found only when encoding fails)."""
     try:
         return _encoded_pieces(result)
-    except Exception:
-        fixed = _valid_unicode(result.model_dump(mode="python"))
+    except Exception as exc:
         try:
-            pieces = _encoded_pieces(ProblemResult.model_validate(fixed))
+            pieces = _encoded_pieces(ProblemResult.model_validate(_valid_unicode(result.model_dump(mode="python"))))
         except Exception:
-            raise  # not (only) a surrogate: the error of the record as it is
+            raise exc from None  # not (only) a surrogate: the error of the record as it is
         log.warning("record of problem %s: text that is not valid Unicode replaced by U+FFFD", result.problem_id)
         return pieces
 
@@ -428,7 +427,7 @@ def _line_pieces(result: ProblemResult) -> list[bytes | memoryview]:
 def _valid_unicode(value: Any) -> Any:
     """``value`` (plain data) with each lone surrogate in its strings, keys too, replaced by U+FFFD."""
     if isinstance(value, str):
-        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        return without_lone_surrogates(value)
     if isinstance(value, dict):
         return {_valid_unicode(k): _valid_unicode(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

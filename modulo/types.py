@@ -54,6 +54,12 @@ def attributes(obj: Any, *names: str) -> dict[str, Any]:
     return {name: getattr(obj, name) for name in names}
 
 
+def without_lone_surrogates(text: str) -> str:
+    """``text`` with each lone surrogate (half of a UTF-16 pair, as a JSON escape can carry it; UTF-8 cannot
+    hold it) replaced by U+FFFD; a pair written as two escapes becomes its character."""
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
 def plan_fingerprint(plan: PlanJSON) -> str:
     """A short content hash of a plan, used to notice repeated plans."""
     return text_fingerprint(canonical_json(plan))

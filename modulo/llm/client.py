@@ -52,7 +52,7 @@ from ..errors import CacheMissError, ConfigError, LLMError, PermanentLLMError, P
 from ..redact import known as known_secrets
 from ..redact import redact, redact_data, strip_userinfo
 from ..registry import bind_arguments
-from ..types import NO_USAGE, Fault, LLMCall, Stage, ToolCall, Usage, UsageTally
+from ..types import NO_USAGE, Fault, LLMCall, Stage, ToolCall, Usage, UsageTally, without_lone_surrogates
 from .base import LLM, LLMRequest, LLMResponse, LLMSettings, capabilities_of
 from .cache import CACHE_FILE, CACHE_MODES, CacheMode, ResponseCache
 from .faults import EmptyReplyError
@@ -776,8 +776,7 @@ def _valid_text(response: LLMResponse) -> LLMResponse:
     try:
         response.text.encode("utf-8")
     except UnicodeEncodeError:
-        fixed = response.text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-        return response.model_copy(update={"text": fixed})
+        return response.model_copy(update={"text": without_lone_surrogates(response.text)})
     return response
 
 
